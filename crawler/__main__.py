@@ -1,0 +1,6 @@
+"""``python -m crawler``: the same as the ``crawler`` command."""
+
+from .cli import run
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,182 @@
+"""The crawler's settings: one frozen, validated value built from a YAML file and flags.
+
+Every key, its default and its meaning (``config/crawler.yaml`` repeats them with comments):
+
+=====================  =========================  ==============================================
+key                    default                    meaning
+=====================  =========================  ==============================================
+mirror                 https://binaries.spack.io  base of the mirror: http(s)://, file:// or a path
+output                 output                     folder that receives ``<branch>/`` folders
+formats                [json]                     ``json`` (always written) and/or ``pages``
+concurrency            8                          sources of a branch downloaded at once (1-256)
+decode_workers         0                          processes decoding indexes (0: one per CPU)
+timeouts.connect       10                         seconds to open a connection
+timeouts.read          60                         seconds without a byte before a read fails
+timeouts.source        1800                       seconds one source may take, retries included
+retry.attempts         5                          tries per request before giving up (1-20)
+retry.backoff          1.0                        first backoff in seconds, doubled each try
+retry.max_wait         60                         cap on one wait, ``Retry-After`` included
+rewrites               []                         list of ``{prefix, replacement}`` URL rewrites
+=====================  =========================  ==============================================
+
+Relative paths in a config file (``mirror``, ``output``) are resolved against the folder that
+holds the file, so a config works from any working directory; relative paths given as flags are
+resolved against the working directory. ``s3://<bucket>/<path>`` source URLs map onto
+``<mirror>/<path>`` unless a rewrite's ``prefix`` matches first.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Literal
+
+import msgspec
+import yaml
+
+from .errors import ConfigError
+
+PUBLIC_MIRROR = "https://binaries.spack.io"
+DEFAULT_CONFIG = Path("config") / "crawler.yaml"
+
+Format = Literal["json", "pages"]
+
+
+class Timeouts(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """Time limits, in seconds, applied to every request."""
+
+    connect: Annotated[float, msgspec.Meta(gt=0)] = 10.0
+    read: Annotated[float, msgspec.Meta(gt=0)] = 60.0
+    source: Annotated[float, msgspec.Meta(gt=0)] = 1800.0
+
+
+class Retry(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """How transient failures (connection errors, timeouts, 429, 5xx) are retried."""
+
+    attempts: Annotated[int, msgspec.Meta(ge=1, le=20)] = 5
+    backoff: Annotated[float, msgspec.Meta(ge=0)] = 1.0
+    max_wait: Annotated[float, msgspec.Meta(ge=0)] = 60.0
+
+
+class Rewrite(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """Replace ``prefix`` at the start of a source URL with ``replacement``."""
+
+    prefix: Annotated[str, msgspec.Meta(min_length=1)]
+    replacement: str
+
+
+class Config(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """All settings of one run: build it with :func:`load_config` and :func:`with_overrides`.
+
+    Unknown keys are errors and the value is immutable.
+    """
+
+    mirror: Annotated[str, msgspec.Meta(min_length=1)] = PUBLIC_MIRROR
+    output: Annotated[str, msgspec.Meta(min_length=1)] = "output"
+    formats: Annotated[tuple[Format, ...], msgspec.Meta(min_length=1)] = ("json",)
+    concurrency: Annotated[int, msgspec.Meta(ge=1, le=256)] = 8
+    decode_workers: Annotated[int, msgspec.Meta(ge=0, le=64)] = 0
+    timeouts: Timeouts = Timeouts()
+    retry: Retry = Retry()
+    rewrites: tuple[Rewrite, ...] = ()
+    #: The file the settings came from, for messages; not a key of the file.
+    origin: str = "<defaults>"
+
+    @property
+    def output_dir(self) -> Path:
+        """The output folder as a path."""
+        return Path(self.output)
+
+
+_AT = re.compile(r"^(?P<msg>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.S)
+_UNKNOWN = re.compile(r"Object contains unknown field `(?P<field>[^`]+)`")
+
+
+def _config_error(origin: str, err: msgspec.ValidationError) -> ConfigError:
+    """Turn msgspec's message into one that names the key the way the YAML file spells it."""
+    match = _AT.match(str(err))
+    assert match is not None  # the pattern matches any string
+    message, path = match["msg"], (match["path"] or "").lstrip(".")
+    path = re.sub(r"\[(\d+)\]", r"[\1]", path)
+    unknown = _UNKNOWN.match(message)
+    if unknown:
+        key = f"{path}.{unknown['field']}" if path else unknown["field"]
+        return ConfigError(origin, "unknown key", key=key)
+    if message.startswith("Object missing required field"):
+        field = message.split("`")[1]
+        return ConfigError(origin, "missing required key", key=f"{path}.{field}" if path else field)
+    return ConfigError(origin, message.replace("`", "'"), key=path or None)
+
+
+def _check_mirror(origin: str, mirror: str) -> None:
+    scheme = mirror.split("://", 1)[0].lower() if "://" in mirror else ""
+    if scheme not in ("", "http", "https", "file"):
+        raise ConfigError(
+            origin, f"unsupported URL scheme {scheme!r} (use http, https, file or a path)", "mirror"
+        )
+
+
+def _resolve(base: Path, value: str) -> str:
+    """Make a relative filesystem path absolute against ``base``; leave URLs alone."""
+    if "://" in value:
+        return value
+    path = Path(value).expanduser()
+    return str(path if path.is_absolute() else (base / path).resolve())
+
+
+def build_config(data: object, origin: str = "<defaults>", base: Path | None = None) -> Config:
+    """Validate a mapping of settings (as read from YAML) into a :class:`Config`."""
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(origin, f"expected a mapping of settings, got {type(data).__name__}")
+    if "origin" in data:
+        raise ConfigError(origin, "unknown key", key="origin")
+    try:
+        config = msgspec.convert({**data, "origin": origin}, Config)
+    except msgspec.ValidationError as err:
+        raise _config_error(origin, err) from None
+    _check_mirror(origin, config.mirror)
+    if base is not None:
+        config = msgspec.structs.replace(
+            config, mirror=_resolve(base, config.mirror), output=_resolve(base, config.output)
+        )
+    return config
+
+
+def load_config(path: Path | None) -> Config:
+    """Read a YAML config file.
+
+    With ``path`` None, ``config/crawler.yaml`` under the working directory is read when it
+    exists; otherwise the built-in defaults (identical to that file) apply.
+    """
+    if path is None:
+        if not DEFAULT_CONFIG.is_file():
+            return Config()
+        path = DEFAULT_CONFIG
+    origin = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(origin, "file not found") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise ConfigError(origin, f"cannot read file: {err}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise ConfigError(origin, f"not valid YAML: {err}") from None
+    return build_config(data, origin, base=path.resolve().parent)
+
+
+def with_overrides(config: Config, **flags: object) -> Config:
+    """Apply command-line flags (``None`` means "not given") on top of a config."""
+    given = {key: value for key, value in flags.items() if value is not None}
+    if not given:
+        return config
+    data = msgspec.to_builtins(config)
+    data.pop("origin")
+    for key in ("mirror", "output"):
+        if key in given:
+            given[key] = _resolve(Path.cwd(), str(given[key]))
+    data.update(given)
+    return build_config(data, "command line")

@@ -1,0 +1,138 @@
+"""Consolidate: merge the summaries of one ref's indexes into per-package summaries.
+
+This is the reference generator's algorithm (FORMAT.md section 3), with deduplication made
+explicit: a spec is a root record in the build cache; its ``stacks`` are the labels of every
+index of the ref (root included) whose ``installs`` hold its hash, in the build cache or not. A
+hash that only a stack holds is not a spec. When a stack states a different name, version,
+platform, os or target for a root spec's hash, a conflict is reported and the root's values are
+kept; the stack still counts for that spec, since it holds the same hash.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+
+import msgspec
+
+from .validate import Identity, SourceSummary, SpecRow
+
+SIZE_UNKNOWN = "-"
+_COMPARED = ("name", "version", "platform", "os", "target")
+
+
+class SpecDetail(msgspec.Struct, frozen=True, gc=False):
+    """One entry of ``spec_details``; field names are the JSON keys."""
+
+    compiler: str
+    hash: str
+    os: str
+    platform: str
+    size: str
+    stacks: list[str]
+    target: str
+    variants: list[str]
+    versions: list[str]
+
+
+class PackageMeta(msgspec.Struct, frozen=True, gc=False):
+    """A package's ``meta``; field names are the JSON keys."""
+
+    compilers: list[str]
+    num_specs: int
+    num_specs_by_stack: dict[str, int]
+    oss: list[str]
+    platforms: list[str]
+    stacks: list[str]
+    targets: list[str]
+    versions: list[str]
+
+
+class PackageSummary(msgspec.Struct, frozen=True, gc=False):
+    """What a downstream consumer reads for one package of one ref."""
+
+    meta: PackageMeta
+    spec_details: list[SpecDetail]
+
+
+class Conflict(msgspec.Struct, frozen=True, gc=False):
+    """A stack disagreeing with the root about a spec; the root's value is kept."""
+
+    hash: str
+    source: str
+    field: str
+    root: str
+    stack: str
+
+
+def hash_stacks(summaries: Mapping[str, SourceSummary]) -> dict[str, set[str]]:
+    """For every hash, the labels of the indexes that hold it."""
+    where: dict[str, set[str]] = defaultdict(set)
+    for label, summary in summaries.items():
+        for key in summary.hashes:
+            where[key].add(label)
+    return where
+
+
+def find_conflicts(
+    root_specs: Mapping[str, Identity], stacks: Mapping[str, SourceSummary]
+) -> list[Conflict]:
+    """Every field on which a stack's record differs from the root's record of the same hash."""
+    conflicts = []
+    for label, summary in sorted(stacks.items()):
+        for theirs in summary.identities:
+            ours = root_specs.get(theirs.hash)
+            if ours is None or ours == theirs:
+                continue
+            for field in _COMPARED:
+                a, b = getattr(ours, field), getattr(theirs, field)
+                if a != b:
+                    conflicts.append(Conflict(theirs.hash, label, field, a, b))
+    return conflicts
+
+
+def _package(rows: Iterable[tuple[SpecRow, list[str]]]) -> PackageSummary:
+    details = []
+    by_stack: dict[str, int] = defaultdict(int)
+    for row, stacks in rows:
+        ident = row.identity
+        for label in stacks:
+            by_stack[label] += 1
+        details.append(
+            SpecDetail(
+                compiler=row.compiler,
+                hash=ident.hash,
+                os=ident.os,
+                platform=ident.platform,
+                size=SIZE_UNKNOWN,
+                stacks=stacks,
+                target=ident.target,
+                variants=list(row.variants),
+                versions=[ident.version],
+            )
+        )
+    details.sort(key=lambda d: d.hash)
+    meta = PackageMeta(
+        compilers=sorted({d.compiler for d in details}),
+        num_specs=len(details),
+        num_specs_by_stack=dict(sorted(by_stack.items())),
+        oss=sorted({d.os for d in details}),
+        platforms=sorted({d.platform for d in details}),
+        stacks=sorted(by_stack),
+        targets=sorted({d.target for d in details}),
+        versions=sorted({d.versions[0] for d in details}),
+    )
+    return PackageSummary(meta, details)
+
+
+def consolidate(
+    root: SourceSummary, stacks: Mapping[str, SourceSummary], root_label: str = "root"
+) -> tuple[dict[str, PackageSummary], list[Conflict]]:
+    """Per-package summaries of a ref (sorted by name) and the conflicts between its indexes."""
+    where = hash_stacks({root_label: root, **stacks})
+    by_package: dict[str, list[tuple[SpecRow, list[str]]]] = defaultdict(list)
+    for row in root.specs:
+        by_package[row.identity.name].append((row, sorted(where[row.identity.hash])))
+    packages = {name: _package(rows) for name, rows in sorted(by_package.items())}
+    conflicts = find_conflicts({row.identity.hash: row.identity for row in root.specs}, stacks)
+    return packages, conflicts

@@ -1,0 +1,145 @@
+"""Decode: typed views of Spack's Database JSON (FORMAT.md section 2), read with msgspec.
+
+The document is decoded in two steps so that one bad record cannot sink the whole index: first
+the envelope (``database.version`` and ``installs`` with every record kept as raw JSON), then each
+record on its own into the smallest struct the summary needs; fields not named here are skipped by
+the decoder without building Python objects. Root records need the whole node (variants,
+dependencies, compiler); a stack's records only contribute their hash and identity.
+
+The structs are ``gc=False``: they hold no reference cycles, and keeping tens of thousands of
+them out of the cyclic garbage collector roughly halves decoding time on a develop-sized index.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from .errors import IndexFormatError, UnsupportedVersionError
+
+SUPPORTED_VERSIONS = ("6", "7", "8")
+
+Scalar = bool | int | float | str
+ParamValue = Scalar | list[Scalar]
+
+
+class Target(msgspec.Struct, gc=False):
+    """A microarchitecture target given as an object; only its name is used."""
+
+    name: str
+
+
+class Arch(msgspec.Struct, gc=False):
+    """``spec.arch``."""
+
+    platform: str
+    platform_os: str
+    target: str | Target
+
+    @property
+    def target_name(self) -> str:
+        """The target's name whether given as a string or an object."""
+        return self.target if isinstance(self.target, str) else self.target.name
+
+
+class CompilerField(msgspec.Struct, gc=False):
+    """DB 6/7 ``spec.compiler``."""
+
+    name: str
+    version: str
+
+
+class DepParameters(msgspec.Struct, gc=False):
+    """DB 7/8 edge attributes."""
+
+    deptypes: list[str] = []
+    virtuals: list[str] = []
+
+
+class Dependency(msgspec.Struct, gc=False):
+    """One edge of ``spec.dependencies`` (DB 6 has ``type`` instead of ``parameters``)."""
+
+    name: str
+    hash: str
+    parameters: DepParameters | None = None
+    type: list[str] | None = None
+
+
+class Annotations(msgspec.Struct, gc=False):
+    """``spec.annotations``: nodes rewritten from old specfiles carry their compiler here."""
+
+    compiler: str | None = None
+
+
+class Node(msgspec.Struct, gc=False):
+    """The fields of ``spec`` that a root record contributes to the summary."""
+
+    name: str
+    version: str
+    arch: Arch
+    hash: str
+    compiler: CompilerField | None = None
+    parameters: dict[str, ParamValue] = {}
+    dependencies: list[Dependency] = []
+    annotations: Annotations | None = None
+
+
+class Record(msgspec.Struct, gc=False):
+    """One entry of ``installs`` in the root index. A missing ``in_buildcache`` means false."""
+
+    spec: Node
+    in_buildcache: bool = False
+
+
+class StackEdge(msgspec.Struct, gc=False):
+    """A stack record's edge: only the hash is checked."""
+
+    hash: str
+
+
+class StackNode(msgspec.Struct, gc=False):
+    """The identity of a spec as a stack index states it."""
+
+    name: str
+    version: str
+    arch: Arch
+    hash: str
+    dependencies: list[StackEdge] = []
+
+
+class StackRecord(msgspec.Struct, gc=False):
+    """One entry of ``installs`` in a stack index."""
+
+    spec: StackNode
+
+
+class _Database(msgspec.Struct, gc=False):
+    version: str | int
+    installs: dict[str, msgspec.Raw]
+
+
+class _Document(msgspec.Struct, gc=False):
+    database: _Database
+
+
+ROOT_DECODER = msgspec.json.Decoder(Record)
+STACK_DECODER = msgspec.json.Decoder(StackRecord)
+_DOCUMENT_DECODER = msgspec.json.Decoder(_Document)
+
+
+def decode_document(body: bytes | memoryview, url: str) -> tuple[str, dict[str, msgspec.Raw]]:
+    """The DB version and the raw records of an index; errors name ``url`` and the problem."""
+    if not body:
+        raise IndexFormatError(url, "empty body")
+    try:
+        document = _DOCUMENT_DECODER.decode(body)
+    except msgspec.ValidationError as err:
+        raise IndexFormatError(url, f"not a Spack database index: {err}") from None
+    except msgspec.DecodeError as err:
+        reason = "truncated JSON" if "truncated" in str(err) else "not valid JSON"
+        raise IndexFormatError(url, f"{reason}: {err}") from None
+    version = document.database.version
+    if not isinstance(version, str):
+        raise UnsupportedVersionError(url, version)
+    if version not in SUPPORTED_VERSIONS:
+        raise UnsupportedVersionError(url, version)
+    return version, document.database.installs

@@ -1,0 +1,172 @@
+"""Discovery: read ``<mirror>/cache_spack_io_index.json`` and turn it into typed sources.
+
+The document maps each ref to a list of ``{"label", "url"}`` (FORMAT.md section 1). Each URL
+names either a v2 index (``.../build_cache/index.json``, with an ``index.json.hash`` sidecar) or a
+v3 index blob (``.../blobs/sha256/<xx>/<sha256>``, whose name is its checksum). ``s3://<bucket>/``
+URLs map onto the mirror base unless a configured rewrite matches first.
+
+A ref whose name is not a safe path component, or whose entries cannot be used (no ``root``
+label, a duplicate label, a URL of neither form), is kept in :attr:`Discovery.problems` with the
+reason, so that syncing it fails with that reason while the other refs go on.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+from urllib.parse import unquote, urlsplit
+
+import msgspec
+
+from .config import Config
+from .errors import IndexFormatError
+
+DISCOVERY_FILE = "cache_spack_io_index.json"
+ROOT_LABEL = "root"
+
+#: A name that becomes one path component: no separators, no leading dot, no control characters.
+SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,199}")
+_BLOB = re.compile(r"(?:^|/)blobs/sha256/(?P<prefix>[0-9a-f]{2})/(?P<sum>[0-9a-f]{64})$")
+_V2 = re.compile(r"(?:^|/)build_cache/index\.json$")
+_LABEL = re.compile(r"[^\x00-\x1f\x7f]{1,200}")
+
+
+def is_safe_name(name: str) -> bool:
+    """True when ``name`` can be used as a single file or folder name under the output."""
+    return SAFE_NAME.fullmatch(name) is not None
+
+
+@dataclass(frozen=True)
+class Mirror:
+    """The mirror's base, local (a folder) or remote (http/https)."""
+
+    base: str
+
+    @classmethod
+    def parse(cls, mirror: str) -> Mirror:
+        """Normalise a mirror given as ``http(s)://...``, ``file://...`` or a plain path."""
+        if mirror.startswith(("http://", "https://")):
+            return cls(mirror.rstrip("/"))
+        if mirror.startswith("file://"):
+            mirror = unquote(urlsplit(mirror).path)
+        return cls("file://" + str(Path(mirror).expanduser().resolve()))
+
+    @property
+    def is_local(self) -> bool:
+        """True for a folder on this machine."""
+        return self.base.startswith("file://")
+
+    def join(self, path: str) -> str:
+        """The location of ``path`` (relative to the mirror root)."""
+        return f"{self.base}/{path.lstrip('/')}"
+
+    @property
+    def discovery_url(self) -> str:
+        """Where the discovery document is."""
+        return self.join(DISCOVERY_FILE)
+
+
+@dataclass(frozen=True)
+class Source:
+    """One index of one ref: the ``root`` cache or a stack's."""
+
+    ref: str
+    label: str
+    url: str  # as listed in the discovery document
+    location: str  # where it is fetched from (http(s):// or file://)
+    layout: Literal["v2", "v3"]
+    checksum: str | None  # v3: the sha256 the blob's name promises
+
+    @property
+    def is_root(self) -> bool:
+        """True for the ref's top-level cache."""
+        return self.label == ROOT_LABEL
+
+    @property
+    def sidecar(self) -> str | None:
+        """The v2 ``index.json.hash`` location, None for v3."""
+        return self.location + ".hash" if self.layout == "v2" else None
+
+
+@dataclass(frozen=True)
+class Discovery:
+    """The refs of a mirror with their sources, and the refs that cannot be synced."""
+
+    url: str
+    refs: dict[str, tuple[Source, ...]]
+    problems: dict[str, str]
+
+    def labels(self, ref: str) -> list[str]:
+        """Stack labels of a ref, root first."""
+        return [s.label for s in self.refs.get(ref, ())]
+
+
+class _Entry(msgspec.Struct):
+    label: str
+    url: str
+
+
+_DOCUMENT = dict[str, list[_Entry]]
+
+
+def map_url(url: str, mirror: Mirror, config: Config) -> str:
+    """Where a listed source URL is fetched from (rewrites first, then ``s3://`` mapping)."""
+    for rewrite in config.rewrites:
+        if url.startswith(rewrite.prefix):
+            return rewrite.replacement + url[len(rewrite.prefix) :]
+    parts = urlsplit(url)
+    if parts.scheme == "s3":
+        return mirror.join(parts.path)
+    if parts.scheme in ("http", "https", "file"):
+        return url
+    raise ValueError(f"unsupported URL {url!r} (expected s3://, http(s):// or file://)")
+
+
+def _source(ref: str, entry: _Entry, mirror: Mirror, config: Config) -> Source:
+    if not _LABEL.fullmatch(entry.label):
+        raise ValueError(f"bad stack label {entry.label!r}")
+    location = map_url(entry.url, mirror, config)
+    path = urlsplit(entry.url).path
+    blob = _BLOB.search(path)
+    if blob:
+        if blob["sum"][:2] != blob["prefix"]:
+            raise ValueError(f"blob URL {entry.url} is not under blobs/sha256/{blob['sum'][:2]}/")
+        return Source(ref, entry.label, entry.url, location, "v3", blob["sum"])
+    if _V2.search(path):
+        return Source(ref, entry.label, entry.url, location, "v2", None)
+    raise ValueError(
+        f"URL {entry.url} of stack {entry.label!r} is neither .../build_cache/index.json "
+        "nor .../blobs/sha256/<xx>/<sha256>"
+    )
+
+
+def parse_discovery(body: bytes, url: str, mirror: Mirror, config: Config) -> Discovery:
+    """Validate a discovery document's bytes and build the sources of every ref."""
+    try:
+        document = msgspec.json.decode(body, type=_DOCUMENT)
+    except msgspec.ValidationError as err:
+        raise IndexFormatError(url, f"not a discovery document: {err}") from None
+    except msgspec.DecodeError as err:
+        raise IndexFormatError(url, f"not valid JSON: {err}") from None
+    refs: dict[str, tuple[Source, ...]] = {}
+    problems: dict[str, str] = {}
+    for ref, entries in sorted(document.items()):
+        if not is_safe_name(ref):
+            problems[ref] = f"ref name {ref!r} is not a safe folder name"
+            continue
+        try:
+            sources = [_source(ref, entry, mirror, config) for entry in entries]
+        except ValueError as err:
+            problems[ref] = str(err)
+            continue
+        labels = [s.label for s in sources]
+        duplicates = sorted({label for label in labels if labels.count(label) > 1})
+        if duplicates:
+            problems[ref] = f"duplicate stack labels {duplicates}"
+        elif ROOT_LABEL not in labels:
+            problems[ref] = f"no '{ROOT_LABEL}' index listed"
+        else:
+            refs[ref] = tuple(sorted(sources, key=lambda s: (not s.is_root, s.label)))
+    return Discovery(url, refs, problems)

@@ -1,0 +1,137 @@
+"""Every error the crawler raises on purpose derives from :class:`CrawlerError`.
+
+::
+
+    CrawlerError
+    ├── UsageError              bad command-line arguments (unknown branch, unsafe name, ...)
+    ├── ConfigError             a config file that cannot be used (file, key, reason)
+    ├── FetchError              a URL could not be read (url, reason, attempts)
+    │   ├── HTTPStatusError     the server answered with a non-success status (status)
+    │   │   └── NotFoundError   404 / missing file: a stack without an index is "missing"
+    │   └── ChecksumError       the bytes do not match the checksum the mirror promised
+    ├── IndexFormatError        a discovery document, manifest or index not shaped as FORMAT.md says
+    │   └── UnsupportedVersionError   an index whose Database version is not 6, 7 or 8
+    ├── BranchError             one branch could not be synced (branch, reason); others go on
+    └── OutputError             the output directory cannot be written (path, reason)
+
+Each carries the fields a user needs to act on it and renders them in ``str()``; ``args`` are
+the constructor's arguments, so errors raised in a worker process survive pickling. The command
+line maps the classes to exit codes in one place (:mod:`crawler.cli`).
+"""
+
+from __future__ import annotations
+
+
+class CrawlerError(Exception):
+    """Root of the crawler's own errors."""
+
+
+class UsageError(CrawlerError):
+    """The command line asks for something that cannot be done."""
+
+
+class ConfigError(CrawlerError):
+    """A configuration file is missing, unreadable or holds a bad key or value."""
+
+    def __init__(self, path: str, reason: str, key: str | None = None) -> None:
+        self.path = path
+        self.key = key
+        self.reason = reason
+        super().__init__(path, reason, key)
+
+    def __str__(self) -> str:
+        where = f"{self.path}: key '{self.key}'" if self.key else self.path
+        return f"config error in {where}: {self.reason}"
+
+
+class FetchError(CrawlerError):
+    """A URL could not be fetched."""
+
+    def __init__(self, url: str, reason: str, attempts: int = 1) -> None:
+        self.url = url
+        self.reason = reason
+        self.attempts = attempts
+        super().__init__(url, reason, attempts)
+
+    def __str__(self) -> str:
+        tries = f" after {self.attempts} attempts" if self.attempts > 1 else ""
+        return f"cannot fetch {self.url}: {self.reason}{tries}"
+
+
+class HTTPStatusError(FetchError):
+    """The server answered with a status that is not 200 (or 304 where asked for)."""
+
+    def __init__(
+        self, url: str, status: int, attempts: int = 1, retry_after: float | None = None
+    ) -> None:
+        self.status = status
+        self.retry_after = retry_after
+        super().__init__(url, f"HTTP {status}", attempts)
+        self.args = (url, status, attempts, retry_after)
+
+
+class NotFoundError(HTTPStatusError):
+    """The file does not exist on the mirror (HTTP 404, or no such local file)."""
+
+    def __init__(self, url: str, attempts: int = 1) -> None:
+        super().__init__(url, 404, attempts)
+        if url.startswith("file://"):
+            self.reason = "no such file"
+        self.args = (url, attempts)
+
+
+class ChecksumError(FetchError):
+    """The body's SHA-256 differs from the checksum its URL or sidecar promised."""
+
+    def __init__(self, url: str, expected: str, actual: str) -> None:
+        self.expected = expected
+        self.actual = actual
+        super().__init__(url, f"sha256 is {actual}, expected {expected}")
+        self.args = (url, expected, actual)
+
+
+class IndexFormatError(CrawlerError):
+    """A document fetched from the mirror does not have the expected shape."""
+
+    def __init__(self, url: str, reason: str) -> None:
+        self.url = url
+        self.reason = reason
+        super().__init__(url, reason)
+
+    def __str__(self) -> str:
+        return f"bad document at {self.url}: {self.reason}"
+
+
+class UnsupportedVersionError(IndexFormatError):
+    """An index uses a Database version this tool does not read."""
+
+    def __init__(self, url: str, version: object) -> None:
+        self.version = version
+        super().__init__(
+            url, f"unsupported database version {version!r} (supported: '6', '7', '8')"
+        )
+        self.args = (url, version)
+
+
+class BranchError(CrawlerError):
+    """One branch failed; its previous output is left as it was."""
+
+    def __init__(self, branch: str, reason: str) -> None:
+        self.branch = branch
+        self.reason = reason
+        super().__init__(branch, reason)
+
+    def __str__(self) -> str:
+        return f"branch {self.branch} failed: {self.reason}"
+
+
+class OutputError(CrawlerError):
+    """The output directory cannot be written."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(path, reason)
+
+    def __str__(self) -> str:
+        return f"cannot write {self.path}: {self.reason}"

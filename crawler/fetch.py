@@ -1,0 +1,285 @@
+"""Fetch: read documents and index files from an HTTP(S) mirror or a local folder.
+
+One :class:`Fetcher` serves a whole run: one ``aiohttp.ClientSession`` with an explicit timeout,
+a ``User-Agent`` naming the tool and a connector limit. Index files are streamed to disk while
+their SHA-256 is computed, so a large index never sits in this process's memory; local mirrors are
+read in place. Only transient failures are retried (connection errors, timeouts, bodies cut short,
+429 and 5xx), with exponential backoff and full jitter capped by ``retry.max_wait``; a
+``Retry-After`` header replaces the backoff for that wait (capped the same way). A 404 or any other
+4xx is final at once. Cancellation is never retried.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import email.utils
+import hashlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import TypeVar
+from urllib.parse import unquote, urlsplit
+
+import aiofiles
+import aiohttp
+from tenacity import AsyncRetrying, RetryCallState, stop_after_attempt, wait_random_exponential
+
+from . import __version__
+from .config import Config
+from .errors import FetchError, HTTPStatusError, NotFoundError
+
+log = logging.getLogger(__name__)
+
+USER_AGENT = f"spack-cache-crawler/{__version__}"
+_CHUNK = 1 << 20
+_WRITE_BATCH = 8 << 20
+T = TypeVar("T")
+Sleep = Callable[[float], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """A downloaded (or local) index file and what was learnt fetching it."""
+
+    location: str
+    path: Path | None  # None when the server answered 304 Not Modified
+    size: int
+    sha256: str | None
+    attempts: int
+    seconds: float
+    etag: str | None = None
+
+    @property
+    def not_modified(self) -> bool:
+        """True when a conditional request said the cached copy is current."""
+        return self.path is None
+
+
+def _retry_after(value: str | None) -> float | None:
+    """Seconds from a ``Retry-After`` header (delta-seconds or an HTTP date)."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether a failed attempt is worth another try."""
+    if isinstance(exc, HTTPStatusError):
+        return exc.status == 429 or exc.status >= 500
+    return isinstance(
+        exc, aiohttp.ClientConnectionError | aiohttp.ClientPayloadError | TimeoutError
+    )
+
+
+def describe(exc: BaseException) -> str:
+    """A one-line reason for an aiohttp or timeout failure."""
+    if isinstance(exc, TimeoutError):
+        return "timed out"
+    if isinstance(exc, aiohttp.ClientPayloadError):
+        return f"body cut short ({exc})"
+    text = str(exc) or type(exc).__name__
+    return f"{type(exc).__name__}: {text}" if text != type(exc).__name__ else text
+
+
+def local_path(location: str) -> Path:
+    """The filesystem path of a ``file://`` location."""
+    return Path(unquote(urlsplit(location).path))
+
+
+class Fetcher:
+    """Fetches mirror files with retries; use as ``async with Fetcher(config) as fetcher``."""
+
+    def __init__(self, config: Config, *, sleep: Sleep = asyncio.sleep) -> None:
+        self.config = config
+        self._sleep = sleep
+        self._session: aiohttp.ClientSession | None = None
+        #: Retries done by this fetcher, by location (for the run report).
+        self.retries: dict[str, int] = {}
+
+    async def __aenter__(self) -> Fetcher:
+        t = self.config.timeouts
+        self._session = aiohttp.ClientSession(
+            timeout=aiohttp.ClientTimeout(total=None, connect=t.connect, sock_read=t.read),
+            connector=aiohttp.TCPConnector(limit=self.config.concurrency),
+            headers={"User-Agent": USER_AGENT},
+            raise_for_status=False,
+        )
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        """The run's HTTP session."""
+        if self._session is None:
+            raise RuntimeError("Fetcher used outside 'async with'")
+        return self._session
+
+    def _wait(self, state: RetryCallState) -> float:
+        retry = self.config.retry
+        exc = state.outcome.exception() if state.outcome else None
+        if isinstance(exc, HTTPStatusError) and exc.retry_after is not None:
+            return min(exc.retry_after, retry.max_wait)
+        backoff = wait_random_exponential(multiplier=retry.backoff, max=retry.max_wait)
+        return float(backoff(state))
+
+    def _before_sleep(self, location: str) -> Callable[[RetryCallState], None]:
+        def note(state: RetryCallState) -> None:
+            self.retries[location] = self.retries.get(location, 0) + 1
+            exc = state.outcome.exception() if state.outcome else None
+            wait = state.next_action.sleep if state.next_action else 0.0
+            reason = str(exc) if isinstance(exc, FetchError) else describe(exc or Exception())
+            log.info(
+                "retrying %s in %.1fs (attempt %d: %s)",
+                location,
+                wait,
+                state.attempt_number,
+                reason,
+            )
+
+        return note
+
+    async def _retrying(self, location: str, attempt: Callable[[], Awaitable[T]]) -> tuple[T, int]:
+        """Run ``attempt`` until it succeeds, fails for good, or runs out of tries."""
+        tries = 0
+        try:
+            async for state in AsyncRetrying(
+                stop=stop_after_attempt(self.config.retry.attempts),
+                wait=self._wait,
+                retry=lambda s: (
+                    s.outcome is not None and is_transient(s.outcome.exception() or Exception())
+                ),
+                before_sleep=self._before_sleep(location),
+                sleep=self._sleep,
+                reraise=True,
+            ):
+                with state:
+                    tries = state.retry_state.attempt_number
+                    return await attempt(), tries
+        except HTTPStatusError as err:
+            err.attempts = tries
+            raise
+        except (aiohttp.ClientError, TimeoutError) as err:
+            raise FetchError(location, describe(err), tries) from err
+        raise AssertionError("unreachable: tenacity either returns or raises")
+
+    def _check_status(self, location: str, resp: aiohttp.ClientResponse) -> None:
+        if resp.status == 404:
+            raise NotFoundError(location)
+        if resp.status != 200:
+            raise HTTPStatusError(
+                location, resp.status, retry_after=_retry_after(resp.headers.get("Retry-After"))
+            )
+
+    async def _bounded(self, location: str, attempt: Callable[[], Awaitable[T]]) -> tuple[T, int]:
+        """:meth:`_retrying` under the per-source time limit ``timeouts.source``."""
+        limit = self.config.timeouts.source
+        try:
+            async with asyncio.timeout(limit):
+                return await self._retrying(location, attempt)
+        except TimeoutError:
+            raise FetchError(location, f"took longer than timeouts.source ({limit:g}s)") from None
+
+    async def read(self, location: str) -> bytes:
+        """The whole body of a small document (discovery document, sidecar, manifest)."""
+        if location.startswith("file://"):
+            return await _read_local(location)
+
+        async def attempt() -> bytes:
+            async with self.session.get(location) as resp:
+                self._check_status(location, resp)
+                return await resp.read()
+
+        body, _ = await self._bounded(location, attempt)
+        return body
+
+    async def download(self, location: str, dest: Path, etag: str | None = None) -> Fetched:
+        """Stream an index file to ``dest`` (local files are used in place), hashing it.
+
+        With ``etag``, the request is conditional; a 304 answer gives a result whose
+        :attr:`Fetched.not_modified` is true and nothing is written.
+        """
+        started = time.monotonic()
+        if location.startswith("file://"):
+            path = local_path(location)
+            size, digest = await asyncio.to_thread(_hash_file, location, path)
+            return Fetched(location, path, size, digest, 1, time.monotonic() - started)
+
+        async def attempt() -> Fetched:
+            headers = {"If-None-Match": etag} if etag else {}
+            async with self.session.get(location, headers=headers) as resp:
+                if etag and resp.status == 304:
+                    return Fetched(location, None, 0, None, 0, 0.0, etag)
+                self._check_status(location, resp)
+                size, digest = await _stream_to(resp, dest)
+                return Fetched(location, dest, size, digest, 0, 0.0, resp.headers.get("ETag"))
+
+        fetched, tries = await self._bounded(location, attempt)
+        return dataclasses.replace(fetched, attempts=tries, seconds=time.monotonic() - started)
+
+
+async def _stream_to(resp: aiohttp.ClientResponse, dest: Path) -> tuple[int, str]:
+    """Write a response body to ``dest`` in large batches while hashing it."""
+    digest = hashlib.sha256()
+    size = 0
+    batch = bytearray()
+    async with aiofiles.open(dest, "wb") as out:
+        async for chunk in resp.content.iter_chunked(_CHUNK):
+            digest.update(chunk)
+            size += len(chunk)
+            batch += chunk
+            if len(batch) >= _WRITE_BATCH:
+                await out.write(bytes(batch))
+                batch.clear()
+        if batch:
+            await out.write(bytes(batch))
+    return size, digest.hexdigest()
+
+
+async def _read_local(location: str) -> bytes:
+    path = local_path(location)
+    try:
+        async with aiofiles.open(path, "rb") as src:
+            data: bytes = await src.read()
+            return data
+    except FileNotFoundError:
+        raise NotFoundError(location) from None
+    except IsADirectoryError:
+        raise NotFoundError(location) from None
+    except OSError as err:
+        raise FetchError(location, err.strerror or str(err)) from None
+
+
+def _hash_file(location: str, path: Path) -> tuple[int, str]:
+    """Size and SHA-256 of a local file (runs in a thread; hashlib releases the GIL)."""
+    digest = hashlib.sha256()
+    size = 0
+    try:
+        with path.open("rb") as src:
+            while chunk := src.read(_WRITE_BATCH):
+                digest.update(chunk)
+                size += len(chunk)
+    except (FileNotFoundError, IsADirectoryError):
+        raise NotFoundError(location) from None
+    except OSError as err:
+        raise FetchError(location, err.strerror or str(err)) from None
+    return size, digest.hexdigest()

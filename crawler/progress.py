@@ -1,0 +1,114 @@
+"""Progress: what a person (or a cron log) sees while a sync runs.
+
+On a terminal, a live display per branch (sources done of total, bytes); otherwise one log line
+per source (branch, label, status, bytes, records, seconds). ``--quiet`` shows only warnings and
+errors; ``--verbose`` adds retries and timings of each stage.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from types import TracebackType
+from typing import Protocol
+
+from rich.console import Console
+from rich.filesize import decimal
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+
+log = logging.getLogger("crawler")
+
+
+class Reporter(Protocol):
+    """Receives the events of a run."""
+
+    def branch_started(self, branch: str, sources: int) -> None:
+        """A branch's sources are about to be fetched."""
+
+    def source_done(self, branch: str, line: str, size: int, ok: bool) -> None:
+        """One source finished (``line`` is the human summary)."""
+
+    def branch_done(self, branch: str, line: str, ok: bool) -> None:
+        """A branch finished (published or failed)."""
+
+
+class LogReporter:
+    """One log line per event, for cron and pipes."""
+
+    def branch_started(self, branch: str, sources: int) -> None:
+        log.info("%s: fetching %d sources", branch, sources)
+
+    def source_done(self, branch: str, line: str, size: int, ok: bool) -> None:
+        (log.info if ok else log.error)("%s %s", branch, line)
+
+    def branch_done(self, branch: str, line: str, ok: bool) -> None:
+        (log.info if ok else log.error)("%s: %s", branch, line)
+
+
+class LiveReporter:
+    """A rich progress display on the terminal; use as a context manager."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[size]}"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=False,
+        )
+        self.tasks: dict[str, TaskID] = {}
+        self.bytes: dict[str, int] = {}
+
+    def __enter__(self) -> LiveReporter:
+        self.progress.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.progress.stop()
+
+    def branch_started(self, branch: str, sources: int) -> None:
+        self.bytes[branch] = 0
+        self.tasks[branch] = self.progress.add_task(branch, total=sources, size=decimal(0))
+
+    def source_done(self, branch: str, line: str, size: int, ok: bool) -> None:
+        self.bytes[branch] += size
+        self.progress.update(self.tasks[branch], advance=1, size=decimal(self.bytes[branch]))
+        if not ok:
+            self.progress.console.print(f"[red]{branch} {line}")
+        else:
+            log.debug("%s %s", branch, line)
+
+    def branch_done(self, branch: str, line: str, ok: bool) -> None:
+        style = "green" if ok else "red"
+        self.progress.console.print(f"[{style}]{branch}: {line}")
+
+
+def setup_logging(quiet: bool, verbose: bool) -> None:
+    """Log to stderr: warnings with ``--quiet``, debug with ``--verbose``, info otherwise."""
+    level = logging.WARNING if quiet else logging.DEBUG if verbose else logging.INFO
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    root = logging.getLogger("crawler")
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    root.propagate = False
+
+
+def wants_live(quiet: bool) -> bool:
+    """A live display only on an interactive terminal and not with ``--quiet``."""
+    return not quiet and sys.stderr.isatty()

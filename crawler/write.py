@@ -1,0 +1,198 @@
+"""Write: serialise a branch's documents and publish them atomically, all or nothing.
+
+A branch is built in a staging folder, ``<output>/.crawler/staging/<branch>.<pid>``, flushed to
+disk with one ``syncfs`` call, and only then put in place of ``<output>/<branch>``:
+
+* on Linux the two folders are swapped with ``renameat2(RENAME_EXCHANGE)``, so a reader (or a
+  crash) sees either the old branch or the new one, never a mix or nothing;
+* elsewhere, or on a filesystem without that call, the old folder is renamed aside and the new one
+  renamed in; a crash between the two renames leaves the old copy under ``.crawler/staging``,
+  and the next run puts it back (:func:`recover`).
+
+The old copy is removed afterwards. Single files (run reports) are written to a temporary file in
+the same folder, flushed, ``fsync``-ed and renamed over the target.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from .consolidate import PackageSummary
+from .errors import OutputError
+
+STATE_DIR = ".crawler"
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2
+
+try:
+    _LIBC: ctypes.CDLL | None = ctypes.CDLL(None, use_errno=True)
+except OSError:  # pragma: no cover - platforms without a C library handle
+    _LIBC = None
+
+
+def encode_json(document: Any) -> bytes:
+    """Deterministic JSON: keys sorted, compact, UTF-8, a final newline."""
+    return msgspec.json.encode(document, order="sorted") + b"\n"
+
+
+def render_page(package: str, ref: str, summary: PackageSummary) -> str:
+    """The reference site's ``_cache/<ref>/<package>/specs.md``, byte for byte.
+
+    The site serialises with Python's ``json.dumps(..., sort_keys=True)`` (separators ``", "``
+    and ``": "``, non-ASCII escaped), so the same call is used here.
+    """
+    meta = json.dumps(msgspec.to_builtins(summary.meta), sort_keys=True)
+    details = json.dumps(msgspec.to_builtins(summary.spec_details), sort_keys=True)
+    return (
+        f'---\ntitle: "{package}"\nlayout: cache\ncategories: [package, {ref}]\n'
+        f"meta: {meta}\nspec_details: {details}\n---"
+    )
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` so that readers see the old or the new file, whole."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as out:
+                out.write(data)
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        _fsync_dir(path.parent)
+    except OSError as err:
+        raise OutputError(str(path), err.strerror or str(err)) from None
+
+
+def _syncfs(path: Path) -> None:
+    """Flush every file written under ``path``'s filesystem in one call."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        syncfs = getattr(_LIBC, "syncfs", None) if _LIBC is not None else None
+        if syncfs is None or syncfs(fd) != 0:
+            os.sync()
+    finally:
+        os.close(fd)
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two paths atomically; False when the platform or filesystem cannot."""
+    renameat2 = getattr(_LIBC, "renameat2", None) if _LIBC is not None else None
+    if renameat2 is None:
+        return False
+    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP):
+        return False
+    raise OSError(code, os.strerror(code), str(a))
+
+
+def state_dir(output: Path) -> Path:
+    """The tool's own folder under the output (staging, reports, caches)."""
+    return output / STATE_DIR
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def recover(output: Path) -> list[str]:
+    """Clean up after runs that died: restore a branch left renamed aside, drop staging folders.
+
+    Only folders whose owning process is gone are touched. Returns what was done, for the log.
+    """
+    staging = state_dir(output) / "staging"
+    done: list[str] = []
+    if not staging.is_dir():
+        return done
+    for entry in sorted(staging.iterdir()):
+        name, _, pid = entry.name.rpartition(".")
+        kind, _, branch = name.partition("-")
+        if not pid.isdigit() or _pid_alive(int(pid)):
+            continue
+        target = output / branch
+        if kind == "old" and not target.exists():
+            os.replace(entry, target)
+            done.append(f"restored {target} from an interrupted publish")
+            continue
+        shutil.rmtree(entry, ignore_errors=True)
+        done.append(f"removed {entry.name} left by process {pid}")
+    return done
+
+
+class BranchStage:
+    """A branch's next output, assembled off to the side and then published as a whole."""
+
+    def __init__(self, output: Path, branch: str) -> None:
+        self.output = output
+        self.branch = branch
+        staging = state_dir(output) / "staging"
+        self.path = staging / f"new-{branch}.{os.getpid()}"
+        try:
+            staging.mkdir(parents=True, exist_ok=True)
+            if self.path.exists():
+                shutil.rmtree(self.path)
+            self.path.mkdir()
+        except OSError as err:
+            raise OutputError(str(self.path), err.strerror or str(err)) from None
+
+    def write(self, relative: str, data: bytes) -> None:
+        """Add one file to the staged branch (no fsync: :meth:`publish` flushes them all)."""
+        target = self.path / relative
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+        except OSError as err:
+            raise OutputError(str(target), err.strerror or str(err)) from None
+
+    def discard(self) -> None:
+        """Drop the staged files; the published branch is untouched."""
+        shutil.rmtree(self.path, ignore_errors=True)
+
+    def publish(self) -> Path:
+        """Flush the staged files and swap them in for ``<output>/<branch>``."""
+        target = self.output / self.branch
+        old = self.path.with_name(f"old-{self.branch}.{os.getpid()}")
+        try:
+            _syncfs(self.path)
+            if not target.exists():
+                os.rename(self.path, target)
+            elif _exchange(self.path, target):
+                self.path.rename(old)
+            else:
+                os.rename(target, old)
+                os.rename(self.path, target)
+            _fsync_dir(self.output)
+        except OSError as err:
+            raise OutputError(str(target), err.strerror or str(err)) from None
+        shutil.rmtree(old, ignore_errors=True)
+        shutil.rmtree(self.path, ignore_errors=True)
+        return target

@@ -1,0 +1,96 @@
+"""Regenerate the committed sample mirror: ``python sample/generate.py [--out sample/mirror]``.
+
+The target folder is deleted and rebuilt; the result is byte-identical on every run. Refs:
+
+* ``develop``: Database 8, v3 layout, generated packages in four stacks plus one stack listed in
+  the discovery document without an index (``ml-darwin-aarch64-mps``, a 404); some specs carry
+  their compiler as an annotation, some pure-Python specs have no compiler;
+* ``develop-2025-04-20``: Database 7, v2 layout, the specs of the reference pages in
+  ``sample/reference/`` (a crawl must reproduce those pages) plus generated packages;
+* ``v0.23.1``: Database 6, v2 layout, a few generated packages in two stacks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from pathlib import Path
+
+SAMPLE_DIR = Path(__file__).resolve().parent
+if str(SAMPLE_DIR.parent) not in sys.path:
+    sys.path.insert(0, str(SAMPLE_DIR.parent))
+
+from crawler.synth import SynthRef, build_mirror, generate_specs, page_to_specs  # noqa: E402
+
+REFERENCE_DIR = SAMPLE_DIR / "reference"
+DEVELOP_STACKS = ("data-vis-sdk", "e4s", "ml-linux-x86_64-cpu", "ml-linux-x86_64-cuda")
+
+
+def sample_refs() -> list[SynthRef]:
+    """The refs of the sample mirror."""
+    develop = generate_specs(
+        2025, 30, stacks=DEVELOP_STACKS, specs_per_package=(1, 3), annotation_fraction=0.2
+    )
+    page_specs = []
+    page_packages = set()
+    for page in sorted(REFERENCE_DIR.glob("develop-2025-04-20/*/specs.md")):
+        package, ref, specs = page_to_specs(page.read_text(encoding="utf-8"))
+        assert ref == "develop-2025-04-20", page
+        page_packages.add(package)
+        page_specs.extend(specs)
+    page_stacks = sorted({label for spec in page_specs for label in spec.stacks})
+    snapshot = page_specs + generate_specs(
+        20250420,
+        15,
+        stacks=page_stacks,
+        specs_per_package=(1, 2),
+        allow_no_compiler=False,
+        exclude=page_packages,
+    )
+    release = generate_specs(
+        231, 10, stacks=("data-vis-sdk", "e4s"), specs_per_package=(1, 2), allow_no_compiler=False
+    )
+    return [
+        SynthRef(
+            "develop",
+            tuple(develop),
+            db_version=8,
+            layout="v3",
+            extra_stacks=("ml-darwin-aarch64-mps",),
+        ),
+        SynthRef("develop-2025-04-20", tuple(snapshot), db_version=7, layout="v2"),
+        SynthRef("v0.23.1", tuple(release), db_version=6, layout="v2"),
+    ]
+
+
+def generate(out: Path) -> dict[str, list[dict[str, str]]]:
+    """Delete ``out`` and build the sample mirror there; return its discovery document."""
+    if out.exists():
+        if any(out.iterdir()) and not (out / "cache_spack_io_index.json").is_file():
+            raise SystemExit(f"refusing to delete {out}: it does not look like a mirror")
+        shutil.rmtree(out)
+    return build_mirror(out, sample_refs())
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--out", type=Path, default=SAMPLE_DIR / "mirror")
+    args = parser.parse_args(argv)
+    out: Path = args.out
+    for ref in sample_refs():
+        labels = sorted({label for spec in ref.specs for label in spec.stacks})
+        packages = len({spec.name for spec in ref.specs})
+        print(
+            f"{ref.name}: DB {ref.db_version} {ref.layout}, {packages} packages, "
+            f"{len(ref.specs)} specs, stacks {labels} + 404 {list(ref.extra_stacks)}"
+        )
+    generate(out)
+    size = sum(path.stat().st_size for path in out.rglob("*") if path.is_file())
+    print(f"wrote {out} ({size} bytes)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

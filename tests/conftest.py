@@ -1,0 +1,149 @@
+"""Shared fixtures: a real HTTP server on loopback serving mirror trees, with scripted faults.
+
+``mirror_server(root)`` starts an aiohttp server (pytest-aiohttp's ``aiohttp_server``) that serves
+the files under ``root``. ``server.script(path, fault, ...)`` queues faults for one URL path; each
+request to that path consumes the next fault, and once the queue is empty the file is served
+normally. Every request is recorded in ``server.requests`` (path, If-None-Match header).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections import defaultdict, deque
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+
+REPO = Path(__file__).resolve().parent.parent
+SAMPLE_MIRROR = REPO / "sample" / "mirror"
+REFERENCE_PAGES = REPO / "sample" / "reference"
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One scripted answer. Exactly one kind applies, checked in this order:
+
+    * ``stall``: send headers (and ``truncate`` bytes of the body if set), then hang ``stall`` s;
+    * ``truncate``: announce the full Content-Length, send only ``truncate`` bytes, then close;
+    * ``reset``: close the connection without an answer;
+    * ``body``: answer 200 with these bytes instead of the file;
+    * otherwise answer ``status`` with ``headers``.
+    """
+
+    status: int = 503
+    headers: dict[str, str] = field(default_factory=dict)
+    body: bytes | None = None
+    truncate: int | None = None
+    stall: float | None = None
+    reset: bool = False
+
+
+@dataclass
+class MirrorServer:
+    """A running loopback server for one mirror tree."""
+
+    root: Path
+    server: TestServer | None = None
+    faults: dict[str, deque[Fault]] = field(default_factory=lambda: defaultdict(deque))
+    requests: list[tuple[str, str | None]] = field(default_factory=list)
+    etags: bool = True
+
+    @property
+    def url(self) -> str:
+        """Base URL of the mirror."""
+        assert self.server is not None
+        return str(self.server.make_url("")).rstrip("/")
+
+    def script(self, path: str, *faults: Fault) -> None:
+        """Queue faults for a URL path relative to the mirror root (no leading slash)."""
+        self.faults["/" + path.lstrip("/")].extend(faults)
+
+    def hits(self, suffix: str) -> int:
+        """How many requests asked for a path ending in ``suffix``."""
+        return sum(1 for path, _ in self.requests if path.endswith(suffix))
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        """Serve one request: a scripted fault, else the file, else 404."""
+        path = request.path
+        self.requests.append((path, request.headers.get("If-None-Match")))
+        queue = self.faults.get(path)
+        file = (self.root / path.lstrip("/")).resolve()
+        data = file.read_bytes() if file.is_file() and self.root in file.parents else None
+        if queue:
+            return await self._fault(request, queue.popleft(), data)
+        if data is None:
+            return web.Response(status=404, text="not found")
+        etag = '"' + hashlib.sha256(data).hexdigest()[:32] + '"'
+        if self.etags and request.headers.get("If-None-Match") == etag:
+            return web.Response(status=304, headers={"ETag": etag})
+        headers = {"ETag": etag} if self.etags else {}
+        return web.Response(body=data, headers=headers, content_type="application/json")
+
+    async def _fault(
+        self, request: web.Request, fault: Fault, data: bytes | None
+    ) -> web.StreamResponse:
+        body = fault.body if fault.body is not None else (data or b"")
+        if fault.stall is not None or fault.truncate is not None:
+            response = web.StreamResponse(status=200, headers={"Content-Length": str(len(body))})
+            await response.prepare(request)
+            if fault.truncate:
+                await response.write(body[: fault.truncate])
+            if fault.stall is not None:
+                await asyncio.sleep(fault.stall)
+            assert request.transport is not None
+            request.transport.close()
+            return response
+        if fault.reset:
+            assert request.transport is not None
+            request.transport.close()
+            return web.Response(status=500)
+        if fault.body is not None:
+            return web.Response(body=fault.body, headers=fault.headers)
+        return web.Response(status=fault.status, headers=fault.headers, text=f"{fault.status}")
+
+
+ServeMirror = Callable[[Path], Awaitable[MirrorServer]]
+
+
+@pytest.fixture
+def mirror_server(
+    aiohttp_server: Callable[[web.Application], Awaitable[TestServer]],
+) -> Iterator[ServeMirror]:
+    """Start a loopback server for a mirror folder: ``server = await mirror_server(path)``."""
+
+    async def start(root: Path) -> MirrorServer:
+        mirror = MirrorServer(root.resolve())
+        app = web.Application()
+        app.router.add_route("GET", "/{tail:.*}", mirror.handle)
+        mirror.server = await aiohttp_server(app)
+        return mirror
+
+    yield start
+
+
+def fast_config(mirror: str, output: Path, **extra: object) -> dict[str, object]:
+    """Config settings for tests: no retry waits, short timeouts."""
+    settings: dict[str, object] = {
+        "mirror": mirror,
+        "output": str(output),
+        "formats": ["json", "pages"],
+        "decode_workers": 1,
+        "timeouts": {"connect": 2, "read": 2, "source": 20},
+        "retry": {"attempts": 3, "backoff": 0, "max_wait": 0},
+    }
+    settings.update(extra)
+    return settings
+
+
+def tree_bytes(root: Path) -> dict[str, bytes]:
+    """Every file under ``root`` (relative path -> bytes), to prove nothing changed."""
+    return {
+        str(p.relative_to(root)): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and ".crawler" not in p.relative_to(root).parts
+    }
