@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import hashlib
 import logging
 import multiprocessing
 import os
@@ -32,50 +33,66 @@ from .config import Config
 from .consolidate import Conflict, PackageSummary, consolidate
 from .discovery import Discovery, Mirror, Source, is_safe_name, parse_discovery
 from .errors import BranchError, ChecksumError, CrawlerError, NotFoundError, UsageError
-from .fetch import Fetched, Fetcher, Sleep
+from .fetch import Fetcher, Sleep
 from .progress import Reporter
+from .state import BranchState, SourceState, Store, fingerprint
 from .validate import InvalidRecord, Kind, SourceSummary, load_summary, summarize_index
 from .write import BranchStage, atomic_write, encode_json, recover, render_page, state_dir
 
 log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
-Status = Literal["fetched", "missing", "failed"]
+Status = Literal["fetched", "unchanged", "missing", "failed"]
 
 
 @dataclass
 class SourceOutcome:
-    """What happened to one source of a branch."""
+    """What happened to one source of a branch.
+
+    ``fetched``: downloaded (and decoded, unless a cached summary had the same SHA-256);
+    ``unchanged``: a validator proved the cached summary current, nothing was downloaded;
+    ``missing``: 404; ``failed``: anything else, with ``error``.
+    """
 
     source: Source
-    status: Status
+    status: Status = "failed"
     summary: SourceSummary | None = None
-    fetched: Fetched | None = None
+    sha256: str | None = None
+    size: int | None = None
+    etag: str | None = None
     sidecar: str | None = None
     error: str | None = None
-    decode_seconds: float = 0.0
+    attempts: int = 0
     retries: int = 0
+    decoded: bool = False
+    fetch_seconds: float = 0.0
+    decode_seconds: float = 0.0
+
+    @property
+    def kind(self) -> Kind:
+        """Root and stack indexes are summarised differently."""
+        return "root" if self.source.is_root else "stack"
 
     def line(self) -> str:
         """One human line: label, status, bytes, records, seconds."""
-        if self.status != "fetched" or self.fetched is None or self.summary is None:
+        if self.summary is None:
             return f"{self.source.label}: {self.status} ({self.error})"
-        seconds = self.fetched.seconds + self.decode_seconds
+        seconds = self.fetch_seconds + self.decode_seconds
         return (
-            f"{self.source.label}: {self.status} {self.fetched.size:,} bytes, "
+            f"{self.source.label}: {self.status} {self.size or 0:,} bytes, "
             f"{self.summary.records:,} records, {seconds:.2f}s"
         )
 
     def index_entry(self) -> dict[str, Any]:
         """The source as ``index.json`` lists it: only facts about the mirror's content."""
-        summary, fetched = self.summary, self.fetched
+        summary = self.summary
         return {
             "label": self.source.label,
             "url": self.source.url,
             "layout": self.source.layout,
-            "status": "ok" if self.status == "fetched" else self.status,
-            "sha256": fetched.sha256 if fetched else None,
-            "bytes": fetched.size if fetched else None,
+            "status": "ok" if summary is not None else self.status,
+            "sha256": self.sha256 if summary else None,
+            "bytes": self.size if summary else None,
             "db_version": summary.db_version if summary else None,
             "records": summary.records if summary else None,
             "in_buildcache": summary.in_buildcache if summary else None,
@@ -84,21 +101,27 @@ class SourceOutcome:
 
     def report_entry(self) -> dict[str, Any]:
         """The source as ``report.json`` lists it, with how it was fetched."""
-        fetched = self.fetched
         return {
             **self.index_entry(),
             "status": self.status,
             "location": self.source.location,
             "sidecar_sha256": self.sidecar,
             "sidecar_matches": (
-                None if self.sidecar is None or fetched is None else self.sidecar == fetched.sha256
+                None if self.sidecar is None or self.sha256 is None else self.sidecar == self.sha256
             ),
-            "attempts": fetched.attempts if fetched else None,
+            "attempts": self.attempts,
             "retries": self.retries,
-            "fetch_seconds": round(fetched.seconds, 3) if fetched else None,
+            "decoded": self.decoded,
+            "fetch_seconds": round(self.fetch_seconds, 3),
             "decode_seconds": round(self.decode_seconds, 3),
             "error": self.error,
         }
+
+    def state(self) -> SourceState:
+        """What the next run needs to know about this source."""
+        return SourceState(
+            self.source.label, self.source.url, self.status, self.sha256, self.size, self.etag
+        )
 
 
 @dataclass
@@ -110,6 +133,7 @@ class BranchResult:
     message: str
     report: dict[str, Any] = field(default_factory=dict)
     path: Path | None = None
+    changed: bool = True
 
 
 @dataclass
@@ -145,6 +169,7 @@ class Syncer:
         self.output = config.output_dir.resolve()
         self._sleep = sleep
         self._pool: concurrent.futures.ProcessPoolExecutor | None = None
+        self.store = Store(self.output)
 
     async def discover(self, fetcher: Fetcher) -> Discovery:
         """Fetch and parse the mirror's discovery document."""
@@ -202,29 +227,35 @@ class Syncer:
     async def _branch(
         self, fetcher: Fetcher, discovery: Discovery, branch: str, work: Path
     ) -> BranchResult:
-        started, clock = _now(), time.monotonic()
+        clock = time.monotonic()
         report: dict[str, Any] = {
             "tool": f"spack-cache-crawler {__version__}",
             "branch": branch,
             "mirror": self.mirror.base,
-            "started_at": started,
+            "started_at": _now(),
         }
         outcomes: list[SourceOutcome] = []
         try:
             if branch in discovery.problems:
                 raise BranchError(branch, discovery.problems[branch])
             sources = discovery.refs[branch]
+            previous = self.store.branch(branch)
             self.reporter.branch_started(branch, len(sources))
             outcomes = list(
                 await asyncio.gather(
                     *(
-                        self._source(fetcher, branch, s, work / f"{i}.json")
+                        self._source(fetcher, branch, s, work / f"{i}.json", previous)
                         for i, s in enumerate(sources)
                     )
                 )
             )
             report["sources"] = [o.report_entry() for o in outcomes]
             root, stacks = self._check(branch, outcomes)
+            entries = [o.index_entry() for o in outcomes]
+            formats: list[str] = sorted(self.config.formats)
+            inputs = fingerprint(entries, formats)
+            if self._current(branch, previous, inputs):
+                return self._unchanged(branch, report, clock)
             packages, conflicts = consolidate(root, stacks)
             stats = self._stats(outcomes, packages, conflicts)
             report.update(self._findings(outcomes, conflicts), stats=stats)
@@ -232,12 +263,14 @@ class Syncer:
                 "schema_version": SCHEMA_VERSION,
                 "branch": branch,
                 "mirror": self.mirror.base,
-                "sources": [o.index_entry() for o in outcomes],
+                "sources": entries,
                 "stats": stats,
                 "packages": packages,
             }
             report.update(status="published", error=None)
-            path = self._publish(branch, index, packages, report, clock)
+            path, digest = self._publish(branch, index, packages, report, clock)
+            state = BranchState(__version__, inputs, digest, formats, [o.state() for o in outcomes])
+            self.store.save_branch(branch, state)
         except CrawlerError as err:
             message = str(err) if isinstance(err, BranchError) else f"branch {branch} failed: {err}"
             report.setdefault("sources", [o.report_entry() for o in outcomes])
@@ -253,6 +286,24 @@ class Syncer:
         )
         self.reporter.branch_done(branch, message, ok=True)
         return BranchResult(branch, True, message, report, path)
+
+    def _current(self, branch: str, previous: BranchState | None, inputs: str) -> bool:
+        """True when the published branch was made from exactly these inputs and is intact."""
+        if previous is None or previous.fingerprint != inputs:
+            return False
+        return self.store.published_sha256(self.output / branch / "index.json") == (
+            previous.index_sha256
+        )
+
+    def _unchanged(self, branch: str, report: dict[str, Any], clock: float) -> BranchResult:
+        report.update(status="unchanged", error=None)
+        self._finish(report, clock)
+        self._save_report(branch, report)
+        message = (
+            f"unchanged, {self.output / branch} is current ({report['duration_seconds']:.2f}s)"
+        )
+        self.reporter.branch_done(branch, message, ok=True)
+        return BranchResult(branch, True, message, report, self.output / branch, changed=False)
 
     def _check(
         self, branch: str, outcomes: list[SourceOutcome]
@@ -315,10 +366,12 @@ class Syncer:
         packages: dict[str, PackageSummary],
         report: dict[str, Any],
         clock: float,
-    ) -> Path:
+    ) -> tuple[Path, str]:
+        """Stage and publish a branch; returns its folder and the SHA-256 of its index.json."""
         stage = BranchStage(self.output, branch)
+        encoded = encode_json(index)
         try:
-            stage.write("index.json", encode_json(index))
+            stage.write("index.json", encoded)
             if "pages" in self.config.formats:
                 for name, summary in packages.items():
                     page = render_page(name, branch, summary).encode()
@@ -329,36 +382,77 @@ class Syncer:
         finally:
             stage.discard()
         self._save_report(branch, report)
-        return path
+        return path, hashlib.sha256(encoded).hexdigest()
 
     async def _source(
-        self, fetcher: Fetcher, branch: str, source: Source, dest: Path
+        self,
+        fetcher: Fetcher,
+        branch: str,
+        source: Source,
+        dest: Path,
+        previous: BranchState | None,
     ) -> SourceOutcome:
-        outcome = SourceOutcome(source, "failed")
+        outcome = SourceOutcome(source)
+        started = time.monotonic()
         try:
             async with self._slot:
-                if source.sidecar is not None:
-                    outcome.sidecar = await self._sidecar(fetcher, source.sidecar)
-                outcome.fetched = fetched = await fetcher.download(source.location, dest)
-            if source.checksum is not None and fetched.sha256 != source.checksum:
-                raise ChecksumError(source.location, source.checksum, fetched.sha256 or "")
-            assert fetched.path is not None
-            outcome.summary = await self._decode(fetched.path, source, outcome)
-            outcome.status = "fetched"
+                path = await self._fetch(fetcher, outcome, dest, previous)
+            outcome.fetch_seconds = time.monotonic() - started
+            if path is not None:
+                await self._decode(path, outcome)
         except NotFoundError as err:
             outcome.status, outcome.error = "missing", str(err)
         except CrawlerError as err:
-            outcome.error = str(err)
+            outcome.status, outcome.error = "failed", str(err)
         except Exception as err:  # a bug: keep the branch's failure readable, log the trace
             log.exception("internal error on %s", source.location)
-            outcome.error = f"internal error: {err!r}"
+            outcome.status, outcome.error = "failed", f"internal error: {err!r}"
         finally:
             dest.unlink(missing_ok=True)  # noqa: ASYNC240 - one unlink, not worth a thread hop
             outcome.retries = fetcher.retries.get(source.location, 0)
-        size = outcome.fetched.size if outcome.fetched else 0
+        if outcome.status in ("missing", "failed"):
+            outcome.summary = None
         ok = outcome.status != "failed"
-        self.reporter.source_done(branch, outcome.line(), size, ok)
+        self.reporter.source_done(branch, outcome.line(), outcome.size or 0, ok)
         return outcome
+
+    def _reuse(self, outcome: SourceOutcome, sha256: str | None, status: Status) -> bool:
+        """Take the cached summary of bytes with this SHA-256, if there is one."""
+        cached = self.store.load(outcome.kind, sha256) if sha256 else None
+        if cached is None:
+            return False
+        outcome.summary, outcome.sha256, outcome.size = cached.summary, sha256, cached.size
+        outcome.status = status
+        return True
+
+    async def _fetch(
+        self, fetcher: Fetcher, outcome: SourceOutcome, dest: Path, previous: BranchState | None
+    ) -> Path | None:
+        """Prove the cached summary current, or download the index.
+
+        Returns the file to decode, or None when a cached summary was taken.
+        """
+        source = outcome.source
+        if source.sidecar is not None:
+            outcome.sidecar = await self._sidecar(fetcher, source.sidecar)
+        promised = source.checksum or outcome.sidecar
+        if self._reuse(outcome, promised, "unchanged"):
+            return None
+        before = previous.source(source.label, source.url) if previous else None
+        etag = before.etag if before and self.store.has(outcome.kind, before.sha256) else None
+        fetched = await fetcher.download(source.location, dest, etag=etag)
+        outcome.attempts, outcome.etag = fetched.attempts, fetched.etag
+        if fetched.not_modified:
+            assert before is not None and before.sha256 is not None
+            if self._reuse(outcome, before.sha256, "unchanged"):
+                return None
+            fetched = await fetcher.download(source.location, dest)  # cache lost meanwhile
+        outcome.sha256, outcome.size, outcome.status = fetched.sha256, fetched.size, "fetched"
+        if source.checksum is not None and fetched.sha256 != source.checksum:
+            raise ChecksumError(source.location, source.checksum, fetched.sha256 or "")
+        if self._reuse(outcome, fetched.sha256, "fetched"):
+            return None  # same bytes as a cached summary: no need to decode them again
+        return fetched.path
 
     @property
     def _slot(self) -> asyncio.Semaphore:
@@ -375,10 +469,12 @@ class Syncer:
             return None
         return text if len(text) == 64 else f"invalid: {text[:80]!r}"
 
-    async def _decode(self, path: Path, source: Source, outcome: SourceOutcome) -> SourceSummary:
-        kind: Kind = "root" if source.is_root else "stack"
+    async def _decode(self, path: Path, outcome: SourceOutcome) -> None:
         loop = asyncio.get_running_loop()
         started = time.monotonic()
-        data = await loop.run_in_executor(self.pool, summarize_index, str(path), source.url, kind)
+        kind, url = outcome.kind, outcome.source.url
+        data = await loop.run_in_executor(self.pool, summarize_index, str(path), url, kind)
+        outcome.summary, outcome.decoded = load_summary(data), True
         outcome.decode_seconds = time.monotonic() - started
-        return load_summary(data)
+        if outcome.sha256 is not None and outcome.size is not None:
+            self.store.save(kind, outcome.sha256, outcome.size, outcome.summary)

@@ -1,0 +1,144 @@
+"""State kept between runs so that an unchanged mirror is not downloaded or decoded again.
+
+Next to the output, under ``<output>/.crawler/``:
+
+* ``cache/<kind>-<sha256>.msgpack``: the :class:`~crawler.validate.SourceSummary` of an index
+  file with that SHA-256 (a pure function of the bytes and of whether it is a root or a stack
+  index, so it can be reused whenever the same bytes come back);
+* ``state/<branch>.json``: per source of the last published sync, its URL, SHA-256, size, ETag
+  and counts, plus a fingerprint of the inputs and the SHA-256 of the published ``index.json``.
+
+A source is not downloaded again when something the mirror says proves its bytes are those of a
+cached summary: a v3 blob's checksum (its name), a v2 ``index.json.hash`` sidecar, or a ``304 Not
+Modified`` answer to ``If-None-Match`` with the ETag of the last download. A missing or changed
+validator means a fresh download; even then, bytes whose SHA-256 has a cached summary are not
+decoded again. State written by another tool version is ignored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from . import __version__
+from .validate import Kind, SourceSummary
+from .write import atomic_write, encode_json, state_dir
+
+log = logging.getLogger(__name__)
+
+
+class CachedSummary(msgspec.Struct, frozen=True, gc=False):
+    """A summary with the size of the bytes it was computed from."""
+
+    size: int
+    summary: SourceSummary
+
+
+class SourceState(msgspec.Struct, frozen=True, gc=False):
+    """What the last published sync learnt about one source."""
+
+    label: str
+    url: str
+    status: str
+    sha256: str | None = None
+    size: int | None = None
+    etag: str | None = None
+
+
+class BranchState(msgspec.Struct, frozen=True, gc=False):
+    """The state of one branch after its last publish."""
+
+    version: str
+    fingerprint: str
+    index_sha256: str
+    formats: list[str]
+    sources: list[SourceState]
+
+    def source(self, label: str, url: str) -> SourceState | None:
+        """The previous state of a source, if it had the same URL."""
+        for s in self.sources:
+            if s.label == label and s.url == url:
+                return s
+        return None
+
+
+_DECODE_CACHED = msgspec.msgpack.Decoder(CachedSummary)
+
+
+def fingerprint(entries: list[dict[str, Any]], formats: list[str]) -> str:
+    """A digest of everything the published files are computed from."""
+    return hashlib.sha256(encode_json([__version__, formats, entries])).hexdigest()
+
+
+class Store:
+    """The cache and branch states under one output folder."""
+
+    def __init__(self, output: Path) -> None:
+        self.root = state_dir(output)
+        self.cache = self.root / "cache"
+        self.states = self.root / "state"
+
+    def _summary_path(self, kind: Kind, sha256: str) -> Path:
+        return self.cache / f"{kind}-{sha256}.msgpack"
+
+    def has(self, kind: Kind, sha256: str | None) -> bool:
+        """True when the summary of these bytes is cached."""
+        return sha256 is not None and self._summary_path(kind, sha256).is_file()
+
+    def load(self, kind: Kind, sha256: str) -> CachedSummary | None:
+        """A cached summary, or None when it is absent or unreadable (then it is re-fetched)."""
+        try:
+            return _DECODE_CACHED.decode(self._summary_path(kind, sha256).read_bytes())
+        except FileNotFoundError:
+            return None
+        except (OSError, msgspec.DecodeError, msgspec.ValidationError) as err:
+            log.warning("ignoring cached summary %s-%s: %s", kind, sha256, err)
+            return None
+
+    def save(self, kind: Kind, sha256: str, size: int, summary: SourceSummary) -> None:
+        """Cache the summary of bytes with this SHA-256."""
+        atomic_write(
+            self._summary_path(kind, sha256),
+            msgspec.msgpack.encode(CachedSummary(size, summary)),
+            durable=False,
+        )
+
+    def branch(self, branch: str) -> BranchState | None:
+        """The state of a branch's last publish, if usable by this version."""
+        path = self.states / f"{branch}.json"
+        try:
+            state = msgspec.json.decode(path.read_bytes(), type=BranchState)
+        except FileNotFoundError:
+            return None
+        except (OSError, msgspec.DecodeError, msgspec.ValidationError) as err:
+            log.warning("ignoring unreadable state %s: %s", path, err)
+            return None
+        return state if state.version == __version__ else None
+
+    def save_branch(self, branch: str, state: BranchState) -> None:
+        """Record a branch's publish; prune cached summaries no branch uses any more."""
+        atomic_write(self.states / f"{branch}.json", encode_json(state))
+        self.prune()
+
+    def prune(self) -> None:
+        """Delete cached summaries that no branch state refers to."""
+        keep: set[str] = set()
+        for path in self.states.glob("*.json"):
+            state = self.branch(path.stem)
+            if state is not None:
+                keep.update(s.sha256 for s in state.sources if s.sha256)
+        for path in self.cache.glob("*.msgpack"):
+            if path.stem.partition("-")[2] not in keep:
+                path.unlink(missing_ok=True)
+
+    @staticmethod
+    def published_sha256(path: Path) -> str | None:
+        """SHA-256 of a published ``index.json``, None when it is not there."""
+        try:
+            return hashlib.sha256(path.read_bytes()).hexdigest()
+        except OSError:
+            return None
