@@ -1,34 +1,48 @@
 """The ``crawler`` command line; exit codes are decided here and nowhere else.
 
-=====  =====================================================================
+=====  =========================================================================================
 code   meaning
-=====  =====================================================================
-0      every requested branch was published
-1      internal error (a bug: please report it with the traceback)
-2      usage or config error (bad flag, config file, unknown or unsafe branch)
+=====  =========================================================================================
+0      success: every requested branch is current and at least one was published
+1      internal error (a bug: the traceback is printed)
+2      usage or config error (bad flag, config file, unknown or unsafe branch name)
 3      the mirror could not be read (discovery document unreachable or invalid)
-4      one or more branches failed; their previous output is untouched
-130    interrupted (SIGINT)
-=====  =====================================================================
+4      one or more branches failed or were refused by the publish gate; their previous output
+       is untouched (other branches may have been published)
+5      partial: published, but some stacks failed within ``publish.max_failed_stacks``
+6      nothing changed: every branch was unchanged or skipped
+7      another run holds the output folder's lock
+8      ``crawler verify`` found problems
+130    interrupted by SIGINT (Ctrl-C); 143: terminated by SIGTERM
+=====  =========================================================================================
+
+When several branches end differently, the most serious code wins: 4, then 5, then 0, then 6.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
+import signal
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
+import msgspec
 from rich.console import Console
 
 from . import __version__
 from .config import Config, load_config, with_overrides
 from .errors import ConfigError, CrawlerError, FetchError, IndexFormatError, UsageError
 from .fetch import Sleep
+from .lock import LockBusyError
+from .metrics import load_last_success, render_metrics, write_metrics
 from .progress import LiveReporter, LogReporter, setup_logging, wants_live
 from .sync import RunResult, Syncer
+from .verify import verify_branch
 
 log = logging.getLogger("crawler")
 
@@ -37,7 +51,12 @@ EXIT_INTERNAL = 1
 EXIT_USAGE = 2
 EXIT_MIRROR = 3
 EXIT_BRANCH_FAILED = 4
-EXIT_INTERRUPTED = 130
+EXIT_PARTIAL = 5
+EXIT_UNCHANGED = 6
+EXIT_LOCKED = 7
+EXIT_VERIFY_FAILED = 8
+EXIT_SIGINT = 130
+EXIT_SIGTERM = 143
 
 
 class _Parser(argparse.ArgumentParser):
@@ -47,14 +66,17 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message}")
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if not 1 <= value <= 256:
-        raise argparse.ArgumentTypeError(f"must be from 1 to 256, got {value}")
-    return value
+def _int_between(low: int, high: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be from {low} to {high}, got {value}")
+        return value
+
+    return parse
 
 
 def _formats(text: str) -> tuple[str, ...]:
@@ -99,7 +121,21 @@ def build_parser() -> argparse.ArgumentParser:
     sync.add_argument(
         "--format", type=_formats, metavar="json,pages", help="outputs to write (json is always)"
     )
-    sync.add_argument("--concurrency", type=_positive_int, metavar="N", help="parallel downloads")
+    sync.add_argument(
+        "--concurrency", type=_int_between(1, 256), metavar="N", help="parallel downloads"
+    )
+    sync.add_argument(
+        "--max-failed-stacks",
+        type=_int_between(0, 10_000),
+        metavar="N",
+        help="publish a branch with up to N failed stacks, as partial (default 0)",
+    )
+    sync.add_argument(
+        "--force",
+        action="store_true",
+        help="lift the publish gate and re-sync immutable refs that are already published",
+    )
+    sync.add_argument("--metrics", metavar="FILE", help="write an OpenMetrics file after the run")
 
     branches = commands.add_parser(
         "branches",
@@ -107,6 +143,16 @@ def build_parser() -> argparse.ArgumentParser:
         description="List the refs of the mirror's discovery document with their stack labels.",
     )
     common(branches)
+
+    verify = commands.add_parser(
+        "verify",
+        help="re-check a published branch folder",
+        description="Check <output>/<branch>: schema, hash uniqueness, meta against "
+        "spec_details, stacks against sources, pages against index.json.",
+    )
+    verify.add_argument("path", type=Path, help="a published branch folder, e.g. output/develop")
+    verify.add_argument("-q", "--quiet", action="store_true", help="print problems only")
+    verify.add_argument("-v", "--verbose", action="store_true", help=argparse.SUPPRESS)
     return parser
 
 
@@ -115,21 +161,69 @@ def _config(args: argparse.Namespace) -> Config:
     formats = getattr(args, "format", None)
     if formats is not None and "json" not in formats:
         formats = ("json", *formats)
-    return with_overrides(
+    budget = getattr(args, "max_failed_stacks", None)
+    config = with_overrides(
         config,
         mirror=args.mirror,
         output=getattr(args, "output", None),
         formats=formats,
         concurrency=getattr(args, "concurrency", None),
+        metrics=getattr(args, "metrics", None),
     )
+    if budget is not None:
+        publish = msgspec.structs.replace(config.publish, max_failed_stacks=budget)
+        config = msgspec.structs.replace(config, publish=publish)
+    return config
+
+
+def exit_code(result: RunResult) -> int:
+    """The run's exit code: the most serious outcome of its branches."""
+    statuses = {b.status for b in result.branches}
+    if statuses & {"failed", "refused"}:
+        return EXIT_BRANCH_FAILED
+    if "partial" in statuses:
+        return EXIT_PARTIAL
+    if "published" in statuses:
+        return EXIT_OK
+    return EXIT_UNCHANGED
 
 
 async def _sync(config: Config, args: argparse.Namespace, sleep: Sleep) -> RunResult:
     wanted = None if args.all else args.branch
     if wants_live(args.quiet):
         with LiveReporter(Console(stderr=True)) as live:
-            return await Syncer(config, live, sleep=sleep).run(wanted)
-    return await Syncer(config, LogReporter(), sleep=sleep).run(wanted)
+            return await Syncer(config, live, sleep=sleep, force=args.force).run(wanted)
+    return await Syncer(config, LogReporter(), sleep=sleep, force=args.force).run(wanted)
+
+
+def _write_metrics(config: Config, result: RunResult | None, code: int, seconds: float) -> None:
+    """Write the metrics file if one is configured; a failure here is logged, not fatal."""
+    if not config.metrics:
+        return
+    path = Path(config.metrics)
+    reports = [b.report for b in result.branches] if result else []
+    last = load_last_success(path)
+    now = time.time()
+    for b in result.branches if result else []:
+        if b.ok:
+            last[b.branch] = now
+    text = render_metrics(reports, exit_code=code, run_seconds=seconds, now=now, last_success=last)
+    try:
+        write_metrics(path, text)
+    except CrawlerError as err:
+        log.error("metrics not written: %s", err)
+
+
+def _verify(args: argparse.Namespace) -> int:
+    problems = verify_branch(args.path)
+    for problem in problems:
+        print(problem)
+    if problems:
+        print(f"{args.path}: {len(problems)} problem(s)", file=sys.stderr)
+        return EXIT_VERIFY_FAILED
+    if not args.quiet:
+        print(f"{args.path}: all checks hold")
+    return EXIT_OK
 
 
 async def _branches(config: Config, sleep: Sleep) -> int:
@@ -145,36 +239,87 @@ async def main_async(argv: Sequence[str] | None = None, *, sleep: Sleep = asynci
     """Run the command line inside a running event loop; returns the exit code.
 
     ``sleep`` is what retries wait with (tests pass one that records instead of sleeping).
+    SIGINT and SIGTERM cancel the run cleanly (staged files and downloads are removed, the
+    published output is untouched) and give 130 and 143.
     """
+    started = time.monotonic()
+    config: Config | None = None
+    result: RunResult | None = None
+    code = EXIT_INTERNAL
     try:
         try:
             args = build_parser().parse_args(argv)
         except SystemExit as done:  # --help and --version
             return int(done.code or 0)
         setup_logging(args.quiet, args.verbose)
+        if args.command == "verify":
+            return _verify(args)
         if args.command == "sync" and bool(args.branch) == bool(args.all):
             raise UsageError("crawler sync: give --branch NAME (repeatable) or --all, not both")
         config = _config(args)
         if args.command == "branches":
             return await _branches(config, sleep)
-        result = await _sync(config, args, sleep)
+        with _signals() as received:
+            try:
+                result = await _sync(config, args, sleep)
+            except asyncio.CancelledError:
+                if not received:
+                    raise
+                signame = received[-1]
+                print(f"interrupted by {signame.name}; published output untouched", file=sys.stderr)
+                code = EXIT_SIGTERM if signame == signal.SIGTERM else EXIT_SIGINT
+                return code
+        code = exit_code(result)
+        if result.failed:
+            names = ", ".join(b.branch for b in result.failed)
+            print(f"error: {len(result.failed)} branch(es) failed: {names}", file=sys.stderr)
+        return code
     except (UsageError, ConfigError) as err:
         print(f"error: {err}", file=sys.stderr)
-        return EXIT_USAGE
+        code = EXIT_USAGE
+    except LockBusyError as err:
+        print(f"error: {err}", file=sys.stderr)
+        code = EXIT_LOCKED
     except (FetchError, IndexFormatError) as err:
         print(f"error: mirror unusable: {err}", file=sys.stderr)
-        return EXIT_MIRROR
+        code = EXIT_MIRROR
     except CrawlerError as err:
         print(f"error: {err}", file=sys.stderr)
-        return EXIT_BRANCH_FAILED
+        code = EXIT_BRANCH_FAILED
     except Exception:
         log.exception("internal error (a bug in crawler %s)", __version__)
-        return EXIT_INTERNAL
-    if result.failed:
-        names = ", ".join(b.branch for b in result.failed)
-        print(f"error: {len(result.failed)} branch(es) failed: {names}", file=sys.stderr)
-        return EXIT_BRANCH_FAILED
-    return EXIT_OK
+        code = EXIT_INTERNAL
+    finally:
+        if config is not None and args.command == "sync" and code != EXIT_LOCKED:
+            _write_metrics(config, result, code, time.monotonic() - started)
+    return code
+
+
+@contextlib.contextmanager
+def _signals() -> Iterator[list[signal.Signals]]:
+    """Turn SIGINT and SIGTERM into a cancellation of the current task, noting which came."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    received: list[signal.Signals] = []
+
+    def cancel(signum: signal.Signals) -> None:
+        received.append(signum)
+        log.warning("received %s, stopping", signum.name)
+        if task is not None:
+            task.cancel()
+
+    installed = []
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(signum, cancel, signum)
+            installed.append(signum)
+        except (NotImplementedError, RuntimeError):  # not the main thread, or no support
+            pass
+    try:
+        yield received
+    finally:
+        for signum in installed:
+            loop.remove_signal_handler(signum)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -183,7 +328,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return asyncio.run(main_async(argv))
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return EXIT_SIGINT
 
 
 def run() -> None:

@@ -17,16 +17,26 @@ retry.attempts         5                          tries per request before givin
 retry.backoff          1.0                        first backoff in seconds, doubled each try
 retry.max_wait         60                         cap on one wait, ``Retry-After`` included
 rewrites               []                         list of ``{prefix, replacement}`` URL rewrites
+publish.max_drop       0.5                        refuse a publish losing more than this fraction
+                                                  of the last published spec count (0-1)
+publish.max_failed_stacks  0                      failed (not missing) stacks a branch may have and
+                                                  still be published, as "partial"
+immutable_refs         ["*"]                      fnmatch patterns of refs that never change once
+                                                  published: skipped unless ``--force``
+mutable_refs           ["develop"]                patterns always re-checked (win over immutable)
+lock_wait              0                          seconds to wait for another run's lock
+metrics                null                       OpenMetrics file written after each run
 =====================  =========================  ==============================================
 
-Relative paths in a config file (``mirror``, ``output``) are resolved against the folder that
-holds the file, so a config works from any working directory; relative paths given as flags are
-resolved against the working directory. ``s3://<bucket>/<path>`` source URLs map onto
+Relative paths in a config file (``mirror``, ``output``, ``metrics``) are resolved against the
+folder that holds the file, so a config works from any working directory; relative paths given as
+flags are resolved against the working directory. ``s3://<bucket>/<path>`` source URLs map onto
 ``<mirror>/<path>`` unless a rewrite's ``prefix`` matches first.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from pathlib import Path
 from typing import Annotated, Literal
@@ -65,6 +75,13 @@ class Rewrite(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=T
     replacement: str
 
 
+class Publish(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """When a branch's new output may replace the last published one."""
+
+    max_drop: Annotated[float, msgspec.Meta(ge=0, le=1)] = 0.5
+    max_failed_stacks: Annotated[int, msgspec.Meta(ge=0)] = 0
+
+
 class Config(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
     """All settings of one run: build it with :func:`load_config` and :func:`with_overrides`.
 
@@ -79,6 +96,11 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=Tr
     timeouts: Timeouts = Timeouts()
     retry: Retry = Retry()
     rewrites: tuple[Rewrite, ...] = ()
+    publish: Publish = Publish()
+    immutable_refs: tuple[str, ...] = ("*",)
+    mutable_refs: tuple[str, ...] = ("develop",)
+    lock_wait: Annotated[float, msgspec.Meta(ge=0)] = 0.0
+    metrics: str | None = None
     #: The file the settings came from, for messages; not a key of the file.
     origin: str = "<defaults>"
 
@@ -86,6 +108,12 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=Tr
     def output_dir(self) -> Path:
         """The output folder as a path."""
         return Path(self.output)
+
+    def is_immutable(self, ref: str) -> bool:
+        """True for a ref that, once published, is not synced again without ``--force``."""
+        if any(fnmatch.fnmatchcase(ref, p) for p in self.mutable_refs):
+            return False
+        return any(fnmatch.fnmatchcase(ref, p) for p in self.immutable_refs)
 
 
 _AT = re.compile(r"^(?P<msg>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.S)
@@ -106,6 +134,19 @@ def _config_error(origin: str, err: msgspec.ValidationError) -> ConfigError:
         field = message.split("`")[1]
         return ConfigError(origin, "missing required key", key=f"{path}.{field}" if path else field)
     return ConfigError(origin, message.replace("`", "'"), key=path or None)
+
+
+def _check_keys(origin: str, data: object, path: str) -> None:
+    """YAML allows keys that are not strings (``1: 2``); name them as unknown keys."""
+    if isinstance(data, dict):
+        for key, value in data.items():
+            where = f"{path}.{key}" if path else str(key)
+            if not isinstance(key, str):
+                raise ConfigError(origin, "unknown key", key=where)
+            _check_keys(origin, value, where)
+    elif isinstance(data, list):
+        for i, item in enumerate(data):
+            _check_keys(origin, item, f"{path}[{i}]")
 
 
 def _check_mirror(origin: str, mirror: str) -> None:
@@ -132,14 +173,19 @@ def build_config(data: object, origin: str = "<defaults>", base: Path | None = N
         raise ConfigError(origin, f"expected a mapping of settings, got {type(data).__name__}")
     if "origin" in data:
         raise ConfigError(origin, "unknown key", key="origin")
+    _check_keys(origin, data, "")
     try:
         config = msgspec.convert({**data, "origin": origin}, Config)
     except msgspec.ValidationError as err:
         raise _config_error(origin, err) from None
     _check_mirror(origin, config.mirror)
     if base is not None:
+        metrics = _resolve(base, config.metrics) if config.metrics else None
         config = msgspec.structs.replace(
-            config, mirror=_resolve(base, config.mirror), output=_resolve(base, config.output)
+            config,
+            mirror=_resolve(base, config.mirror),
+            output=_resolve(base, config.output),
+            metrics=metrics,
         )
     return config
 
@@ -175,7 +221,7 @@ def with_overrides(config: Config, **flags: object) -> Config:
         return config
     data = msgspec.to_builtins(config)
     data.pop("origin")
-    for key in ("mirror", "output"):
+    for key in ("mirror", "output", "metrics"):
         if key in given:
             given[key] = _resolve(Path.cwd(), str(given[key]))
     data.update(given)

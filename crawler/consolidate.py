@@ -15,10 +15,9 @@ from collections.abc import Iterable, Mapping
 
 import msgspec
 
-from .validate import Identity, SourceSummary, SpecRow
+from .validate import IDENTITY_FIELDS, SourceSummary, SpecRow
 
 SIZE_UNKNOWN = "-"
-_COMPARED = ("name", "version", "platform", "os", "target")
 
 
 class SpecDetail(msgspec.Struct, frozen=True, gc=False):
@@ -29,10 +28,10 @@ class SpecDetail(msgspec.Struct, frozen=True, gc=False):
     os: str
     platform: str
     size: str
-    stacks: list[str]
+    stacks: tuple[str, ...]
     target: str
-    variants: list[str]
-    versions: list[str]
+    variants: tuple[str, ...]
+    versions: tuple[str]
 
 
 class PackageMeta(msgspec.Struct, frozen=True, gc=False):
@@ -65,50 +64,57 @@ class Conflict(msgspec.Struct, frozen=True, gc=False):
     stack: str
 
 
-def hash_stacks(summaries: Mapping[str, SourceSummary]) -> dict[str, set[str]]:
-    """For every hash, the labels of the indexes that hold it."""
-    where: dict[str, set[str]] = defaultdict(set)
-    for label, summary in summaries.items():
-        for key in summary.hashes:
-            where[key].add(label)
-    return where
+def hash_stacks(summaries: Mapping[str, SourceSummary]) -> dict[str, tuple[str, ...]]:
+    """For every hash, the sorted labels of the indexes that hold it.
+
+    Equal label tuples are shared: a develop ref has 60,000+ hashes but few distinct
+    combinations of stacks.
+    """
+    where: dict[str, list[str]] = defaultdict(list)
+    for label in sorted(summaries):
+        for key in summaries[label].hashes:
+            where[key].append(label)
+    shared: dict[tuple[str, ...], tuple[str, ...]] = {}
+    return {key: shared.setdefault(tuple(labels), tuple(labels)) for key, labels in where.items()}
 
 
-def find_conflicts(
-    root_specs: Mapping[str, Identity], stacks: Mapping[str, SourceSummary]
-) -> list[Conflict]:
+def find_conflicts(root: SourceSummary, stacks: Mapping[str, SourceSummary]) -> list[Conflict]:
     """Every field on which a stack's record differs from the root's record of the same hash."""
+    ours = {row.hash: row for row in root.specs}
     conflicts = []
     for label, summary in sorted(stacks.items()):
-        for theirs in summary.identities:
-            ours = root_specs.get(theirs.hash)
-            if ours is None or ours == theirs:
+        for key, theirs in zip(summary.hashes, summary.identities, strict=True):
+            row = ours.get(key)
+            if row is None:
                 continue
-            for field in _COMPARED:
-                a, b = getattr(ours, field), getattr(theirs, field)
+            mine = row.identity()
+            if mine == theirs:
+                continue
+            for field, a, b in zip(
+                IDENTITY_FIELDS, mine.split("\x1f"), theirs.split("\x1f"), strict=True
+            ):
                 if a != b:
-                    conflicts.append(Conflict(theirs.hash, label, field, a, b))
+                    conflicts.append(Conflict(key, label, field, a, b))
     return conflicts
 
 
-def _package(rows: Iterable[tuple[SpecRow, list[str]]]) -> PackageSummary:
+def _package(rows: Iterable[tuple[SpecRow, tuple[str, ...]]]) -> PackageSummary:
     details = []
     by_stack: dict[str, int] = defaultdict(int)
     for row, stacks in rows:
-        ident = row.identity
         for label in stacks:
             by_stack[label] += 1
         details.append(
             SpecDetail(
                 compiler=row.compiler,
-                hash=ident.hash,
-                os=ident.os,
-                platform=ident.platform,
+                hash=row.hash,
+                os=row.os,
+                platform=row.platform,
                 size=SIZE_UNKNOWN,
                 stacks=stacks,
-                target=ident.target,
-                variants=list(row.variants),
-                versions=[ident.version],
+                target=row.target,
+                variants=row.variants,
+                versions=(row.version,),
             )
         )
     details.sort(key=lambda d: d.hash)
@@ -130,9 +136,8 @@ def consolidate(
 ) -> tuple[dict[str, PackageSummary], list[Conflict]]:
     """Per-package summaries of a ref (sorted by name) and the conflicts between its indexes."""
     where = hash_stacks({root_label: root, **stacks})
-    by_package: dict[str, list[tuple[SpecRow, list[str]]]] = defaultdict(list)
+    by_package: dict[str, list[tuple[SpecRow, tuple[str, ...]]]] = defaultdict(list)
     for row in root.specs:
-        by_package[row.identity.name].append((row, sorted(where[row.identity.hash])))
+        by_package[row.name].append((row, where[row.hash]))
     packages = {name: _package(rows) for name, rows in sorted(by_package.items())}
-    conflicts = find_conflicts({row.identity.hash: row.identity for row in root.specs}, stacks)
-    return packages, conflicts
+    return packages, find_conflicts(root, stacks)

@@ -47,10 +47,12 @@ class Mirror:
     @classmethod
     def parse(cls, mirror: str) -> Mirror:
         """Normalise a mirror given as ``http(s)://...``, ``file://...`` or a plain path."""
-        if mirror.startswith(("http://", "https://")):
-            return cls(mirror.rstrip("/"))
-        if mirror.startswith("file://"):
-            mirror = unquote(urlsplit(mirror).path)
+        scheme, sep, rest = mirror.partition("://")
+        scheme = scheme.lower() if sep else ""
+        if scheme in ("http", "https"):
+            return cls(f"{scheme}://{rest}".rstrip("/"))
+        if scheme == "file":
+            mirror = unquote(urlsplit(f"file://{rest}").path)
         return cls("file://" + str(Path(mirror).expanduser().resolve()))
 
     @property

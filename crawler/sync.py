@@ -1,24 +1,38 @@
-"""Sync: fetch, decode, validate, consolidate and publish the branches of a mirror.
+"""Sync: the branches of a mirror, each fetched, consolidated, checked and published whole.
 
-For one run there is one :class:`~crawler.fetch.Fetcher` (one HTTP session) and one pool of
-worker processes that decode indexes, so a 300 MB index never stalls the event loop or the other
-downloads. Branches are synced one after the other; the sources of a branch are fetched at once,
-at most ``concurrency`` at a time, and each is decoded as soon as its download ends.
+A run holds the output folder's lock (:mod:`crawler.lock`) from start to end, reads the mirror's
+discovery document, then syncs the requested branches one after the other with one HTTP session
+and one pool of decoding processes (:mod:`crawler.sources`).
 
-A branch is published only when its root index and every listed stack that exists were read;
-a stack answering 404 is recorded as missing and the branch goes on. Any other failure fails the
-branch: its previous output stays as it was, the reason goes to the run report
-(``<output>/.crawler/reports/<branch>.json``) and the other branches still run.
+What happens to a branch, as ``status`` in its report and in :class:`BranchResult`:
+
+``published``
+    every listed index was read (a stack answering 404 is only "missing") and the new output
+    replaced the old one, with ``changes.json`` saying what changed.
+``partial``
+    published although some stacks failed (not 404), because their number is within
+    ``publish.max_failed_stacks``; the failed stacks are listed with status ``failed``.
+``unchanged``
+    every input is the same as for the published output, which is intact: nothing was written.
+``skipped``
+    an immutable ref (``immutable_refs``, not ``mutable_refs``) that is already published.
+``refused``
+    the publish gate stopped it: an empty root, or fewer specs than
+    ``(1 - publish.max_drop)`` times the last published count. ``--force`` lifts the gate.
+``failed``
+    the root index is missing or unreadable, too many stacks failed, or the output could not be
+    written. The previous output stays as it was.
+
+The report of every attempt, whatever its status, is ``<output>/.crawler/reports/<branch>.json``;
+a published branch also carries its own ``report.json``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import hashlib
 import logging
-import multiprocessing
 import os
 import shutil
 import time
@@ -28,100 +42,26 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
+import msgspec
+
 from . import __version__
+from .changes import compute_changes, summary_line
 from .config import Config
 from .consolidate import Conflict, PackageSummary, consolidate
-from .discovery import Discovery, Mirror, Source, is_safe_name, parse_discovery
-from .errors import BranchError, ChecksumError, CrawlerError, NotFoundError, UsageError
+from .discovery import Discovery, Mirror, is_safe_name, parse_discovery
+from .errors import BranchError, CrawlerError, UsageError
 from .fetch import Fetcher, Sleep
+from .lock import RunLock
 from .progress import Reporter
-from .state import BranchState, SourceState, Store, fingerprint
-from .validate import InvalidRecord, Kind, SourceSummary, load_summary, summarize_index
+from .sources import SourceOutcome, SourceReader
+from .state import BranchState, Store, fingerprint
+from .validate import InvalidRecord, SourceSummary
 from .write import BranchStage, atomic_write, encode_json, recover, render_page, state_dir
 
 log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
-Status = Literal["fetched", "unchanged", "missing", "failed"]
-
-
-@dataclass
-class SourceOutcome:
-    """What happened to one source of a branch.
-
-    ``fetched``: downloaded (and decoded, unless a cached summary had the same SHA-256);
-    ``unchanged``: a validator proved the cached summary current, nothing was downloaded;
-    ``missing``: 404; ``failed``: anything else, with ``error``.
-    """
-
-    source: Source
-    status: Status = "failed"
-    summary: SourceSummary | None = None
-    sha256: str | None = None
-    size: int | None = None
-    etag: str | None = None
-    sidecar: str | None = None
-    error: str | None = None
-    attempts: int = 0
-    retries: int = 0
-    decoded: bool = False
-    fetch_seconds: float = 0.0
-    decode_seconds: float = 0.0
-
-    @property
-    def kind(self) -> Kind:
-        """Root and stack indexes are summarised differently."""
-        return "root" if self.source.is_root else "stack"
-
-    def line(self) -> str:
-        """One human line: label, status, bytes, records, seconds."""
-        if self.summary is None:
-            return f"{self.source.label}: {self.status} ({self.error})"
-        seconds = self.fetch_seconds + self.decode_seconds
-        return (
-            f"{self.source.label}: {self.status} {self.size or 0:,} bytes, "
-            f"{self.summary.records:,} records, {seconds:.2f}s"
-        )
-
-    def index_entry(self) -> dict[str, Any]:
-        """The source as ``index.json`` lists it: only facts about the mirror's content."""
-        summary = self.summary
-        return {
-            "label": self.source.label,
-            "url": self.source.url,
-            "layout": self.source.layout,
-            "status": "ok" if summary is not None else self.status,
-            "sha256": self.sha256 if summary else None,
-            "bytes": self.size if summary else None,
-            "db_version": summary.db_version if summary else None,
-            "records": summary.records if summary else None,
-            "in_buildcache": summary.in_buildcache if summary else None,
-            "invalid_records": len(summary.invalid) if summary else None,
-        }
-
-    def report_entry(self) -> dict[str, Any]:
-        """The source as ``report.json`` lists it, with how it was fetched."""
-        return {
-            **self.index_entry(),
-            "status": self.status,
-            "location": self.source.location,
-            "sidecar_sha256": self.sidecar,
-            "sidecar_matches": (
-                None if self.sidecar is None or self.sha256 is None else self.sidecar == self.sha256
-            ),
-            "attempts": self.attempts,
-            "retries": self.retries,
-            "decoded": self.decoded,
-            "fetch_seconds": round(self.fetch_seconds, 3),
-            "decode_seconds": round(self.decode_seconds, 3),
-            "error": self.error,
-        }
-
-    def state(self) -> SourceState:
-        """What the next run needs to know about this source."""
-        return SourceState(
-            self.source.label, self.source.url, self.status, self.sha256, self.size, self.etag
-        )
+BranchStatus = Literal["published", "partial", "unchanged", "skipped", "refused", "failed"]
 
 
 @dataclass
@@ -129,11 +69,14 @@ class BranchResult:
     """The outcome of one branch."""
 
     branch: str
-    ok: bool
+    status: BranchStatus
     message: str
     report: dict[str, Any] = field(default_factory=dict)
-    path: Path | None = None
-    changed: bool = True
+
+    @property
+    def ok(self) -> bool:
+        """True when the branch's output is current (published, partial, unchanged, skipped)."""
+        return self.status not in ("refused", "failed")
 
 
 @dataclass
@@ -141,34 +84,79 @@ class RunResult:
     """The outcome of a whole run."""
 
     branches: list[BranchResult]
+    seconds: float = 0.0
 
     @property
     def failed(self) -> list[BranchResult]:
-        """Branches that were not published."""
+        """Branches whose new output was not published."""
         return [b for b in self.branches if not b.ok]
+
+
+class _Refused(CrawlerError):
+    """The publish gate said no (an internal signal, reported as status ``refused``)."""
+
+
+class _OldSpec(msgspec.Struct):
+    hash: str
+    stacks: list[str]
+
+
+class _OldPackage(msgspec.Struct):
+    spec_details: list[_OldSpec]
+
+
+class _OldIndex(msgspec.Struct):
+    branch: str
+    packages: dict[str, _OldPackage]
 
 
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def _decode_pool(workers: int) -> concurrent.futures.ProcessPoolExecutor:
-    # forkserver: the event loop's threads are never forked; workers import the decoder once.
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["crawler.validate"])
-    return concurrent.futures.ProcessPoolExecutor(max_workers=workers, mp_context=context)
+def _light(branch: str, packages: dict[str, PackageSummary]) -> dict[str, Any]:
+    """The part of an index that :func:`compute_changes` reads."""
+    return {
+        "branch": branch,
+        "packages": {
+            name: {
+                "spec_details": [{"hash": d.hash, "stacks": list(d.stacks)} for d in p.spec_details]
+            }
+            for name, p in packages.items()
+        },
+    }
+
+
+def _load_light(path: Path) -> dict[str, Any] | None:
+    """The published index of a branch, reduced like :func:`_light`; None if absent or broken."""
+    try:
+        old = msgspec.json.decode(path.read_bytes(), type=_OldIndex)
+    except FileNotFoundError:
+        return None
+    except (OSError, msgspec.DecodeError, msgspec.ValidationError) as err:
+        log.warning("previous %s is unreadable (%s); comparing against nothing", path, err)
+        return None
+    result: dict[str, Any] = msgspec.to_builtins(old)
+    return result
 
 
 class Syncer:
     """Runs syncs against one mirror with one config."""
 
-    def __init__(self, config: Config, reporter: Reporter, *, sleep: Sleep = asyncio.sleep):
+    def __init__(
+        self,
+        config: Config,
+        reporter: Reporter,
+        *,
+        sleep: Sleep = asyncio.sleep,
+        force: bool = False,
+    ):
         self.config = config
         self.reporter = reporter
         self.mirror = Mirror.parse(config.mirror)
         self.output = config.output_dir.resolve()
+        self.force = force
         self._sleep = sleep
-        self._pool: concurrent.futures.ProcessPoolExecutor | None = None
         self.store = Store(self.output)
 
     async def discover(self, fetcher: Fetcher) -> Discovery:
@@ -182,50 +170,50 @@ class Syncer:
             return await self.discover(fetcher)
 
     async def run(self, branches: Sequence[str] | None) -> RunResult:
-        """Sync the named branches (None: every ref of the mirror)."""
+        """Sync the named branches (None: every ref of the mirror) under the output's lock."""
+        started = time.monotonic()
         for name in branches or ():
             if not is_safe_name(name):
                 raise UsageError(f"branch name {name!r} is not a safe folder name")
-        for line in recover(self.output):
-            log.warning("%s", line)
-        async with Fetcher(self.config, sleep=self._sleep) as fetcher:
-            discovery = await self.discover(fetcher)
-            known = sorted({*discovery.refs, *discovery.problems})
-            wanted = list(dict.fromkeys(branches)) if branches is not None else known
-            unknown = [b for b in wanted if b not in known]
-            if unknown:
-                raise UsageError(
-                    f"unknown branch {', '.join(unknown)} in {discovery.url} "
-                    f"(known: {', '.join(known) or 'none'})"
-                )
-            with self._workspace() as work:
-                results = []
-                for branch in wanted:
-                    results.append(await self._branch(fetcher, discovery, branch, work))
-        return RunResult(results)
+        async with RunLock(self.output, wait=self.config.lock_wait) as lock:
+            if lock.broken:
+                log.warning("%s", lock.broken)
+            for line in recover(self.output):
+                log.warning("%s", line)
+            async with Fetcher(self.config, sleep=self._sleep) as fetcher:
+                discovery = await self.discover(fetcher)
+                wanted = self._wanted(discovery, branches)
+                reader = SourceReader(self.config, fetcher, self.store, self.reporter)
+                with self._workspace(reader) as work:
+                    results = []
+                    for branch in wanted:
+                        results.append(await self._branch(reader, discovery, branch, work))
+        return RunResult(results, time.monotonic() - started)
+
+    @staticmethod
+    def _wanted(discovery: Discovery, branches: Sequence[str] | None) -> list[str]:
+        known = sorted({*discovery.refs, *discovery.problems})
+        wanted = list(dict.fromkeys(branches)) if branches is not None else known
+        unknown = [b for b in wanted if b not in known]
+        if unknown:
+            raise UsageError(
+                f"unknown branch {', '.join(unknown)} in {discovery.url} "
+                f"(known: {', '.join(known) or 'none'})"
+            )
+        return wanted
 
     @contextlib.contextmanager
-    def _workspace(self) -> Iterator[Path]:
+    def _workspace(self, reader: SourceReader) -> Iterator[Path]:
         work = state_dir(self.output) / "tmp" / str(os.getpid())
         work.mkdir(parents=True, exist_ok=True)
         try:
             yield work
         finally:
+            reader.close()
             shutil.rmtree(work, ignore_errors=True)
-            if self._pool is not None:
-                self._pool.shutdown(wait=True, cancel_futures=True)
-                self._pool = None
-
-    @property
-    def pool(self) -> concurrent.futures.ProcessPoolExecutor:
-        """The decode workers, started on first use."""
-        if self._pool is None:
-            workers = self.config.decode_workers or min(os.cpu_count() or 1, 8)
-            self._pool = _decode_pool(workers)
-        return self._pool
 
     async def _branch(
-        self, fetcher: Fetcher, discovery: Discovery, branch: str, work: Path
+        self, reader: SourceReader, discovery: Discovery, branch: str, work: Path
     ) -> BranchResult:
         clock = time.monotonic()
         report: dict[str, Any] = {
@@ -238,27 +226,33 @@ class Syncer:
         try:
             if branch in discovery.problems:
                 raise BranchError(branch, discovery.problems[branch])
+            published = self.output / branch / "index.json"
+            if not self.force and self.config.is_immutable(branch) and published.is_file():
+                return self._done(branch, "skipped", report, clock, "immutable and published")
             sources = discovery.refs[branch]
             previous = self.store.branch(branch)
             self.reporter.branch_started(branch, len(sources))
             outcomes = list(
                 await asyncio.gather(
                     *(
-                        self._source(fetcher, branch, s, work / f"{i}.json", previous)
+                        reader.read(branch, s, work / f"{i}.json", previous)
                         for i, s in enumerate(sources)
                     )
                 )
             )
             report["sources"] = [o.report_entry() for o in outcomes]
-            root, stacks = self._check(branch, outcomes)
+            root, stacks, failed = self._check(branch, outcomes)
             entries = [o.index_entry() for o in outcomes]
             formats: list[str] = sorted(self.config.formats)
             inputs = fingerprint(entries, formats)
             if self._current(branch, previous, inputs):
-                return self._unchanged(branch, report, clock)
+                return self._done(branch, "unchanged", report, clock, "output is current")
             packages, conflicts = consolidate(root, stacks)
             stats = self._stats(outcomes, packages, conflicts)
             report.update(self._findings(outcomes, conflicts), stats=stats)
+            old = _load_light(published)
+            self._gate(branch, old, stats["specs"])
+            changes = compute_changes(old, _light(branch, packages))
             index = {
                 "schema_version": SCHEMA_VERSION,
                 "branch": branch,
@@ -267,25 +261,57 @@ class Syncer:
                 "stats": stats,
                 "packages": packages,
             }
-            report.update(status="published", error=None)
-            path, digest = self._publish(branch, index, packages, report, clock)
+            status: BranchStatus = "partial" if failed else "published"
+            report.update(status=status, error=None, changes=changes["totals"])
+            digest = self._publish(branch, index, packages, changes, report, clock)
             state = BranchState(__version__, inputs, digest, formats, [o.state() for o in outcomes])
             self.store.save_branch(branch, state)
+        except _Refused as err:
+            return self._done(branch, "refused", report, clock, str(err), outcomes)
         except CrawlerError as err:
             message = str(err) if isinstance(err, BranchError) else f"branch {branch} failed: {err}"
-            report.setdefault("sources", [o.report_entry() for o in outcomes])
-            report.update(status="failed", error=message)
-            self._finish(report, clock)
-            self._save_report(branch, report)
-            self.reporter.branch_done(branch, message, ok=False)
-            return BranchResult(branch, False, message, report)
-        specs = report["stats"]["specs"]
-        message = (
-            f"published {path} ({len(packages):,} packages, {specs:,} specs, "
-            f"{report['duration_seconds']:.2f}s)"
-        )
+            return self._done(branch, "failed", report, clock, message, outcomes)
+        line = summary_line(changes)
+        message = f"{status} {self.output / branch}: {line} ({report['duration_seconds']:.2f}s)"
         self.reporter.branch_done(branch, message, ok=True)
-        return BranchResult(branch, True, message, report, path)
+        return BranchResult(branch, status, message, report)
+
+    def _done(
+        self,
+        branch: str,
+        status: BranchStatus,
+        report: dict[str, Any],
+        clock: float,
+        message: str,
+        outcomes: Sequence[SourceOutcome] = (),
+    ) -> BranchResult:
+        """Finish a branch that publishes nothing: record why, tell the user."""
+        report.setdefault("sources", [o.report_entry() for o in outcomes])
+        failing = status in ("failed", "refused")
+        report.update(status=status, error=message if failing else None)
+        self._finish(report, clock)
+        self._save_report(branch, report)
+        if not failing:
+            message = f"{status}: {message} ({report['duration_seconds']:.2f}s)"
+        self.reporter.branch_done(branch, message, ok=not failing)
+        return BranchResult(branch, status, message, report)
+
+    def _gate(self, branch: str, old: dict[str, Any] | None, specs: int) -> None:
+        """Refuse to publish an empty root or a large drop in specs, unless forced."""
+        if self.force:
+            return
+        if specs == 0:
+            raise _Refused(f"branch {branch}: refused to publish: the root index has no specs")
+        if old is None:
+            return
+        before = sum(len(p["spec_details"]) for p in old["packages"].values())
+        floor = before * (1 - self.config.publish.max_drop)
+        if specs < floor:
+            raise _Refused(
+                f"branch {branch}: refused to publish: {specs:,} specs against {before:,} "
+                f"published (a drop of more than {self.config.publish.max_drop:.0%}); "
+                "use --force to publish anyway"
+            )
 
     def _current(self, branch: str, previous: BranchState | None, inputs: str) -> bool:
         """True when the published branch was made from exactly these inputs and is intact."""
@@ -295,30 +321,27 @@ class Syncer:
             previous.index_sha256
         )
 
-    def _unchanged(self, branch: str, report: dict[str, Any], clock: float) -> BranchResult:
-        report.update(status="unchanged", error=None)
-        self._finish(report, clock)
-        self._save_report(branch, report)
-        message = (
-            f"unchanged, {self.output / branch} is current ({report['duration_seconds']:.2f}s)"
-        )
-        self.reporter.branch_done(branch, message, ok=True)
-        return BranchResult(branch, True, message, report, self.output / branch, changed=False)
-
     def _check(
         self, branch: str, outcomes: list[SourceOutcome]
-    ) -> tuple[SourceSummary, dict[str, SourceSummary]]:
-        """The root's and the stacks' summaries, or the reason the branch cannot be published."""
+    ) -> tuple[SourceSummary, dict[str, SourceSummary], list[SourceOutcome]]:
+        """The root's and stacks' summaries and the failed stacks, or why the branch fails."""
         root = outcomes[0]
         if root.status == "missing":
             raise BranchError(branch, f"root index not found at {root.source.location}")
-        failed = [o for o in outcomes if o.status == "failed"]
-        if failed:
-            reasons = "; ".join(f"{o.source.label}: {o.error}" for o in failed)
-            raise BranchError(branch, f"{len(failed)} source(s) failed: {reasons}")
-        assert root.summary is not None
+        if root.summary is None:
+            raise BranchError(branch, f"root index unusable: {root.error}")
+        failed = [o for o in outcomes[1:] if o.status == "failed"]
+        budget = self.config.publish.max_failed_stacks
+        if len(failed) > budget:
+            shown = "; ".join(f"{o.source.label}: {o.error}" for o in failed[:3])
+            more = f"; and {len(failed) - 3} more (see the report)" if len(failed) > 3 else ""
+            raise BranchError(
+                branch,
+                f"{len(failed)} stack(s) failed (publish.max_failed_stacks is {budget}): "
+                f"{shown}{more}",
+            )
         stacks = {o.source.label: o.summary for o in outcomes[1:] if o.summary is not None}
-        return root.summary, stacks
+        return root.summary, stacks, failed
 
     @staticmethod
     def _findings(outcomes: list[SourceOutcome], conflicts: list[Conflict]) -> dict[str, Any]:
@@ -332,6 +355,7 @@ class Syncer:
             "invalid_records": invalid,
             "conflicts": conflicts,
             "missing_stacks": [o.source.label for o in outcomes if o.status == "missing"],
+            "failed_stacks": [o.source.label for o in outcomes if o.status == "failed"],
         }
 
     @staticmethod
@@ -347,6 +371,7 @@ class Syncer:
             "root_records": root.records if root else 0,
             "sources": len(outcomes),
             "sources_missing": sum(o.status == "missing" for o in outcomes),
+            "sources_failed": sum(o.status == "failed" for o in outcomes),
             "invalid_records": sum(len(o.summary.invalid) for o in outcomes if o.summary),
             "conflicts": len(conflicts),
         }
@@ -364,117 +389,24 @@ class Syncer:
         branch: str,
         index: dict[str, Any],
         packages: dict[str, PackageSummary],
+        changes: dict[str, Any],
         report: dict[str, Any],
         clock: float,
-    ) -> tuple[Path, str]:
-        """Stage and publish a branch; returns its folder and the SHA-256 of its index.json."""
+    ) -> str:
+        """Stage and publish a branch; returns the SHA-256 of its index.json."""
         stage = BranchStage(self.output, branch)
         encoded = encode_json(index)
         try:
             stage.write("index.json", encoded)
+            stage.write("changes.json", encode_json(changes))
             if "pages" in self.config.formats:
                 for name, summary in packages.items():
                     page = render_page(name, branch, summary).encode()
                     stage.write(f"pages/{name}/specs.md", page)
             self._finish(report, clock)
             stage.write("report.json", encode_json(report))
-            path = stage.publish()
+            stage.publish()
         finally:
             stage.discard()
         self._save_report(branch, report)
-        return path, hashlib.sha256(encoded).hexdigest()
-
-    async def _source(
-        self,
-        fetcher: Fetcher,
-        branch: str,
-        source: Source,
-        dest: Path,
-        previous: BranchState | None,
-    ) -> SourceOutcome:
-        outcome = SourceOutcome(source)
-        started = time.monotonic()
-        try:
-            async with self._slot:
-                path = await self._fetch(fetcher, outcome, dest, previous)
-            outcome.fetch_seconds = time.monotonic() - started
-            if path is not None:
-                await self._decode(path, outcome)
-        except NotFoundError as err:
-            outcome.status, outcome.error = "missing", str(err)
-        except CrawlerError as err:
-            outcome.status, outcome.error = "failed", str(err)
-        except Exception as err:  # a bug: keep the branch's failure readable, log the trace
-            log.exception("internal error on %s", source.location)
-            outcome.status, outcome.error = "failed", f"internal error: {err!r}"
-        finally:
-            dest.unlink(missing_ok=True)  # noqa: ASYNC240 - one unlink, not worth a thread hop
-            outcome.retries = fetcher.retries.get(source.location, 0)
-        if outcome.status in ("missing", "failed"):
-            outcome.summary = None
-        ok = outcome.status != "failed"
-        self.reporter.source_done(branch, outcome.line(), outcome.size or 0, ok)
-        return outcome
-
-    def _reuse(self, outcome: SourceOutcome, sha256: str | None, status: Status) -> bool:
-        """Take the cached summary of bytes with this SHA-256, if there is one."""
-        cached = self.store.load(outcome.kind, sha256) if sha256 else None
-        if cached is None:
-            return False
-        outcome.summary, outcome.sha256, outcome.size = cached.summary, sha256, cached.size
-        outcome.status = status
-        return True
-
-    async def _fetch(
-        self, fetcher: Fetcher, outcome: SourceOutcome, dest: Path, previous: BranchState | None
-    ) -> Path | None:
-        """Prove the cached summary current, or download the index.
-
-        Returns the file to decode, or None when a cached summary was taken.
-        """
-        source = outcome.source
-        if source.sidecar is not None:
-            outcome.sidecar = await self._sidecar(fetcher, source.sidecar)
-        promised = source.checksum or outcome.sidecar
-        if self._reuse(outcome, promised, "unchanged"):
-            return None
-        before = previous.source(source.label, source.url) if previous else None
-        etag = before.etag if before and self.store.has(outcome.kind, before.sha256) else None
-        fetched = await fetcher.download(source.location, dest, etag=etag)
-        outcome.attempts, outcome.etag = fetched.attempts, fetched.etag
-        if fetched.not_modified:
-            assert before is not None and before.sha256 is not None
-            if self._reuse(outcome, before.sha256, "unchanged"):
-                return None
-            fetched = await fetcher.download(source.location, dest)  # cache lost meanwhile
-        outcome.sha256, outcome.size, outcome.status = fetched.sha256, fetched.size, "fetched"
-        if source.checksum is not None and fetched.sha256 != source.checksum:
-            raise ChecksumError(source.location, source.checksum, fetched.sha256 or "")
-        if self._reuse(outcome, fetched.sha256, "fetched"):
-            return None  # same bytes as a cached summary: no need to decode them again
-        return fetched.path
-
-    @property
-    def _slot(self) -> asyncio.Semaphore:
-        if not hasattr(self, "_semaphore"):
-            self._semaphore = asyncio.Semaphore(self.config.concurrency)
-        return self._semaphore
-
-    @staticmethod
-    async def _sidecar(fetcher: Fetcher, location: str) -> str | None:
-        """A v2 ``index.json.hash`` if there is one: recorded, compared, never trusted blindly."""
-        try:
-            text = (await fetcher.read(location)).decode("ascii", "replace").strip()
-        except NotFoundError:
-            return None
-        return text if len(text) == 64 else f"invalid: {text[:80]!r}"
-
-    async def _decode(self, path: Path, outcome: SourceOutcome) -> None:
-        loop = asyncio.get_running_loop()
-        started = time.monotonic()
-        kind, url = outcome.kind, outcome.source.url
-        data = await loop.run_in_executor(self.pool, summarize_index, str(path), url, kind)
-        outcome.summary, outcome.decoded = load_summary(data), True
-        outcome.decode_seconds = time.monotonic() - started
-        if outcome.sha256 is not None and outcome.size is not None:
-            self.store.save(kind, outcome.sha256, outcome.size, outcome.summary)
+        return hashlib.sha256(encoded).hexdigest()

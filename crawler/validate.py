@@ -29,7 +29,10 @@ checksum, anything else ``name=value``.
 
 from __future__ import annotations
 
+import gzip
 import re
+import zlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
@@ -38,14 +41,13 @@ import msgspec
 from .decode import (
     ROOT_DECODER,
     STACK_DECODER,
-    Arch,
     Dependency,
     Node,
     ParamValue,
-    Record,
     decode_document,
 )
 from .discovery import is_safe_name
+from .errors import IndexFormatError
 
 HASH = re.compile(r"[a-z2-7]{32}")
 FLAGS = frozenset({"cflags", "cppflags", "cxxflags", "fflags", "ldflags", "ldlibs"})
@@ -55,8 +57,8 @@ NO_COMPILER = "none"
 Kind = Literal["root", "stack"]
 
 
-class Identity(msgspec.Struct, array_like=True, frozen=True, gc=False):
-    """What two indexes must agree on for one hash."""
+class SpecRow(msgspec.Struct, array_like=True, frozen=True, gc=False):
+    """One root record in the build cache, ready for the summary."""
 
     hash: str
     name: str
@@ -64,14 +66,12 @@ class Identity(msgspec.Struct, array_like=True, frozen=True, gc=False):
     platform: str
     os: str
     target: str
-
-
-class SpecRow(msgspec.Struct, array_like=True, frozen=True, gc=False):
-    """One root record in the build cache, ready for the summary."""
-
-    identity: Identity
     compiler: str
     variants: tuple[str, ...]
+
+    def identity(self) -> str:
+        """What a stack must agree on for this hash (see :func:`identity`)."""
+        return identity(self.name, self.version, self.platform, self.os, self.target)
 
 
 class InvalidRecord(msgspec.Struct, frozen=True, gc=False):
@@ -86,11 +86,24 @@ class SourceSummary(msgspec.Struct, frozen=True, gc=False):
 
     db_version: str
     records: int  # entries of ``installs``, valid or not
-    in_buildcache: int  # valid records with ``in_buildcache: true`` (root only; 0 for stacks)
+    in_buildcache: int  # root: valid records with ``in_buildcache: true``; 0 for stacks
     hashes: list[str]  # every valid record, whether in the build cache or not
-    specs: list[SpecRow]  # root: valid records in the build cache
-    identities: list[Identity]  # stacks: identity of every valid record
+    specs: list[SpecRow]  # root: the valid records in the build cache
+    identities: list[str]  # stacks: identity of each of ``hashes``, same order
     invalid: list[InvalidRecord]
+
+
+IDENTITY_FIELDS = ("name", "version", "platform", "os", "target")
+#: name, version, platform, os, target
+Identity = tuple[str, str, str, str, str]
+
+
+def identity(name: str, version: str, platform: str, os: str, target: str) -> str:
+    """The fields two indexes must agree on for one hash, as one compact string.
+
+    Records whose fields hold control characters are rejected, so the separator is unambiguous.
+    """
+    return "\x1f".join((name, version, platform, os, target))
 
 
 def render_variant(name: str, value: ParamValue) -> str:
@@ -123,93 +136,143 @@ def _compiler_edge(dependencies: list[Dependency]) -> Dependency | None:
     return None
 
 
-def resolve_compiler(node: Node, valid: dict[str, Record]) -> str:
-    """The node's compiler as ``name@version`` (see the module docstring); ValueError if broken."""
+def resolve_compiler(node: Node, compiler_of: Callable[[str], str | None]) -> str:
+    """The node's compiler as ``name@version`` (see the module docstring); ValueError if broken.
+
+    ``compiler_of(hash)`` gives ``name@version`` of the record a compiler edge points to, or
+    None when that record is absent or invalid.
+    """
     if node.compiler is not None:
         return f"{node.compiler.name}@{node.compiler.version}"
     edge = _compiler_edge(node.dependencies)
     if edge is not None:
-        target = valid.get(edge.hash)
-        if target is None:
+        found = compiler_of(edge.hash)
+        if found is None:
             raise ValueError(f"compiler dependency {edge.name}/{edge.hash} is not a valid record")
-        return f"{target.spec.name}@{target.spec.version}"
+        return found
     if node.annotations is not None and node.annotations.compiler:
         name, _, version = node.annotations.compiler.partition("@")
         return f"{name}@{version.lstrip('=')}" if version else name
     return NO_COMPILER
 
 
-def _identity_problem(key: str, name: str, spec_hash: str) -> str | None:
-    if not HASH.fullmatch(key):
-        return "key is not a 32-character base32 DAG hash"
-    if spec_hash != key:
-        return f"spec.hash {spec_hash!r} differs from its key"
-    if not is_safe_name(name):
-        return f"package name {name!r} is not a safe folder name"
-    return None
+class _Checker:
+    """Per-index record checks, with the repetitive parts (names, variants) memoised."""
+
+    def __init__(self, installs: dict[str, msgspec.Raw]) -> None:
+        self.installs = installs
+        self.invalid: list[InvalidRecord] = []
+        self._names: dict[str, bool] = {}
+        self._variants: dict[tuple[str, ParamValue], str] = {}
+
+    def problem(
+        self, key: str, spec_hash: str, deps: list[str], fields: tuple[str, ...]
+    ) -> str | None:
+        """Why a decoded record cannot be used, or None.
+
+        ``fields`` are the identity fields (name, version, platform, os, target), which are
+        shown on pages and compared between indexes: control characters are refused.
+        """
+        if not HASH.fullmatch(key):
+            return "key is not a 32-character base32 DAG hash"
+        if spec_hash != key:
+            return f"spec.hash {spec_hash!r} differs from its key"
+        if not "".join(fields).isprintable():
+            return f"control characters in name, version or arch: {fields!r}"
+        name = fields[0]
+        safe = self._names.get(name)
+        if safe is None:
+            safe = self._names[name] = is_safe_name(name)
+        if not safe:
+            return f"package name {name!r} is not a safe folder name"
+        for dep in deps:
+            if dep not in self.installs:
+                return f"dependency {dep} is not in this index"
+        return None
+
+    def variants(self, parameters: dict[str, ParamValue]) -> tuple[str, ...]:
+        """:func:`render_variants`, memoised for scalar values."""
+        out = []
+        cache = self._variants
+        for name, value in parameters.items():
+            if name in FLAGS:
+                continue
+            if isinstance(value, list):
+                out.append(render_variant(name, value))
+                continue
+            text = cache.get((name, value))
+            if text is None:
+                text = cache[(name, value)] = render_variant(name, value)
+            out.append(text)
+        return tuple(out)
+
+    def reject(self, key: str, reason: str) -> None:
+        """Leave a record out, with its reason."""
+        self.invalid.append(InvalidRecord(key, reason))
 
 
-def _identity(key: str, name: str, version: str, arch: Arch) -> Identity:
-    return Identity(key, name, version, arch.platform, arch.platform_os, arch.target_name)
-
-
-def _summarize_root(
-    installs: dict[str, msgspec.Raw],
-) -> tuple[list[str], list[SpecRow], list[InvalidRecord]]:
-    invalid: list[InvalidRecord] = []
-    decoded: dict[str, Record] = {}
+def _summarize_root(installs: dict[str, msgspec.Raw]) -> tuple[list[str], list[SpecRow], _Checker]:
+    """Check every record, then resolve compilers against the records that passed."""
+    check = _Checker(installs)
+    valid: dict[str, str] = {}  # hash -> "name@version" of every valid record
+    pending: list[tuple[str, Node, Identity]] = []  # specs in the build cache, to finish
     for key, raw in installs.items():
         try:
             record = ROOT_DECODER.decode(raw)
         except msgspec.ValidationError as err:
-            invalid.append(InvalidRecord(key, f"bad record: {err}"))
+            check.reject(key, f"bad record: {err}")
             continue
         node = record.spec
-        problem = _identity_problem(key, node.name, node.hash)
-        if problem is None:
-            missing = [d for d in node.dependencies if d.hash not in installs]
-            if missing:
-                problem = f"dependency {missing[0].name}/{missing[0].hash} is not in this index"
+        arch = node.arch
+        fields = (node.name, node.version, arch.platform, arch.platform_os, arch.target_name)
+        problem = check.problem(key, node.hash, [d.hash for d in node.dependencies], fields)
         if problem:
-            invalid.append(InvalidRecord(key, problem))
-        else:
-            decoded[key] = record
+            check.reject(key, problem)
+            continue
+        valid[key] = f"{node.name}@{node.version}"
+        if record.in_buildcache:
+            pending.append((key, node, fields))
     specs: list[SpecRow] = []
-    for key, record in decoded.items():
-        if not record.in_buildcache:
-            continue
-        node = record.spec
+    for key, node, fields in pending:
         try:
-            compiler = resolve_compiler(node, decoded)
+            compiler = resolve_compiler(node, valid.get)
         except ValueError as err:
-            invalid.append(InvalidRecord(key, str(err)))
+            check.reject(key, str(err))
             continue
-        identity = _identity(key, node.name, node.version, node.arch)
-        specs.append(SpecRow(identity, compiler, render_variants(node.parameters)))
-    return list(decoded), specs, invalid
+        specs.append(SpecRow(key, *fields, compiler, check.variants(node.parameters)))
+    return list(valid), specs, check
 
 
-def _summarize_stack(
-    installs: dict[str, msgspec.Raw],
-) -> tuple[list[str], list[Identity], list[InvalidRecord]]:
-    invalid: list[InvalidRecord] = []
-    identities: list[Identity] = []
+def _summarize_stack(installs: dict[str, msgspec.Raw]) -> tuple[list[str], list[str], _Checker]:
+    check = _Checker(installs)
+    hashes: list[str] = []
+    identities: list[str] = []
     for key, raw in installs.items():
         try:
             node = STACK_DECODER.decode(raw).spec
         except msgspec.ValidationError as err:
-            invalid.append(InvalidRecord(key, f"bad record: {err}"))
+            check.reject(key, f"bad record: {err}")
             continue
-        problem = _identity_problem(key, node.name, node.hash)
-        if problem is None:
-            missing = [d for d in node.dependencies if d.hash not in installs]
-            if missing:
-                problem = f"dependency {missing[0].hash} is not in this index"
+        arch = node.arch
+        fields = (node.name, node.version, arch.platform, arch.platform_os, arch.target_name)
+        problem = check.problem(key, node.hash, [d.hash for d in node.dependencies], fields)
         if problem:
-            invalid.append(InvalidRecord(key, problem))
+            check.reject(key, problem)
             continue
-        identities.append(_identity(key, node.name, node.version, node.arch))
-    return [i.hash for i in identities], identities, invalid
+        hashes.append(key)
+        identities.append(identity(*fields))
+    return hashes, identities, check
+
+
+def read_index(path: str) -> bytes:
+    """An index file's bytes, gunzipped when they are gzip data (FORMAT.md section 1)."""
+    body = Path(path).read_bytes()
+    if body[:2] == b"\x1f\x8b":
+        try:
+            body = gzip.decompress(body)
+        except (OSError, EOFError, zlib.error) as err:
+            raise IndexFormatError(path, f"bad gzip data: {err}") from None
+    return body
 
 
 def summarize_index(path: str, url: str, kind: Kind) -> bytes:
@@ -219,16 +282,20 @@ def summarize_index(path: str, url: str, kind: Kind) -> bytes:
     processes, and the decoded records never leave the worker. (The file's checksum was
     verified by the fetch stage, which hashes while it downloads.)
     """
-    body = Path(path).read_bytes()
+    try:
+        body = read_index(path)
+    except IndexFormatError as err:
+        raise IndexFormatError(url, err.reason) from None
     version, installs = decode_document(body, url)
+    specs: list[SpecRow] = []
+    identities: list[str] = []
     if kind == "root":
-        hashes, specs, invalid = _summarize_root(installs)
-        identities: list[Identity] = []
-        in_cache = len(specs)
+        hashes, specs, check = _summarize_root(installs)
     else:
-        hashes, identities, invalid = _summarize_stack(installs)
-        specs, in_cache = [], 0
-    summary = SourceSummary(version, len(installs), in_cache, hashes, specs, identities, invalid)
+        hashes, identities, check = _summarize_stack(installs)
+    summary = SourceSummary(
+        version, len(installs), len(specs), hashes, specs, identities, check.invalid
+    )
     return msgspec.msgpack.encode(summary)
 
 

@@ -1,0 +1,161 @@
+"""Changes: what a publish changed in a branch, compared with the index it replaces.
+
+:func:`compute_changes` compares two parsed ``index.json`` documents (the one being replaced,
+or None for a branch's first publish, and the new one) and returns a deterministic document::
+
+    {
+      "branch": "develop",
+      "first_publish": false,
+      "added":   {"zlib": ["<hash>", ...]},   # specs now present that were not before
+      "removed": {"cmake": ["<hash>", ...]},  # specs that were present and are gone
+      "by_stack": {"e4s": {"added": 3, "removed": 1}},
+      "packages_added": ["py-torch"],
+      "packages_removed": [],
+      "totals": {"specs_before": 60012, "specs_after": 60021, "added": 12, "removed": 3}
+    }
+
+Choices:
+
+* A spec is identified by its DAG hash within its package. Since a DAG hash covers the package
+  name, a hash never legitimately changes package; if it did, it is reported as removed from one
+  and added to the other. Changes of a spec's other fields cannot happen without its hash
+  changing, so they are not looked for.
+* ``by_stack`` counts stack memberships: an added spec counts as added in each of its stacks
+  (``root`` included), a removed spec as removed in each of its former stacks, and a spec that
+  stays but gains or loses a stack counts as added or removed for that stack only. Only stacks
+  with a non-zero count are listed. So ``by_stack["root"]`` always equals the totals, and a
+  stack that starts publishing an existing spec shows up even though no spec was added.
+* Only the content is compared (specs and their stacks), not the sources' checksums or sizes, so
+  a re-uploaded index with the same specs is not a change.
+* On a first publish every spec is "added" and every package is in ``packages_added``.
+* Every key is always present; mappings are sorted by key, lists are sorted. ``branch`` is the
+  new index's.
+
+:func:`summary_line` renders the document as one line for logs and commit messages, e.g.
+``develop: +12 specs, -3 specs (60,012 -> 60,021), 2 packages added, 1 removed``. When no spec
+came or went but stacks did gain or lose specs, it adds how many stack memberships changed.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from typing import Any
+
+import msgspec
+
+from .errors import CrawlerError
+
+
+class ChangesInputError(CrawlerError):
+    """An index given to :func:`compute_changes` does not have the shape of ``index.json``."""
+
+    def __init__(self, which: str, reason: str) -> None:
+        self.which = which
+        self.reason = reason
+        super().__init__(which, reason)
+
+    def __str__(self) -> str:
+        return (
+            f"cannot compare indexes: the {self.which} index is not a branch index: {self.reason}"
+        )
+
+
+class _Spec(msgspec.Struct, frozen=True, gc=False):
+    hash: str
+    stacks: frozenset[str]
+
+
+class _Package(msgspec.Struct, frozen=True, gc=False):
+    spec_details: list[_Spec]
+
+
+class _Index(msgspec.Struct, frozen=True, gc=False):
+    branch: str
+    packages: dict[str, _Package]
+
+
+# (package, hash) -> stacks
+_Specs = dict[tuple[str, str], frozenset[str]]
+
+
+def _specs(document: Mapping[str, Any], which: str) -> tuple[str, _Specs]:
+    try:
+        index = msgspec.convert(document, _Index)
+    except msgspec.ValidationError as err:
+        raise ChangesInputError(which, str(err)) from None
+    specs: _Specs = {}
+    for name, package in index.packages.items():
+        for spec in package.spec_details:
+            specs[name, spec.hash] = spec.stacks
+    return index.branch, specs
+
+
+def compute_changes(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> dict[str, Any]:
+    """What changed from ``old`` to ``new`` (parsed ``index.json`` documents; ``old`` None on a
+    first publish). Raises :class:`ChangesInputError` for a document that is not an index."""
+    branch, after = _specs(new, "new")
+    before = _specs(old, "previous")[1] if old is not None else {}
+    added: dict[str, list[str]] = defaultdict(list)
+    removed: dict[str, list[str]] = defaultdict(list)
+    by_stack: dict[str, dict[str, int]] = defaultdict(lambda: {"added": 0, "removed": 0})
+    for key, stacks in after.items():
+        previous = before.get(key)
+        if previous is None:
+            added[key[0]].append(key[1])
+            previous = frozenset()
+        for label in stacks - previous:
+            by_stack[label]["added"] += 1
+        for label in previous - stacks:
+            by_stack[label]["removed"] += 1
+    for key, stacks in before.items():
+        if key not in after:
+            removed[key[0]].append(key[1])
+            for label in stacks:
+                by_stack[label]["removed"] += 1
+    packages_before = {name for name, _ in before}
+    packages_after = {name for name, _ in after}
+    return {
+        "branch": branch,
+        "first_publish": old is None,
+        "added": {name: sorted(hashes) for name, hashes in sorted(added.items())},
+        "removed": {name: sorted(hashes) for name, hashes in sorted(removed.items())},
+        "by_stack": dict(sorted(by_stack.items())),
+        "packages_added": sorted(packages_after - packages_before),
+        "packages_removed": sorted(packages_before - packages_after),
+        "totals": {
+            "specs_before": len(before),
+            "specs_after": len(after),
+            "added": sum(len(hashes) for hashes in added.values()),
+            "removed": sum(len(hashes) for hashes in removed.values()),
+        },
+    }
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
+def summary_line(changes: Mapping[str, Any]) -> str:
+    """One line for a log or a commit message.
+
+    ``develop: +12 specs, -3 specs (60,012 -> 60,021), 2 packages added, 1 removed``;
+    ``develop: first publish, 58 specs in 30 packages`` the first time;
+    ``develop: +0 specs, -0 specs (58 -> 58), 0 packages added, 0 removed, 2 stack memberships
+    changed`` when only stacks changed.
+    """
+    totals = changes["totals"]
+    branch = changes["branch"]
+    if changes["first_publish"]:
+        packages = _count(len(changes["packages_added"]), "package")
+        return f"{branch}: first publish, {_count(totals['specs_after'], 'spec')} in {packages}"
+    line = (
+        f"{branch}: +{_count(totals['added'], 'spec')}, -{_count(totals['removed'], 'spec')} "
+        f"({totals['specs_before']:,} -> {totals['specs_after']:,}), "
+        f"{_count(len(changes['packages_added']), 'package')} added, "
+        f"{len(changes['packages_removed']):,} removed"
+    )
+    if not totals["added"] and not totals["removed"] and changes["by_stack"]:
+        moved = sum(c["added"] + c["removed"] for c in changes["by_stack"].values())
+        line += f", {_count(moved, 'stack membership')} changed"
+    return line

@@ -1,0 +1,278 @@
+"""Lock: one crawler run at a time per output folder.
+
+Two runs writing the same output folder would race on its staging folder, its caches and its
+reports. A run therefore holds ``<output>/.crawler/lock`` from start to end::
+
+    async with RunLock(output, wait=60) as lock:
+        if lock.broken:
+            log.warning("%s", lock.broken)
+        ...
+
+How it works, and why:
+
+* The lock is a ``flock(LOCK_EX | LOCK_NB)`` on a file descriptor kept open for the whole run.
+  The kernel drops it when the descriptor is closed, which includes the process dying in any
+  way (``SIGKILL``, out of memory, power loss of a container): there is never a lock that only a
+  human can clear. ``flock`` is advisory, so only crawlers honour it; other readers of the output
+  are unaffected (they are protected by the atomic publish of :mod:`crawler.write`).
+* Once locked, the file's content is replaced by ``{"pid", "host", "started_at"}`` (JSON, one
+  line). The content is informational only: it lets a run that finds the folder busy say *who*
+  holds it, and lets the next run notice that a previous one did not end cleanly. The ``flock``
+  alone decides who holds the lock; the content is never trusted over it, so a pid that is alive
+  (or a host that is not this one) in an unlocked file does not block anybody, and a dead pid
+  in a locked file does not let anybody in.
+* When the lock is busy, :meth:`RunLock.acquire` tries again every ``poll`` seconds (0.1) until
+  ``wait`` seconds have passed, then raises :class:`LockBusyError`, which names the holder's
+  pid, host and start time and the lock file. ``wait=0`` fails at once.
+* A file that still names a holder when the lock is taken was left by a run that did not
+  release it (killed, crashed, or its machine rebooted). The lock is taken all the same and
+  :attr:`RunLock.broken` describes the leftover, e.g. ``"broke stale lock of pid 12345 on
+  build01 (started 2025-04-20T02:30:00+00:00)"``, so the caller can log it.
+* Content that is not the JSON above (empty, truncated, garbage, another tool's) never raises;
+  the holder is then reported as unknown.
+* On release the content is emptied, then the lock dropped and the descriptor closed. The file
+  itself is kept: deleting it would let two runs lock two different files under the same name
+  (one holding the deleted file, one a newly created one). An empty file therefore means "the
+  last run ended cleanly".
+
+The lock can be used with ``async with`` (waiting with ``asyncio.sleep``, so the event loop
+keeps running), with ``with``, or with :meth:`RunLock.acquire` / :meth:`RunLock.release`. Locks
+are per open file description: a second :class:`RunLock` on the same folder in the same process
+is refused too. The descriptor is close-on-exec, so programs the run starts do not inherit the
+lock; a child made by a bare ``fork`` (multiprocessing's ``fork`` start method) shares it and
+keeps the folder locked until it exits as well (the decode workers are made by a
+``forkserver``, which is started by exec, so they never hold it). The lock works on local filesystems; on NFS, Linux emulates ``flock`` with
+byte-range locks, which works when the server supports locking.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import json
+import os
+import socket
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from types import TracebackType
+
+from .errors import CrawlerError, OutputError
+
+LOCK_FILE = Path(".crawler") / "lock"
+POLL_SECONDS = 0.1
+_MAX_CONTENT = 4096
+
+
+@dataclass(frozen=True)
+class Holder:
+    """Who holds (or last held) a lock, as its lock file says; unknown fields are None."""
+
+    pid: int | None = None
+    host: str | None = None
+    started_at: str | None = None
+
+    @property
+    def known(self) -> bool:
+        """True when the file named at least a pid or a host."""
+        return self.pid is not None or self.host is not None
+
+    def describe(self) -> str:
+        """``pid 123 on build01 (started 2025-04-20T02:30:00+00:00)``, or ``an unknown process``."""
+        if not self.known:
+            return "an unknown process"
+        pid = f"pid {self.pid}" if self.pid is not None else "an unknown pid"
+        host = f" on {self.host}" if self.host is not None else ""
+        started = f" (started {self.started_at})" if self.started_at is not None else ""
+        return f"{pid}{host}{started}"
+
+    @classmethod
+    def parse(cls, data: bytes) -> Holder:
+        """The holder a lock file's content names; anything unexpected gives an unknown holder."""
+        try:
+            content = json.loads(data.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            return cls()
+        if not isinstance(content, dict):
+            return cls()
+        pid = content.get("pid")
+        host = content.get("host")
+        started = content.get("started_at")
+        return cls(
+            pid=pid if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 else None,
+            host=host if isinstance(host, str) and host else None,
+            started_at=started if isinstance(started, str) and started else None,
+        )
+
+    def encode(self) -> bytes:
+        """The lock file's content for this holder."""
+        document = {"pid": self.pid, "host": self.host, "started_at": self.started_at}
+        return json.dumps(document, sort_keys=True).encode() + b"\n"
+
+
+class LockBusyError(CrawlerError):
+    """Another run holds the output folder's lock (and kept it for the whole wait)."""
+
+    def __init__(self, path: str, holder: Holder, waited: float) -> None:
+        self.path = path
+        self.holder = holder
+        self.waited = waited
+        super().__init__(path, holder, waited)
+
+    def __str__(self) -> str:
+        waited = f" after waiting {self.waited:.1f}s" if self.waited > 0 else ""
+        return (
+            f"output folder is locked by another crawler run: {self.holder.describe()}{waited} "
+            f"(lock file {self.path})"
+        )
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, owned by another user
+        return True
+    return True
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+class RunLock:
+    """The whole-run lock of one output folder (see the module documentation)."""
+
+    def __init__(self, output: Path, *, wait: float = 0.0, poll: float = POLL_SECONDS) -> None:
+        if wait < 0 or poll <= 0:
+            raise ValueError(f"wait must be >= 0 and poll > 0, got wait={wait}, poll={poll}")
+        self.path = output / LOCK_FILE
+        self.wait = wait
+        self.poll = poll
+        #: What was left in the lock file by a run that did not release it, if anything.
+        self.broken: str | None = None
+        #: This process, as written into the lock file while it holds the lock.
+        self.holder: Holder | None = None
+        self._fd: int | None = None
+
+    @property
+    def locked(self) -> bool:
+        """True while this object holds the lock."""
+        return self._fd is not None
+
+    def acquire(self) -> None:
+        """Take the lock, waiting (blocking the thread) up to ``wait`` seconds."""
+        deadline = time.monotonic() + self.wait
+        started = time.monotonic()
+        while True:
+            holder = self._try()
+            if holder is None:
+                return
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise self._busy(holder, started)
+            time.sleep(min(self.poll, remaining))
+
+    async def acquire_async(self) -> None:
+        """Take the lock, waiting (without blocking the event loop) up to ``wait`` seconds."""
+        deadline = time.monotonic() + self.wait
+        started = time.monotonic()
+        while True:
+            holder = self._try()
+            if holder is None:
+                return
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise self._busy(holder, started)
+            await asyncio.sleep(min(self.poll, remaining))
+
+    def _busy(self, holder: Holder, started: float) -> LockBusyError:
+        waited = time.monotonic() - started if self.wait > 0 else 0.0
+        return LockBusyError(str(self.path), holder, waited)
+
+    def release(self) -> None:
+        """Empty the lock file and drop the lock; does nothing when the lock is not held."""
+        fd, self._fd = self._fd, None
+        if fd is None:
+            return
+        try:
+            with contextlib.suppress(OSError):  # the lock goes with the descriptor anyway
+                os.ftruncate(fd, 0)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+
+    def _try(self) -> Holder | None:
+        """One attempt: None when the lock was taken, else the holder the file names."""
+        if self._fd is not None:
+            raise RuntimeError(f"{self.path} is already locked by this RunLock")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as err:
+            raise OutputError(str(self.path), err.strerror or str(err)) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = Holder.parse(self._read(fd))
+            os.close(fd)
+            return holder
+        except OSError as err:
+            os.close(fd)
+            raise OutputError(str(self.path), f"cannot lock: {err.strerror or err}") from None
+        try:
+            content = self._read(fd)
+            self.broken = self._leftover(Holder.parse(content), content)
+            self.holder = Holder(os.getpid(), socket.gethostname(), _now())
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, self.holder.encode(), 0)
+        except OSError as err:
+            os.close(fd)
+            raise OutputError(str(self.path), err.strerror or str(err)) from None
+        self._fd = fd
+        return None
+
+    @staticmethod
+    def _read(fd: int) -> bytes:
+        return os.pread(fd, _MAX_CONTENT, 0)
+
+    @staticmethod
+    def _leftover(previous: Holder, content: bytes) -> str | None:
+        """Describe what a run that did not release the lock left in the file."""
+        if not previous.known:
+            if not content.strip():
+                return None
+            return "broke a lock left with unreadable content (holder unknown)"
+        if previous.host == socket.gethostname() and previous.pid is not None:
+            if _pid_alive(previous.pid):
+                # Only a reused pid can be alive here: the real holder would still hold the flock.
+                return f"broke lock left by {previous.describe()}, whose pid now belongs elsewhere"
+            return f"broke stale lock of {previous.describe()}"
+        return f"broke lock left by {previous.describe()}, which no longer holds it"
+
+    def __enter__(self) -> RunLock:
+        self.acquire()
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.release()
+
+    async def __aenter__(self) -> RunLock:
+        await self.acquire_async()
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.release()

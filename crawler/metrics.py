@@ -1,0 +1,262 @@
+"""Metrics: a textfile for node_exporter's textfile collector, describing the last run.
+
+``crawler sync --metrics FILE`` writes, at the end of every run (failed ones included), a file
+such as ``/var/lib/node_exporter/textfile_collector/spack_cache_crawler.prom``. node_exporter
+serves it on its next scrape, so Prometheus can alert on a branch that stopped being published.
+
+Every metric is a gauge named ``spack_cache_crawler_<name>``; per-branch ones carry a
+``branch`` label:
+
+=============================================  ===============================================
+``last_success_timestamp_seconds{branch}``     when the branch's output was last made or found
+                                               current (Unix time); kept across failed runs
+``last_run_timestamp_seconds``                 when this run ended
+``run_duration_seconds``                       how long this run took
+``run_exit_code``                              the command's exit code
+``branch_duration_seconds{branch}``            how long the branch took in this run
+``branch_status{branch,status}``               1 for the branch's status in this run, 0 for
+                                               the others (``published``, ``partial``,
+                                               ``unchanged``, ``skipped``, ``refused``,
+                                               ``failed``: all six always listed)
+``specs{branch}``, ``packages{branch}``        in the index, when the report has its stats
+``specs_added{branch}``, ``specs_removed``     what this run's publish changed (when published)
+``sources{branch,outcome}``                    sources ``fetched``, ``unchanged``, ``missing``
+                                               or ``failed`` in this run (all four listed)
+``downloaded_bytes{branch}``                   bytes of the sources fetched in this run
+``retries{branch}``                            retried requests in this run
+=============================================  ===============================================
+
+Useful alerts: ``time() - spack_cache_crawler_last_success_timestamp_seconds > 2 * 86400``
+(a branch not published for two days), ``spack_cache_crawler_branch_status{status=~"failed|
+refused|partial"} == 1``, and node_exporter's own ``node_textfile_mtime_seconds`` for a crawler
+that stopped running at all.
+
+Choices:
+
+* "Success" means the branch's output is current after the run: ``published``, ``partial``
+  (published without some failed stacks: alert on its status, not on its age), ``unchanged``
+  or ``skipped``. :func:`render_metrics` sets ``last_success[branch]`` to ``now`` for those and
+  keeps the other entries as given; the caller passes what :func:`load_last_success` read from
+  the previous file, so a failed run keeps the previous success time, and branches synced by
+  other runs writing the same file keep theirs.
+* A metric is left out for a branch when its report lacks the fact (no ``stats`` in a failed
+  report, no ``changes`` unless published), rather than reported as 0.
+* The file is OpenMetrics text (it ends with ``# EOF``), restricted to what the Prometheus text
+  format 0.0.4 read by node_exporter also accepts: gauges only (no ``_total`` counters, which the
+  two formats name differently), no ``# UNIT`` lines, no timestamps. node_exporter reads
+  ``# EOF`` as a comment.
+* Label values escape ``\\``, ``"`` and newlines; HELP texts escape ``\\`` and newlines.
+* :func:`write_metrics` replaces the file atomically (temporary file in the same folder, then a
+  rename): node_exporter never reads half a file, and the temporary name does not end in
+  ``.prom``, so it is never collected. The file is made readable by everyone (mode 0644),
+  since node_exporter usually runs as another user.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from .errors import OutputError
+from .write import atomic_write
+
+PREFIX = "spack_cache_crawler_"
+BRANCH_STATUSES = ("published", "partial", "unchanged", "skipped", "refused", "failed")
+SOURCE_OUTCOMES = ("fetched", "unchanged", "missing", "failed")
+SUCCESS_STATUSES = frozenset({"published", "partial", "unchanged", "skipped"})
+LAST_SUCCESS = f"{PREFIX}last_success_timestamp_seconds"
+
+Labels = tuple[tuple[str, str], ...]
+Sample = tuple[Labels, float]
+
+
+class _Source(msgspec.Struct, frozen=True):
+    status: str
+    bytes: int | None = None
+    retries: int = 0
+
+
+class _Stats(msgspec.Struct, frozen=True):
+    specs: int
+    packages: int
+
+
+class _Changes(msgspec.Struct, frozen=True):
+    added: int
+    removed: int
+
+
+class _Report(msgspec.Struct, frozen=True):
+    branch: str
+    status: str
+    duration_seconds: float | None = None
+    stats: _Stats | None = None
+    changes: _Changes | None = None
+    sources: list[_Source] = []
+
+
+def _escape_label(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _unescape_label(value: str) -> str:
+    return re.sub(r"\\(.)", lambda m: "\n" if m.group(1) == "n" else m.group(1), value)
+
+
+def _number(value: float) -> str:
+    if isinstance(value, int):
+        return str(value)
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    return repr(value)
+
+
+def _family(name: str, help: str, samples: Iterable[Sample]) -> list[str]:
+    full = PREFIX + name
+    help_text = help.replace("\\", "\\\\").replace("\n", "\\n")
+    lines = [f"# HELP {full} {help_text}", f"# TYPE {full} gauge"]
+    for labels, value in samples:
+        rendered = ",".join(f'{key}="{_escape_label(val)}"' for key, val in labels)
+        lines.append(
+            f"{full}{{{rendered}}} {_number(value)}" if labels else f"{full} {_number(value)}"
+        )
+    return lines
+
+
+def render_metrics(
+    reports: Sequence[Mapping[str, Any]],
+    *,
+    exit_code: int,
+    run_seconds: float,
+    now: float,
+    last_success: Mapping[str, float],
+) -> str:
+    """The metrics file for a run: one report per branch synced (as ``report.json`` holds it)."""
+    runs = sorted((msgspec.convert(r, _Report) for r in reports), key=lambda r: r.branch)
+    success = dict(last_success)
+    for run in runs:
+        if run.status in SUCCESS_STATUSES:
+            success[run.branch] = now
+
+    def per_branch(values: Iterable[tuple[str, float | None]]) -> list[Sample]:
+        return [((("branch", b),), v) for b, v in values if v is not None]
+
+    lines: list[str] = []
+    lines += _family(
+        "last_success_timestamp_seconds",
+        "Unix time the branch's output was last made or found current.",
+        per_branch(sorted(success.items())),
+    )
+    lines += _family("last_run_timestamp_seconds", "Unix time the last run ended.", [((), now)])
+    lines += _family(
+        "run_duration_seconds", "Duration of the last run in seconds.", [((), run_seconds)]
+    )
+    lines += _family(
+        "run_exit_code", "Exit code of the last run of crawler sync.", [((), exit_code)]
+    )
+    lines += _family(
+        "branch_duration_seconds",
+        "Time the branch took in the last run, in seconds.",
+        per_branch((r.branch, r.duration_seconds) for r in runs),
+    )
+    lines += _family(
+        "branch_status",
+        "1 for the branch's status in the last run, 0 for the other statuses.",
+        [
+            ((("branch", r.branch), ("status", status)), int(r.status == status))
+            for r in runs
+            for status in BRANCH_STATUSES
+        ],
+    )
+    lines += _family(
+        "specs",
+        "Specs in the branch's index.",
+        per_branch((r.branch, r.stats.specs if r.stats else None) for r in runs),
+    )
+    lines += _family(
+        "packages",
+        "Packages in the branch's index.",
+        per_branch((r.branch, r.stats.packages if r.stats else None) for r in runs),
+    )
+    lines += _family(
+        "specs_added",
+        "Specs the branch gained in the last run's publish.",
+        per_branch((r.branch, r.changes.added if r.changes else None) for r in runs),
+    )
+    lines += _family(
+        "specs_removed",
+        "Specs the branch lost in the last run's publish.",
+        per_branch((r.branch, r.changes.removed if r.changes else None) for r in runs),
+    )
+    lines += _family(
+        "sources",
+        "Sources of the branch by outcome in the last run.",
+        [
+            (
+                (("branch", r.branch), ("outcome", outcome)),
+                sum(s.status == outcome for s in r.sources),
+            )
+            for r in runs
+            for outcome in SOURCE_OUTCOMES
+        ],
+    )
+    lines += _family(
+        "downloaded_bytes",
+        "Bytes of the branch's indexes downloaded in the last run.",
+        per_branch(
+            (r.branch, sum(s.bytes or 0 for s in r.sources if s.status == "fetched")) for r in runs
+        ),
+    )
+    lines += _family(
+        "retries",
+        "Requests retried for the branch in the last run.",
+        per_branch((r.branch, sum(s.retries for s in r.sources)) for r in runs),
+    )
+    lines.append("# EOF")
+    return "\n".join(lines) + "\n"
+
+
+def write_metrics(path: Path, text: str) -> None:
+    """Replace the metrics file atomically, readable by everyone (node_exporter's user)."""
+    atomic_write(path, text.encode("utf-8"))
+    try:
+        os.chmod(path, 0o644)
+    except OSError as err:
+        raise OutputError(str(path), err.strerror or str(err)) from None
+
+
+_LAST_SUCCESS_LINE = re.compile(
+    rf'^{LAST_SUCCESS}\{{branch="((?:[^"\\\n]|\\.)*)"\}} (\S+)(?: \S+)?$'
+)
+
+
+def load_last_success(path: Path) -> dict[str, float]:
+    """The ``last_success_timestamp_seconds`` of each branch in a previous metrics file.
+
+    A missing or unreadable file, or lines that are not such samples, give nothing: the worst
+    outcome of a damaged file is that branches look never synced until their next success.
+    """
+    try:
+        text = path.read_bytes().decode("utf-8", errors="replace")
+    except OSError:
+        return {}
+    found: dict[str, float] = {}
+    for line in text.splitlines():
+        match = _LAST_SUCCESS_LINE.match(line)
+        if match is None:
+            continue
+        try:
+            value = float(match.group(2))
+        except ValueError:
+            continue
+        if math.isfinite(value):
+            found[_unescape_label(match.group(1))] = value
+    return found

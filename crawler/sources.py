@@ -1,0 +1,254 @@
+"""Sources: bring one index of a branch from the mirror to a validated summary.
+
+For each source, :class:`SourceReader` first tries to prove that a cached summary is current
+(see :mod:`crawler.state`), and otherwise downloads the index (at most ``concurrency`` at a time)
+and has it decoded by a pool of worker processes, so that a 300 MB index never stalls the event
+loop or the other downloads. Every outcome, good or bad, is returned as a :class:`SourceOutcome`;
+only cancellation propagates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import multiprocessing
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from .config import Config
+from .discovery import Source
+from .errors import ChecksumError, CrawlerError, FetchError, NotFoundError
+from .fetch import Fetcher
+from .progress import Reporter
+from .state import BranchState, SourceState, Store
+from .validate import Kind, SourceSummary, load_summary, summarize_index
+
+log = logging.getLogger(__name__)
+
+Status = Literal["fetched", "unchanged", "missing", "failed"]
+
+
+@dataclass
+class SourceOutcome:
+    """What happened to one source of a branch.
+
+    ``fetched``: downloaded (and decoded, unless a cached summary had the same SHA-256);
+    ``unchanged``: a validator proved the cached summary current, nothing was downloaded;
+    ``missing``: 404; ``failed``: anything else, with ``error``.
+    """
+
+    source: Source
+    status: Status = "failed"
+    summary: SourceSummary | None = None
+    sha256: str | None = None
+    size: int | None = None
+    etag: str | None = None
+    sidecar: str | None = None
+    error: str | None = None
+    attempts: int = 0
+    retries: int = 0
+    decoded: bool = False
+    fetch_seconds: float = 0.0
+    decode_seconds: float = 0.0
+
+    @property
+    def kind(self) -> Kind:
+        """Root and stack indexes are summarised differently."""
+        return "root" if self.source.is_root else "stack"
+
+    def line(self) -> str:
+        """One human line: label, status, bytes, records, seconds."""
+        if self.summary is None:
+            return f"{self.source.label}: {self.status} ({self.error})"
+        seconds = self.fetch_seconds + self.decode_seconds
+        return (
+            f"{self.source.label}: {self.status} {self.size or 0:,} bytes, "
+            f"{self.summary.records:,} records, {seconds:.2f}s"
+        )
+
+    def index_entry(self) -> dict[str, Any]:
+        """The source as ``index.json`` lists it: only facts about the mirror's content."""
+        summary = self.summary
+        return {
+            "label": self.source.label,
+            "url": self.source.url,
+            "layout": self.source.layout,
+            "status": "ok" if summary is not None else self.status,
+            "sha256": self.sha256 if summary else None,
+            "bytes": self.size if summary else None,
+            "db_version": summary.db_version if summary else None,
+            "records": summary.records if summary else None,
+            "in_buildcache": summary.in_buildcache if summary else None,
+            "invalid_records": len(summary.invalid) if summary else None,
+        }
+
+    def report_entry(self) -> dict[str, Any]:
+        """The source as ``report.json`` lists it, with how it was fetched."""
+        return {
+            **self.index_entry(),
+            "status": self.status,
+            "location": self.source.location,
+            "sidecar_sha256": self.sidecar,
+            "sidecar_matches": (
+                None if self.sidecar is None or self.sha256 is None else self.sidecar == self.sha256
+            ),
+            "attempts": self.attempts,
+            "retries": self.retries,
+            "decoded": self.decoded,
+            "fetch_seconds": round(self.fetch_seconds, 3),
+            "decode_seconds": round(self.decode_seconds, 3),
+            "error": self.error,
+        }
+
+    def state(self) -> SourceState:
+        """What the next run needs to know about this source."""
+        return SourceState(
+            self.source.label, self.source.url, self.status, self.sha256, self.size, self.etag
+        )
+
+
+def _decode_pool(workers: int) -> concurrent.futures.ProcessPoolExecutor:
+    # forkserver: the event loop's threads are never forked; workers import the decoder once.
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["crawler.validate"])
+    return concurrent.futures.ProcessPoolExecutor(max_workers=workers, mp_context=context)
+
+
+class SourceReader:
+    """Reads the sources of a run: one fetcher, one cache, one pool of decoding processes."""
+
+    def __init__(self, config: Config, fetcher: Fetcher, store: Store, reporter: Reporter):
+        self.config = config
+        self.fetcher = fetcher
+        self.store = store
+        self.reporter = reporter
+        self._slot = asyncio.Semaphore(config.concurrency)
+        self._pool: concurrent.futures.ProcessPoolExecutor | None = None
+
+    @property
+    def pool(self) -> concurrent.futures.ProcessPoolExecutor:
+        """The decode workers, started on first use."""
+        if self._pool is None:
+            workers = self.config.decode_workers or min(os.cpu_count() or 1, 8)
+            self._pool = _decode_pool(workers)
+        return self._pool
+
+    def close(self) -> None:
+        """Stop the workers; a decode still running is abandoned (used on cancellation too)."""
+        if self._pool is not None:
+            for process in list(getattr(self._pool, "_processes", {}).values()):
+                process.terminate()
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+    async def read(
+        self, branch: str, source: Source, dest: Path, previous: BranchState | None
+    ) -> SourceOutcome:
+        """Fetch (or prove unchanged) and summarise one source; never raises but to cancel."""
+        fetcher = self.fetcher
+        outcome = SourceOutcome(source)
+        started = time.monotonic()
+        try:
+            async with self._slot:
+                path = await self._fetch(fetcher, outcome, dest, previous)
+            outcome.fetch_seconds = time.monotonic() - started
+            if path is not None:
+                await self._decode(path, outcome)
+        except NotFoundError as err:
+            outcome.status, outcome.error = "missing", str(err)
+        except CrawlerError as err:
+            outcome.status, outcome.error = "failed", str(err)
+        except Exception as err:  # a bug: keep the branch's failure readable, log the trace
+            log.exception("internal error on %s", source.location)
+            outcome.status, outcome.error = "failed", f"internal error: {err!r}"
+        finally:
+            dest.unlink(missing_ok=True)  # noqa: ASYNC240 - one unlink, not worth a thread hop
+            outcome.retries = fetcher.retries.get(source.location, 0)
+        if outcome.status in ("missing", "failed"):
+            outcome.summary = None
+        ok = outcome.status != "failed"
+        self.reporter.source_done(branch, outcome.line(), outcome.size or 0, ok)
+        return outcome
+
+    def _reuse(self, outcome: SourceOutcome, sha256: str | None, status: Status) -> bool:
+        """Take the cached summary of bytes with this SHA-256, if there is one."""
+        cached = self.store.load(outcome.kind, sha256) if sha256 else None
+        if cached is None:
+            return False
+        outcome.summary, outcome.sha256, outcome.size = cached.summary, sha256, cached.size
+        outcome.status = status
+        return True
+
+    @staticmethod
+    def _promised(outcome: SourceOutcome, etag: str | None) -> str | None:
+        """The SHA-256 the mirror vouches for without a download, if any.
+
+        A v3 blob's name is its checksum. A v2 sidecar is uploaded after its index, so it can be
+        stale for a moment: it is trusted only for a server that gives no ETag (with an ETag, a
+        conditional request is exact) and never for a local mirror (hashing the file is exact
+        and cheap).
+        """
+        source = outcome.source
+        if source.checksum is not None:
+            return source.checksum
+        if etag is None and not source.location.startswith("file://"):
+            return outcome.sidecar
+        return None
+
+    async def _fetch(
+        self, fetcher: Fetcher, outcome: SourceOutcome, dest: Path, previous: BranchState | None
+    ) -> Path | None:
+        """Prove the cached summary current, or download the index.
+
+        Returns the file to decode, or None when a cached summary was taken.
+        """
+        source = outcome.source
+        if source.sidecar is not None:
+            outcome.sidecar = await self._sidecar(fetcher, source.sidecar)
+        before = previous.source(source.label, source.url) if previous else None
+        etag = before.etag if before and self.store.has(outcome.kind, before.sha256) else None
+        if self._reuse(outcome, self._promised(outcome, etag), "unchanged"):
+            return None
+        fetched = await fetcher.download(source.location, dest, etag=etag)
+        outcome.attempts, outcome.etag = fetched.attempts, fetched.etag
+        if fetched.not_modified:
+            assert before is not None and before.sha256 is not None
+            if self._reuse(outcome, before.sha256, "unchanged"):
+                return None
+            fetched = await fetcher.download(source.location, dest)  # cache lost meanwhile
+        outcome.sha256, outcome.size, outcome.status = fetched.sha256, fetched.size, "fetched"
+        if source.checksum is not None and fetched.sha256 != source.checksum:
+            raise ChecksumError(source.location, source.checksum, fetched.sha256 or "")
+        if self._reuse(outcome, fetched.sha256, "fetched"):
+            return None  # same bytes as a cached summary: no need to decode them again
+        return fetched.path
+
+    @staticmethod
+    async def _sidecar(fetcher: Fetcher, location: str) -> str | None:
+        """A v2 ``index.json.hash`` if there is one (None if absent or unreadable).
+
+        It is recorded in the report and compared with the index's SHA-256; as a validator it
+        can spare a download (see :mod:`crawler.state`).
+        """
+        try:
+            text = (await fetcher.read(location)).decode("ascii", "replace").strip()
+        except NotFoundError:
+            return None
+        except FetchError as err:  # only a validator: the index itself decides
+            log.warning("ignoring unreadable sidecar: %s", err)
+            return None
+        return text if len(text) == 64 else f"invalid: {text[:80]!r}"
+
+    async def _decode(self, path: Path, outcome: SourceOutcome) -> None:
+        loop = asyncio.get_running_loop()
+        started = time.monotonic()
+        kind, url = outcome.kind, outcome.source.url
+        data = await loop.run_in_executor(self.pool, summarize_index, str(path), url, kind)
+        outcome.summary, outcome.decoded = load_summary(data), True
+        outcome.decode_seconds = time.monotonic() - started
+        if outcome.sha256 is not None and outcome.size is not None:
+            self.store.save(kind, outcome.sha256, outcome.size, outcome.summary)

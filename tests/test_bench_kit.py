@@ -1,0 +1,129 @@
+"""The benchmark kit (bench/): the generator, the baseline and the crawler agree; the server shapes.
+
+A small generated mirror is crawled by the real crawler and summarized by the sequential baseline
+(bench/baseline.py, an independent implementation of FORMAT.md section 3): both must give the same
+packages, byte for byte once loaded, and the generator's own counts must match what the crawler
+read. The loopback server must delay, pace, answer 304 and never leave its folder.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+
+import aiohttp
+import pytest
+from yarl import URL
+
+from bench.baseline import summarize_ref
+from bench.generate import MirrorParams, generate_mirror
+from bench.server import serve
+from crawler.cli import main_async
+
+from .conftest import tree_bytes
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        MirrorParams(records=300, stacks=4, layout="v2"),
+        MirrorParams(records=300, stacks=4, refs=3, db="mixed", layout="v3"),
+    ],
+    ids=["v2-db8", "v3-db876"],
+)
+async def test_crawler_and_baseline_agree_on_generated_mirror(
+    tmp_path: Path, params: MirrorParams
+) -> None:
+    mirror, out = tmp_path / "mirror", tmp_path / "out"
+    generated = generate_mirror(mirror, params)
+    assert len(generated.refs) == params.refs
+    branches = [arg for ref in generated.refs for arg in ("--branch", ref)]
+    argv = ["sync", *branches, "--mirror", str(mirror), "--output", str(out), "-q"]
+    assert await main_async(argv) == 0
+    for index_number, ref in enumerate(generated.refs):
+        index = json.loads((out / ref / "index.json").read_bytes())
+        assert index["stats"]["specs"] == params.records
+        assert index["stats"]["sources"] == params.stacks + 1
+        assert {s["db_version"] for s in index["sources"]} == {str(params.db_of(index_number))}
+        files = {f.label: f for f in generated.files if f.ref == ref}
+        for source in index["sources"]:
+            assert source["records"] == files[source["label"]].records
+            assert source["bytes"] == files[source["label"]].bytes
+        packages, stats = summarize_ref(str(mirror), ref)
+        assert stats.missing == []
+        assert sum(p["meta"]["num_specs"] for p in packages.values()) == params.records
+        assert packages == index["packages"]
+
+
+def test_generator_is_deterministic_and_realistic(tmp_path: Path) -> None:
+    params = MirrorParams(records=120, stacks=5, seed=7)
+    first = generate_mirror(tmp_path / "a", params)
+    generate_mirror(tmp_path / "b", params)
+    assert tree_bytes(tmp_path / "a") == tree_bytes(tmp_path / "b")
+    other = generate_mirror(tmp_path / "c", MirrorParams(records=120, stacks=5, seed=8))
+    assert [f.bytes for f in other.files] != [f.bytes for f in first.files]
+
+    root = next(f for f in first.files if f.label == "root")
+    assert root.in_buildcache == 120 and root.records > 120  # plus dependency records
+    installs = json.loads((first.root / root.path).read_bytes())["database"]["installs"]
+    specs = [r["spec"] for r in installs.values() if r["in_buildcache"]]
+    assert all(10 <= len(s["parameters"]) <= 41 for s in specs)
+    assert all(len(s.get("dependencies", [])) >= 3 for s in specs if "compiler" not in s)
+    assert any(isinstance(s["arch"]["target"], dict) for s in specs)
+    assert any(isinstance(s["arch"]["target"], str) for s in specs)
+    # Every root spec is in 1-4 stacks.
+    stack_hashes = [
+        set(json.loads((first.root / f.path).read_bytes())["database"]["installs"])
+        for f in first.files
+        if f.label != "root"
+    ]
+    for key, record in installs.items():
+        if record["in_buildcache"]:
+            assert 1 <= sum(key in hashes for hashes in stack_hashes) <= 4
+
+
+async def test_server_shapes_answers_304_and_stays_in_its_folder(tmp_path: Path) -> None:
+    root = tmp_path / "mirror"
+    root.mkdir()
+    (root / "index.json").write_bytes(b"x" * 200_000)
+    (tmp_path / "secret.txt").write_text("outside")
+    (root / "link.txt").symlink_to(tmp_path / "secret.txt")
+    async with (
+        serve(root, latency_ms=100, bandwidth_mbps=1.0) as url,
+        aiohttp.ClientSession() as session,
+    ):
+        started = time.monotonic()
+        async with session.get(f"{url}/index.json") as response:
+            body = await response.read()
+            etag = response.headers["ETag"]
+        elapsed = time.monotonic() - started
+        assert response.status == 200 and len(body) == 200_000
+        assert elapsed >= 0.1 + 0.2  # latency + 200 kB at 1 MB/s
+
+        started = time.monotonic()
+        headers = {"If-None-Match": f'"other", W/{etag}'}
+        async with session.get(f"{url}/index.json", headers=headers) as response:
+            assert response.status == 304
+            assert response.headers["ETag"] == etag
+            assert await response.read() == b""
+        assert time.monotonic() - started >= 0.1
+
+        for path in ("/link.txt", "/missing.json", "/"):
+            async with session.get(f"{url}{path}") as response:
+                assert response.status == 404, path
+        # Sent raw: an HTTP client would normalise the dot segments away.
+        for path in ("/../secret.txt", "/%2E%2E/secret.txt", "/sub/../../secret.txt"):
+            answer = await _raw_get(url, path)
+            assert answer.startswith(b"HTTP/1.1 404 ") and b"outside" not in answer, path
+
+
+async def _raw_get(url: str, path: str) -> bytes:
+    reader, writer = await asyncio.open_connection("127.0.0.1", URL(url).port)
+    writer.write(f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+    await writer.drain()
+    answer = await reader.read()
+    writer.close()
+    await writer.wait_closed()
+    return answer

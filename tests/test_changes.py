@@ -1,0 +1,180 @@
+"""What changed between two publishes of a branch, on small hand-made indexes."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+
+from crawler.changes import ChangesInputError, compute_changes, summary_line
+
+A = "a" * 32
+B = "b" * 32
+C = "c" * 32
+D = "d" * 32
+E = "e" * 32
+
+
+def spec(hash: str, *stacks: str) -> dict[str, Any]:
+    return {
+        "compiler": "gcc@13.2.0",
+        "hash": hash,
+        "os": "ubuntu24.04",
+        "platform": "linux",
+        "size": "-",
+        "stacks": sorted({"root", *stacks}),
+        "target": "x86_64_v3",
+        "variants": [],
+        "versions": ["1.0"],
+    }
+
+
+def index(packages: dict[str, list[dict[str, Any]]], branch: str = "develop") -> dict[str, Any]:
+    """A minimal index.json document (only what the comparison reads, plus some noise)."""
+    return {
+        "schema_version": 1,
+        "branch": branch,
+        "mirror": "https://binaries.spack.io",
+        "sources": [{"label": "root", "status": "ok"}],
+        "stats": {"specs": sum(len(s) for s in packages.values())},
+        "packages": {
+            name: {"meta": {"num_specs": len(specs)}, "spec_details": specs}
+            for name, specs in sorted(packages.items())
+        },
+    }
+
+
+OLD = index(
+    {
+        "zlib": [spec(A, "e4s"), spec(B)],
+        "cmake": [spec(C, "e4s", "ml")],
+    }
+)
+NEW = index(
+    {
+        "zlib": [spec(A, "e4s", "ml"), spec(D, "e4s")],
+        "curl": [spec(E)],
+    }
+)
+
+
+def test_changes_between_two_publishes() -> None:
+    changes = compute_changes(OLD, NEW)
+    assert changes == {
+        "branch": "develop",
+        "first_publish": False,
+        "added": {"curl": [E], "zlib": [D]},
+        "removed": {"cmake": [C], "zlib": [B]},
+        "by_stack": {
+            # A gained ml; D added (root, e4s); E added (root); B removed (root);
+            # C removed (root, e4s, ml).
+            "e4s": {"added": 1, "removed": 1},
+            "ml": {"added": 1, "removed": 1},
+            "root": {"added": 2, "removed": 2},
+        },
+        "packages_added": ["curl"],
+        "packages_removed": ["cmake"],
+        "totals": {"specs_before": 3, "specs_after": 3, "added": 2, "removed": 2},
+    }
+    assert summary_line(changes) == (
+        "develop: +2 specs, -2 specs (3 -> 3), 1 package added, 1 removed"
+    )
+
+
+def test_output_is_deterministic_and_sorted() -> None:
+    changes = compute_changes(OLD, NEW)
+    shuffled_new = copy.deepcopy(NEW)
+    shuffled_new["packages"] = dict(reversed(list(shuffled_new["packages"].items())))
+    for package in shuffled_new["packages"].values():
+        package["spec_details"].reverse()
+    again = compute_changes(OLD, shuffled_new)
+    assert json.dumps(again) == json.dumps(changes)  # same keys in the same order
+    assert list(changes["added"]) == sorted(changes["added"])
+    assert list(changes["by_stack"]) == sorted(changes["by_stack"])
+
+
+def test_first_publish() -> None:
+    changes = compute_changes(None, NEW)
+    assert changes["first_publish"] is True
+    assert changes["added"] == {"curl": [E], "zlib": [A, D]}
+    assert changes["removed"] == {}
+    assert changes["packages_added"] == ["curl", "zlib"]
+    assert changes["packages_removed"] == []
+    assert changes["by_stack"] == {
+        "e4s": {"added": 2, "removed": 0},
+        "ml": {"added": 1, "removed": 0},
+        "root": {"added": 3, "removed": 0},
+    }
+    assert changes["totals"] == {"specs_before": 0, "specs_after": 3, "added": 3, "removed": 0}
+    assert summary_line(changes) == "develop: first publish, 3 specs in 2 packages"
+
+
+def test_nothing_changed() -> None:
+    changes = compute_changes(OLD, copy.deepcopy(OLD))
+    assert changes["added"] == {} and changes["removed"] == {} and changes["by_stack"] == {}
+    assert summary_line(changes) == (
+        "develop: +0 specs, -0 specs (3 -> 3), 0 packages added, 0 removed"
+    )
+
+
+def test_only_stack_membership_changed() -> None:
+    new = index({"zlib": [spec(A), spec(B, "ml")], "cmake": [spec(C, "e4s", "ml", "xsdk")]})
+    changes = compute_changes(OLD, new)
+    assert changes["added"] == {} and changes["removed"] == {}
+    assert changes["by_stack"] == {
+        "e4s": {"added": 0, "removed": 1},  # A left e4s
+        "ml": {"added": 1, "removed": 0},  # B joined ml
+        "xsdk": {"added": 1, "removed": 0},  # C joined xsdk
+    }
+    assert "root" not in changes["by_stack"]
+    assert summary_line(changes) == (
+        "develop: +0 specs, -0 specs (3 -> 3), 0 packages added, 0 removed, "
+        "3 stack memberships changed"
+    )
+
+
+def test_a_hash_moving_package_is_removed_and_added() -> None:
+    new = index({"zlib-ng": [spec(A, "e4s")], "zlib": [spec(B)], "cmake": [spec(C, "e4s", "ml")]})
+    changes = compute_changes(OLD, new)
+    assert changes["added"] == {"zlib-ng": [A]}
+    assert changes["removed"] == {"zlib": [A]}
+    assert changes["by_stack"] == {
+        "e4s": {"added": 1, "removed": 1},
+        "root": {"added": 1, "removed": 1},
+    }
+
+
+def test_large_numbers_use_thousands_separators() -> None:
+    old = index({"p": [spec(f"{i:032d}") for i in range(1500)]})
+    new = index({"p": [spec(f"{i:032d}") for i in range(1, 1501)], "q": [spec(A), spec(B)]})
+    changes = compute_changes(old, new)
+    assert summary_line(changes) == (
+        "develop: +3 specs, -1 spec (1,500 -> 1,502), 1 package added, 0 removed"
+    )
+
+
+def test_branch_comes_from_the_new_index() -> None:
+    changes = compute_changes(index({}, "develop-2025-04-13"), index({}, "develop-2025-04-20"))
+    assert changes["branch"] == "develop-2025-04-20"
+    assert summary_line(changes).startswith("develop-2025-04-20: +0 specs")
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        (None, {"branch": "x"}, "the new index is not a branch index: Object missing required"),
+        ({"branch": "x", "packages": []}, NEW, "the previous index is not a branch index: "),
+        (
+            None,
+            index({"zlib": [{"hash": A, "stacks": "root"}]}),
+            "Expected `array`, got `str` - at `$.packages[...].spec_details[0].stacks`",
+        ),
+    ],
+)
+def test_not_an_index(old: dict[str, Any] | None, new: dict[str, Any], message: str) -> None:
+    with pytest.raises(ChangesInputError) as caught:
+        compute_changes(old, new)
+    assert str(caught.value).startswith("cannot compare indexes: ")
+    assert message in str(caught.value)

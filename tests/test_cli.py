@@ -1,0 +1,585 @@
+"""The ``crawler`` command as a user runs it: real processes, exit codes and what they print.
+
+Every command runs as ``python -m crawler ...`` in a fresh process whose working directory is the
+test's own folder (so the repository's ``config/crawler.yaml`` is never picked up by accident).
+Tests that need a loopback server are async and use ``asyncio.create_subprocess_exec`` so the
+server keeps answering while the process runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from crawler import __version__
+from crawler.cli import main, main_async
+from crawler.synth import SynthRef, SynthSpec, build_mirror
+
+from .conftest import SAMPLE_MIRROR, Fault, ServeMirror, fast_config, tree_bytes
+
+TIMEOUT = 30.0
+
+
+@dataclass(frozen=True)
+class Done:
+    """What a finished ``crawler`` process left behind."""
+
+    code: int
+    out: str
+    err: str
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    for name in ("COLUMNS", "LINES", "FORCE_COLOR", "PYTHONWARNINGS"):
+        env.pop(name, None)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def run_cli(*args: str, cwd: Path) -> Done:
+    """Run ``python -m crawler ARGS`` to completion (no server involved)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "crawler", *args],
+        cwd=cwd,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+    return Done(proc.returncode, proc.stdout, proc.stderr)
+
+
+async def start_cli(*args: str, cwd: Path) -> asyncio.subprocess.Process:
+    """Start ``python -m crawler ARGS`` without blocking the event loop."""
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "crawler",
+        *args,
+        cwd=cwd,
+        env=_env(),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+
+
+async def finish(proc: asyncio.subprocess.Process) -> Done:
+    """Wait for a process started by :func:`start_cli`."""
+    out, err = await asyncio.wait_for(proc.communicate(), TIMEOUT)
+    assert proc.returncode is not None
+    return Done(proc.returncode, out.decode(), err.decode())
+
+
+async def run_cli_async(*args: str, cwd: Path) -> Done:
+    """Run ``python -m crawler ARGS`` to completion while the event loop keeps serving."""
+    return await finish(await start_cli(*args, cwd=cwd))
+
+
+RunHere = Callable[..., Done]
+
+
+@pytest.fixture
+def here(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> RunHere:
+    """Run ``crawler.cli.main(ARGS)`` in this process, in ``tmp_path``, capturing its output.
+
+    The exhaustive matrices use it (a real process costs ~0.4 s of imports); every kind of
+    outcome is also checked once through a real process below.
+    """
+    monkeypatch.chdir(tmp_path)
+
+    def run(*args: str) -> Done:
+        code = main(list(args))
+        captured = capsys.readouterr()
+        return Done(code, captured.out, captured.err)
+
+    return run
+
+
+async def run_here_async(capsys: pytest.CaptureFixture[str], *args: str) -> Done:
+    """``crawler.cli.main_async(ARGS)`` in this process's running loop, capturing its output."""
+    code = await main_async(list(args))
+    captured = capsys.readouterr()
+    return Done(code, captured.out, captured.err)
+
+
+def write_config(path: Path, settings: dict[str, Any] | str) -> Path:
+    """Write a YAML config (a mapping, or raw text) and return its path."""
+    path.write_text(settings if isinstance(settings, str) else yaml.safe_dump(settings))
+    return path
+
+
+def sample_config(tmp_path: Path, **extra: object) -> Path:
+    """A config reading the committed sample mirror from its folder into ``tmp_path/out``."""
+    return write_config(
+        tmp_path / "sample.yaml", fast_config(str(SAMPLE_MIRROR), tmp_path / "out", **extra)
+    )
+
+
+def sample_labels() -> dict[str, list[str]]:
+    """Labels of every ref of the sample mirror, root first then sorted."""
+    document = json.loads((SAMPLE_MIRROR / "cache_spack_io_index.json").read_bytes())
+    return {
+        ref: sorted((e["label"] for e in entries), key=lambda label: (label != "root", label))
+        for ref, entries in document.items()
+    }
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+# --- --version and --help -------------------------------------------------------------------
+
+
+def test_version(tmp_path: Path) -> None:
+    done = run_cli("--version", cwd=tmp_path)
+    assert (done.code, done.out.strip(), done.err) == (0, f"crawler {__version__}", "")
+
+
+@pytest.mark.parametrize(
+    ("command", "mentions"),
+    [
+        pytest.param((), ["sync", "branches", "--version"], id="crawler"),
+        pytest.param(
+            ("sync",),
+            [
+                "--branch",
+                "--all",
+                "--config",
+                "--mirror",
+                "--output",
+                "--format",
+                "--concurrency",
+                "--quiet",
+                "--verbose",
+            ],
+            id="sync",
+        ),
+        pytest.param(("branches",), ["--config", "--mirror", "--quiet"], id="branches"),
+    ],
+)
+def test_help(tmp_path: Path, command: tuple[str, ...], mentions: list[str]) -> None:
+    done = run_cli(*command, "--help", cwd=tmp_path)
+    assert done.code == 0, done.err
+    assert done.err == ""
+    assert done.out.startswith(f"usage: crawler {' '.join(command)}".rstrip())
+    for flag in mentions:
+        assert flag in done.out, flag
+
+
+# --- usage and config errors: exit 2 --------------------------------------------------------
+
+
+def test_missing_config_file(tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere.yaml"
+    done = run_cli("sync", "--branch", "develop", "--config", str(missing), cwd=tmp_path)
+    assert done.code == 2
+    assert done.err == f"error: config error in {missing}: file not found\n"
+    assert done.out == ""
+
+
+def test_unknown_config_key(tmp_path: Path) -> None:
+    config = write_config(tmp_path / "x.yaml", {"mirror": str(SAMPLE_MIRROR), "mirorr": "y"})
+    done = run_cli("sync", "--branch", "develop", "--config", str(config), cwd=tmp_path)
+    assert done.code == 2
+    assert done.err == f"error: config error in {config}: key 'mirorr': unknown key\n"
+
+
+def test_bad_config_value(tmp_path: Path) -> None:
+    config = write_config(tmp_path / "bad.yaml", {"mirror": str(SAMPLE_MIRROR), "concurrency": 0})
+    done = run_cli("sync", "--branch", "develop", "--config", str(config), cwd=tmp_path)
+    assert done.code == 2
+    assert done.err == (
+        f"error: config error in {config}: key 'concurrency': Expected 'int' >= 1\n"
+    )
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("settings", "key"),
+    [
+        pytest.param({"concurrency": "many"}, "concurrency", id="concurrency-str"),
+        pytest.param({"concurrency": 1000}, "concurrency", id="concurrency-big"),
+        pytest.param({"timeouts": {"read": -1}}, "timeouts.read", id="read-negative"),
+        pytest.param({"timeouts": {"connect": 0}}, "timeouts.connect", id="connect-0"),
+        pytest.param({"timeouts": 5}, "timeouts", id="timeouts-scalar"),
+        pytest.param({"retry": {"attempts": 0}}, "retry.attempts", id="attempts-0"),
+        pytest.param({"formats": ["xml"]}, "formats[0]", id="formats-xml"),
+        pytest.param({"formats": []}, "formats", id="formats-empty"),
+        pytest.param({"mirror": "ftp://x"}, "mirror", id="mirror-ftp"),
+        pytest.param({"mirror": ""}, "mirror", id="mirror-empty"),
+        pytest.param({"timeouts": {"bogus": 1}}, "timeouts.bogus", id="nested-unknown"),
+        pytest.param({"rewrites": [{"replacement": "x"}]}, "rewrites[0].prefix", id="rewrite"),
+    ],
+)
+def test_bad_config_values(
+    here: RunHere, tmp_path: Path, settings: dict[str, Any], key: str
+) -> None:
+    config = write_config(tmp_path / "bad.yaml", {"mirror": str(SAMPLE_MIRROR), **settings})
+    done = here("sync", "--branch", "develop", "--config", str(config))
+    assert done.code == 2
+    assert done.err.startswith(f"error: config error in {config}: key '{key}': "), done.err
+    assert done.err.count("\n") == 1
+    assert not (tmp_path / "out").exists()
+
+
+def test_yaml_syntax_error(tmp_path: Path) -> None:
+    config = write_config(tmp_path / "broken.yaml", "mirror: [unclosed\nconcurrency: 3\n")
+    done = run_cli("branches", "--config", str(config), cwd=tmp_path)
+    assert done.code == 2
+    assert done.err.startswith(f"error: config error in {config}: not valid YAML")
+    assert "Traceback" not in done.err
+
+
+def test_default_config_is_read_from_the_working_directory(here: RunHere, tmp_path: Path) -> None:
+    (tmp_path / "config").mkdir()
+    write_config(tmp_path / "config" / "crawler.yaml", {"concurrency": -3})
+    done = here("branches")
+    assert done.code == 2
+    assert done.err.startswith(
+        f"error: config error in {Path('config') / 'crawler.yaml'}: key 'concurrency': "
+    )
+
+
+def test_sync_needs_branch_or_all(tmp_path: Path) -> None:
+    done = run_cli("sync", "--config", str(sample_config(tmp_path)), cwd=tmp_path)
+    assert (done.code, done.out) == (2, "")
+    assert done.err == ("error: crawler sync: give --branch NAME (repeatable) or --all, not both\n")
+    assert not (tmp_path / "out").exists()
+
+
+def test_unknown_flag(tmp_path: Path) -> None:
+    done = run_cli("sync", "--all", "--bogus", cwd=tmp_path)
+    assert (done.code, done.out) == (2, "")
+    assert done.err == "error: crawler: unrecognized arguments: --bogus\n"
+
+
+def test_bad_flag_value(tmp_path: Path) -> None:
+    done = run_cli("sync", "--all", "--concurrency", "abc", cwd=tmp_path)
+    assert (done.code, done.out) == (2, "")
+    assert done.err == (
+        "error: crawler sync: argument --concurrency: expected a whole number, got 'abc'\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        pytest.param(("sync", "--all", "--branch", "develop"), "not both", id="both"),
+        pytest.param(("frobnicate",), "invalid choice: 'frobnicate'", id="command"),
+        pytest.param((), "the following arguments are required", id="no-command"),
+        pytest.param(
+            ("sync", "--all", "--concurrency", "0"), "must be from 1 to 256, got 0", id="conc-0"
+        ),
+        pytest.param(
+            ("sync", "--all", "--concurrency", "257"), "must be from 1 to 256", id="conc-257"
+        ),
+        pytest.param(
+            ("sync", "--all", "--format", "xml"), "expected json and/or pages", id="format-xml"
+        ),
+        pytest.param(
+            ("sync", "--all", "--format", ","), "expected json and/or pages", id="format-empty"
+        ),
+        pytest.param(("sync", "--all", "-q", "-v"), "not allowed with argument", id="q-and-v"),
+        pytest.param(("branches", "--all"), "unrecognized arguments: --all", id="branches-all"),
+    ],
+)
+def test_bad_command_line(
+    here: RunHere, tmp_path: Path, args: tuple[str, ...], message: str
+) -> None:
+    config = sample_config(tmp_path)
+    extra = ("--config", str(config)) if args and args[0] == "sync" else ()
+    done = here(*args, *extra)
+    assert done.code == 2
+    assert done.err.startswith("error: crawler"), done.err
+    assert message in done.err
+    assert done.out == ""
+    assert not (tmp_path / "out").exists()
+
+
+def test_unknown_branch_lists_the_known_ones(tmp_path: Path) -> None:
+    config = sample_config(tmp_path)
+    done = run_cli(
+        "sync", "--branch", "develop", "--branch", "nope", "--config", str(config), cwd=tmp_path
+    )
+    assert done.code == 2
+    known = ", ".join(sorted(sample_labels()))
+    assert done.err.endswith(
+        f"error: unknown branch nope in file://{SAMPLE_MIRROR}/"
+        f"cache_spack_io_index.json (known: {known})\n"
+    )
+    assert not (tmp_path / "out" / "develop").exists()
+
+
+def test_unsafe_branch_name(tmp_path: Path) -> None:
+    config = sample_config(tmp_path)
+    done = run_cli("sync", "--branch=../x", "--config", str(config), cwd=tmp_path)
+    assert (done.code, done.out) == (2, "")
+    assert done.err == "error: branch name '../x' is not a safe folder name\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sample.yaml"]
+
+
+@pytest.mark.parametrize("name", ["..", "a/b", ".crawler", "-rf", "x\ny", "%2e%2e"])
+def test_unsafe_branch_names(here: RunHere, tmp_path: Path, name: str) -> None:
+    config = sample_config(tmp_path)
+    done = here("sync", "--branch", "develop", f"--branch={name}", "--config", str(config))
+    assert done.code == 2
+    assert done.err == f"error: branch name {name!r} is not a safe folder name\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sample.yaml"]
+
+
+# --- unusable mirror: exit 3 ----------------------------------------------------------------
+
+
+def test_unreachable_mirror(tmp_path: Path) -> None:
+    mirror = f"http://127.0.0.1:{closed_port()}"
+    settings = fast_config(mirror, tmp_path / "out", retry={"attempts": 1})
+    config = write_config(tmp_path / "c.yaml", settings)
+    started = time.monotonic()
+    done = run_cli("sync", "--all", "--config", str(config), cwd=tmp_path)
+    assert done.code == 3
+    assert done.err.startswith(
+        f"error: mirror unusable: cannot fetch {mirror}/cache_spack_io_index.json: "
+    ), done.err
+    assert "Traceback" not in done.err
+    assert time.monotonic() - started < 10
+
+
+def test_missing_mirror_folder(tmp_path: Path) -> None:
+    folder = tmp_path / "no-such-mirror"
+    done = run_cli("branches", "--mirror", str(folder), cwd=tmp_path)
+    assert done.code == 3
+    assert done.err == (
+        f"error: mirror unusable: cannot fetch file://{folder}/cache_spack_io_index.json: "
+        "no such file\n"
+    )
+    assert done.out == ""
+
+
+async def test_discovery_document_not_json(mirror_server: ServeMirror, tmp_path: Path) -> None:
+    server = await mirror_server(SAMPLE_MIRROR)
+    server.script("cache_spack_io_index.json", Fault(body=b"<html>Service Unavailable</html>"))
+    done = await run_cli_async("branches", "--mirror", server.url, cwd=tmp_path)
+    assert done.code == 3
+    assert done.err.startswith(
+        f"error: mirror unusable: bad document at {server.url}/cache_spack_io_index.json: "
+        "not valid JSON"
+    )
+    assert done.out == ""
+
+
+# --- successful runs ------------------------------------------------------------------------
+
+LINE = re.compile(
+    r"^\S+ \S+ INFO develop (?P<label>\S+): (?P<status>fetched|unchanged) "
+    r"(?P<bytes>[\d,]+) bytes, (?P<records>[\d,]+) records, (?P<seconds>\d+\.\d\d)s$"
+)
+
+
+def test_sync_logs_one_line_per_source(tmp_path: Path) -> None:
+    config = sample_config(tmp_path)
+    done = run_cli("sync", "--branch", "develop", "--config", str(config), cwd=tmp_path)
+    assert done.code == 0, done.err
+    assert done.out == ""
+    labels = sample_labels()["develop"]
+    lines = done.err.splitlines()
+    per_source: dict[str, str] = {}
+    for label in labels:
+        mine = [line for line in lines if f" develop {label}: " in line]
+        assert len(mine) == 1, (label, mine)
+        per_source[label] = mine[0]
+    missing = per_source.pop("ml-darwin-aarch64-mps")
+    assert " INFO develop ml-darwin-aarch64-mps: missing (cannot fetch file://" in missing
+    assert missing.endswith(": no such file)")
+    index = json.loads((tmp_path / "out" / "develop" / "index.json").read_bytes())
+    facts = {s["label"]: s for s in index["sources"]}
+    for label, line in per_source.items():
+        match = LINE.match(line)
+        assert match, line
+        assert match["status"] == "fetched"
+        assert int(match["bytes"].replace(",", "")) == facts[label]["bytes"]
+        assert int(match["records"].replace(",", "")) == facts[label]["records"]
+    out = tmp_path / "out" / "develop"
+    packages, specs = len(index["packages"]), index["stats"]["specs"]
+    assert f"INFO develop: published {out}" in lines[-1]
+    assert f"{specs} specs" in lines[-1]
+    assert f"{packages} packages" in lines[-1]
+    assert (tmp_path / "out" / "develop" / "pages").is_dir()
+
+
+def test_quiet_sync_prints_nothing(tmp_path: Path) -> None:
+    config = sample_config(tmp_path)
+    done = run_cli("sync", "--all", "-q", "--config", str(config), cwd=tmp_path)
+    assert (done.code, done.out, done.err) == (0, "", "")
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
+        ".crawler",
+        *sorted(sample_labels()),
+    ]
+
+
+def test_flags_override_the_config(here: RunHere, tmp_path: Path) -> None:
+    config = sample_config(tmp_path, formats=["json"])
+    done = here(
+        "sync",
+        "--branch",
+        "v0.23.1",
+        "-q",
+        "--config",
+        str(config),
+        "--output",
+        "elsewhere",
+        "--format",
+        "pages",
+        "--concurrency",
+        "1",
+    )
+    assert (done.code, done.err) == (0, "")
+    published = tree_bytes(tmp_path / "elsewhere" / "v0.23.1")
+    assert "index.json" in published
+    assert any(path.startswith("pages/") for path in published)
+    assert not (tmp_path / "out").exists()
+
+
+def test_branches_prints_refs_and_labels(tmp_path: Path) -> None:
+    config = sample_config(tmp_path)
+    done = run_cli("branches", "--config", str(config), cwd=tmp_path)
+    assert (done.code, done.err) == (0, "")
+    expected = [f"{ref}\t{' '.join(labels)}" for ref, labels in sample_labels().items()]
+    assert done.out.splitlines() == sorted(expected)
+    assert not (tmp_path / "out").exists()
+
+
+async def test_branches_over_http_lists_unusable_refs(
+    mirror_server: ServeMirror, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = tmp_path / "mirror"
+    discovery = build_mirror(root, [SynthRef("a", (SynthSpec("zlib", "1.3.1", stacks=("s1",)),))])
+    discovery["../evil"] = discovery["a"]
+    discovery["norooot"] = [e for e in discovery["a"] if e["label"] != "root"]
+    (root / "cache_spack_io_index.json").write_text(json.dumps(discovery))
+    server = await mirror_server(root)
+    done = await run_here_async(capsys, "branches", "--mirror", server.url)
+    assert (done.code, done.err) == (0, "")
+    assert done.out.splitlines() == [
+        "a\troot s1",
+        "../evil\tUNUSABLE: ref name '../evil' is not a safe folder name",
+        "norooot\tUNUSABLE: no 'root' index listed",
+    ]
+
+
+# --- runs against a misbehaving loopback server ---------------------------------------------
+
+
+def _served_config(tmp_path: Path, url: str, **extra: object) -> Path:
+    """A fast config for a loopback mirror; every ref is re-synced on each run."""
+    settings = fast_config(url, tmp_path / "out", mutable_refs=["*"], **extra)
+    return write_config(tmp_path / "served.yaml", settings)
+
+
+async def test_failed_branch_exits_4_and_keeps_its_output(
+    mirror_server: ServeMirror, tmp_path: Path
+) -> None:
+    server = await mirror_server(SAMPLE_MIRROR)
+    config = _served_config(tmp_path, server.url)
+    first = await run_cli_async(
+        "sync", "--branch", "v0.23.1", "-q", "--config", str(config), cwd=tmp_path
+    )
+    assert (first.code, first.err) == (0, "")
+    before = tree_bytes(tmp_path / "out" / "v0.23.1")
+    # the mirror "moves on" but its root index now fails: the sidecar no longer matches
+    server.script("v0.23.1/build_cache/index.json.hash", Fault(body=b"f" * 64))
+    server.script("v0.23.1/build_cache/index.json", *[Fault(502)] * 3)
+
+    done = await run_cli_async(
+        "sync",
+        "--branch",
+        "v0.23.1",
+        "--branch",
+        "develop",
+        "-q",
+        "--config",
+        str(config),
+        cwd=tmp_path,
+    )
+
+    assert done.code == 4
+    location = f"{server.url}/v0.23.1/build_cache/index.json"
+    assert f"cannot fetch {location}: HTTP 502 after 3 attempts" in done.err
+    assert done.err.endswith("error: 1 branch(es) failed: v0.23.1\n")
+    assert tree_bytes(tmp_path / "out" / "v0.23.1") == before
+    assert (tmp_path / "out" / "develop" / "index.json").is_file()
+
+
+async def test_verbose_shows_retries(
+    mirror_server: ServeMirror, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server = await mirror_server(SAMPLE_MIRROR)
+    config = _served_config(tmp_path, server.url)
+    server.script("v0.23.1/e4s/build_cache/index.json", Fault(503))
+
+    done = await run_here_async(
+        capsys, "sync", "--branch", "v0.23.1", "-v", "--config", str(config)
+    )
+
+    assert done.code == 0, done.err
+    location = f"{server.url}/v0.23.1/e4s/build_cache/index.json"
+    retry = f"retrying {location} in 0.0s (attempt 1: cannot fetch {location}: HTTP 503)"
+    assert retry in done.err, done.err
+
+
+async def test_interrupt_exits_130_and_keeps_the_output(
+    mirror_server: ServeMirror, tmp_path: Path
+) -> None:
+    server = await mirror_server(SAMPLE_MIRROR)
+    timeouts = {"connect": 2, "read": 20, "source": 30}
+    config = _served_config(tmp_path, server.url, timeouts=timeouts)
+    first = await run_cli_async(
+        "sync", "--branch", "v0.23.1", "-q", "--config", str(config), cwd=tmp_path
+    )
+    assert first.code == 0, first.err
+    before = tree_bytes(tmp_path / "out" / "v0.23.1")
+    stalled = "v0.23.1/build_cache/index.json"
+    server.script(stalled + ".hash", Fault(body=b"e" * 64))
+    server.script(stalled, Fault(stall=20))
+    server.requests.clear()
+
+    proc = await start_cli(
+        "sync", "--branch", "v0.23.1", "-q", "--config", str(config), cwd=tmp_path
+    )
+    deadline = time.monotonic() + 10
+    while server.hits(stalled) == 0:
+        assert time.monotonic() < deadline, "the crawler never asked for the stalled index"
+        await asyncio.sleep(0.02)
+    proc.send_signal(signal.SIGINT)
+    started = time.monotonic()
+    done = await finish(proc)
+
+    assert time.monotonic() - started < 5
+    assert done.code == 130
+    assert "interrupted" in done.err.splitlines()[-1]
+    assert "Traceback" not in done.err
+    assert tree_bytes(tmp_path / "out" / "v0.23.1") == before
+    staging = tmp_path / "out" / ".crawler" / "staging"
+    assert not staging.exists() or list(staging.iterdir()) == []

@@ -1,0 +1,337 @@
+"""Unit tests of crawler.config: defaults, path resolution, and messages naming key and file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from crawler.config import (
+    PUBLIC_MIRROR,
+    Config,
+    Retry,
+    Rewrite,
+    Timeouts,
+    build_config,
+    load_config,
+    with_overrides,
+)
+from crawler.discovery import Mirror
+from crawler.errors import ConfigError
+
+from .conftest import REPO, SAMPLE_MIRROR
+
+BUNDLED = REPO / "config" / "crawler.yaml"
+SAMPLE = REPO / "config" / "sample.yaml"
+
+
+def write(path: Path, text: str) -> Path:
+    """Write a config file (creating its folder) and return its path."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def config_error(path: Path) -> ConfigError:
+    """The ConfigError that loading ``path`` raises."""
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    return caught.value
+
+
+# --- defaults -------------------------------------------------------------------------------
+
+
+def test_built_in_defaults_equal_the_bundled_config() -> None:
+    bundled = load_config(BUNDLED)
+    defaults = Config()
+    # The bundled file publishes next to the repository (../output from config/).
+    assert bundled.output == str(REPO / "output")
+    assert defaults.output == "output"
+    assert bundled.origin == str(BUNDLED)
+    same = msgspec.structs.replace(bundled, output=defaults.output, origin=defaults.origin)
+    assert same == defaults
+    assert defaults.mirror == PUBLIC_MIRROR == bundled.mirror
+
+
+def test_defaults_match_the_readme_table() -> None:
+    defaults = Config()
+    assert (defaults.formats, defaults.concurrency, defaults.decode_workers) == (("json",), 8, 0)
+    assert defaults.timeouts == Timeouts(connect=10, read=60, source=1800)
+    assert defaults.retry == Retry(attempts=5, backoff=1.0, max_wait=60)
+    assert defaults.rewrites == ()
+
+
+def test_every_key_of_the_bundled_config_is_documented_there() -> None:
+    text = BUNDLED.read_text()
+    for key in msgspec.structs.fields(Config):
+        if key.name != "origin":
+            assert f"\n{key.name}:" in text, key.name
+    for sub in ("connect", "read", "source", "attempts", "backoff", "max_wait"):
+        assert f"\n  {sub}:" in text, sub
+
+
+@pytest.mark.parametrize("text", ["", "\n", "# only a comment\n", "---\n"])
+def test_empty_file_gives_defaults(tmp_path: Path, text: str) -> None:
+    path = write(tmp_path / "conf" / "empty.yaml", text)
+    config = load_config(path)
+    assert config.output == str(tmp_path / "conf" / "output")
+    assert msgspec.structs.replace(config, output="output", origin="<defaults>") == Config()
+    assert config.origin == str(path)
+
+
+def test_no_config_file_and_no_default_file_gives_defaults(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert load_config(None) == Config()
+
+
+def test_default_file_is_read_from_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write(tmp_path / "config" / "crawler.yaml", "concurrency: 3\noutput: ../published\n")
+    monkeypatch.chdir(tmp_path)
+    config = load_config(None)
+    assert config.concurrency == 3
+    assert config.output == str(tmp_path / "published")
+    assert config.origin == str(Path("config") / "crawler.yaml")
+
+
+def test_sample_config_loads() -> None:
+    config = load_config(SAMPLE)
+    assert config.mirror == str(SAMPLE_MIRROR)
+    assert config.output == str(REPO / "output")
+    assert config.formats == ("json", "pages")
+    assert Mirror.parse(config.mirror).is_local
+
+
+def test_config_is_frozen() -> None:
+    config = Config()
+    with pytest.raises(AttributeError):
+        config.concurrency = 3  # type: ignore[misc]
+    assert hash(Config()) == hash(Config())
+
+
+# --- paths ----------------------------------------------------------------------------------
+
+
+def test_relative_paths_resolve_against_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = write(
+        tmp_path / "etc" / "crawler" / "c.yaml",
+        "mirror: mirror\noutput: ../../out\nmetrics: crawler.prom\n",
+    )
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    config = load_config(Path("..") / "etc" / "crawler" / "c.yaml")
+    assert config.mirror == str(path.parent / "mirror")
+    assert config.output == str(tmp_path / "out")
+    assert config.metrics == str(path.parent / "crawler.prom")
+
+
+def test_absolute_paths_and_urls_are_kept(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "c.yaml",
+        f"mirror: http://127.0.0.1:9/base/\noutput: {tmp_path / 'abs'}\n",
+    )
+    config = load_config(path)
+    assert config.mirror == "http://127.0.0.1:9/base/"
+    assert config.output == str(tmp_path / "abs")
+    assert load_config(write(tmp_path / "f.yaml", "mirror: file:///srv/m\n")).mirror == (
+        "file:///srv/m"
+    )
+
+
+def test_home_is_expanded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    config = load_config(write(tmp_path / "c.yaml", "mirror: ~/mirror\noutput: ~/out\n"))
+    assert (config.mirror, config.output) == (
+        str(tmp_path / "home" / "mirror"),
+        str(tmp_path / "home" / "out"),
+    )
+
+
+def test_flags_resolve_against_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    loaded = load_config(write(tmp_path / "conf" / "c.yaml", "mirror: m\noutput: o\n"))
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    config = with_overrides(
+        loaded, mirror="flag-mirror", output="../flag-out", metrics="m/crawler.prom"
+    )
+    assert config.mirror == str(work / "flag-mirror")
+    assert config.output == str(tmp_path / "flag-out")
+    assert config.metrics == str(work / "m" / "crawler.prom")
+    assert with_overrides(loaded, mirror="https://example.org/").mirror == "https://example.org/"
+
+
+def test_flags_not_given_change_nothing(tmp_path: Path) -> None:
+    loaded = load_config(write(tmp_path / "c.yaml", "concurrency: 3\n"))
+    assert with_overrides(loaded, mirror=None, output=None, concurrency=None) is loaded
+    changed = with_overrides(loaded, concurrency=5, formats=("json", "pages"))
+    assert (changed.concurrency, changed.formats) == (5, ("json", "pages"))
+    assert (changed.timeouts, changed.retry, changed.output) == (
+        loaded.timeouts,
+        loaded.retry,
+        loaded.output,
+    )
+
+
+def test_bad_flag_values_are_config_errors_of_the_command_line() -> None:
+    with pytest.raises(ConfigError) as caught:
+        with_overrides(Config(), concurrency=0)
+    assert caught.value.key == "concurrency"
+    assert str(caught.value).startswith("config error in command line: key 'concurrency': ")
+    with pytest.raises(ConfigError) as caught:
+        with_overrides(Config(), mirror="ftp://example.org")
+    assert caught.value.key == "mirror"
+
+
+# --- errors name the key and the file -------------------------------------------------------
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    err = config_error(tmp_path / "nope.yaml")
+    assert str(err) == f"config error in {tmp_path / 'nope.yaml'}: file not found"
+
+
+def test_unreadable_file(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.yaml"
+    path.write_bytes(b"mirror: caf\xe9\n")
+    assert str(config_error(path)).startswith(f"config error in {path}: cannot read file")
+    assert str(config_error(tmp_path)).startswith(f"config error in {tmp_path}: cannot read file")
+
+
+def test_yaml_syntax_error(tmp_path: Path) -> None:
+    path = write(tmp_path / "c.yaml", "timeouts:\n  read: 5\n connect: [\n")
+    err = config_error(path)
+    assert str(err).startswith(f"config error in {path}: not valid YAML")
+    assert "line" in str(err)
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [("- mirror: x\n", "list"), ("just a string\n", "str"), ("42\n", "int")],
+)
+def test_top_level_must_be_a_mapping(tmp_path: Path, text: str, kind: str) -> None:
+    path = write(tmp_path / "c.yaml", text)
+    assert str(config_error(path)) == (
+        f"config error in {path}: expected a mapping of settings, got {kind}"
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ("bogus: 1\n", "bogus"),
+        ("origin: here\n", "origin"),
+        ("timeouts:\n  bogus: 1\n", "timeouts.bogus"),
+        ("retry:\n  tries: 3\n", "retry.tries"),
+        ("rewrites:\n  - prefix: a\n    replacement: b\n    extra: c\n", "rewrites[0].extra"),
+    ],
+)
+def test_unknown_key(tmp_path: Path, text: str, key: str) -> None:
+    path = write(tmp_path / "c.yaml", text)
+    err = config_error(path)
+    assert (err.key, err.path, err.reason) == (key, str(path), "unknown key")
+    assert str(err) == f"config error in {path}: key '{key}': unknown key"
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "reason"),
+    [
+        ("concurrency: 0\n", "concurrency", "Expected 'int' >= 1"),
+        ("concurrency: 257\n", "concurrency", "Expected 'int' <= 256"),
+        ("concurrency: '8'\n", "concurrency", "Expected 'int', got 'str'"),
+        ("concurrency: true\n", "concurrency", "Expected 'int', got 'bool'"),
+        ("decode_workers: -1\n", "decode_workers", "Expected 'int' >= 0"),
+        ("timeouts:\n  read: -1\n", "timeouts.read", "Expected 'float' > 0.0"),
+        ("timeouts:\n  connect: 0\n", "timeouts.connect", "Expected 'float' > 0.0"),
+        ("timeouts: 5\n", "timeouts", "Expected 'object', got 'int'"),
+        ("retry:\n  attempts: 0\n", "retry.attempts", "Expected 'int' >= 1"),
+        ("retry:\n  attempts: 21\n", "retry.attempts", "Expected 'int' <= 20"),
+        ("retry:\n  backoff: -0.5\n", "retry.backoff", "Expected 'float' >= 0.0"),
+        ("retry:\n  max_wait: soon\n", "retry.max_wait", "Expected 'float', got 'str'"),
+        ("formats: [xml]\n", "formats[0]", "Invalid enum value 'xml'"),
+        ("formats: [json, xml]\n", "formats[1]", "Invalid enum value 'xml'"),
+        ("formats: []\n", "formats", "Expected 'array' of length >= 1"),
+        ("formats: json\n", "formats", "Expected 'array', got 'str'"),
+        ("mirror: ''\n", "mirror", "Expected 'str' of length >= 1"),
+        ("mirror: 42\n", "mirror", "Expected 'str', got 'int'"),
+        ("mirror: ftp://x\n", "mirror", "unsupported URL scheme 'ftp'"),
+        ("mirror: s3://spack-binaries\n", "mirror", "unsupported URL scheme 's3'"),
+        ("output: ''\n", "output", "Expected 'str' of length >= 1"),
+    ],
+)
+def test_bad_value(tmp_path: Path, text: str, key: str, reason: str) -> None:
+    path = write(tmp_path / "c.yaml", text)
+    err = config_error(path)
+    assert err.key == key
+    assert str(err).startswith(f"config error in {path}: key '{key}': {reason}"), str(err)
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "reason"),
+    [
+        ("rewrites:\n  - replacement: https://x/\n", "rewrites[0].prefix", "missing required key"),
+        (
+            "rewrites:\n  - prefix: s3://a/\n    replacement: https://a/\n  - prefix: s3://b/\n",
+            "rewrites[1].replacement",
+            "missing required key",
+        ),
+        (
+            "rewrites:\n  - prefix: ''\n    replacement: https://x/\n",
+            "rewrites[0].prefix",
+            "Expected 'str' of length >= 1",
+        ),
+        ("rewrites:\n  prefix: s3://a/\n", "rewrites", "Expected 'array', got 'object'"),
+        ("rewrites:\n  - s3://a/\n", "rewrites[0]", "Expected 'object', got 'str'"),
+    ],
+)
+def test_rewrites_are_validated(tmp_path: Path, text: str, key: str, reason: str) -> None:
+    path = write(tmp_path / "c.yaml", text)
+    err = config_error(path)
+    assert err.key == key
+    assert str(err).startswith(f"config error in {path}: key '{key}': {reason}"), str(err)
+
+
+def test_rewrites_load(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "c.yaml",
+        "rewrites:\n  - prefix: s3://spack-binaries/\n    replacement: https://mirror.example/\n",
+    )
+    assert load_config(path).rewrites == (
+        Rewrite(prefix="s3://spack-binaries/", replacement="https://mirror.example/"),
+    )
+
+
+@pytest.mark.parametrize(("text", "key"), [("1: 2\n", "1"), ("timeouts:\n  7: 1\n", "timeouts.7")])
+def test_non_string_key_is_named(tmp_path: Path, text: str, key: str) -> None:
+    """YAML allows keys that are not strings; the message must still name the key."""
+    path = write(tmp_path / "c.yaml", text)
+    err = config_error(path)
+    assert str(err) == f"config error in {path}: key '{key}': unknown key"
+
+
+def test_mirror_url_scheme_is_case_insensitive(tmp_path: Path) -> None:
+    """A mirror the config accepts as an https URL must not be read as a local folder."""
+    config = load_config(write(tmp_path / "c.yaml", "mirror: HTTPS://binaries.spack.io\n"))
+    mirror = Mirror.parse(config.mirror)
+    assert not mirror.is_local, mirror.base
+    assert mirror.base.lower() == "https://binaries.spack.io"
+
+
+def test_build_config_accepts_a_plain_mapping() -> None:
+    config = build_config({"concurrency": 2, "formats": ["pages", "json"]})
+    assert (config.concurrency, config.formats, config.origin) == (
+        2,
+        ("pages", "json"),
+        "<defaults>",
+    )
+    assert config.output_dir == Path("output")

@@ -1,0 +1,268 @@
+"""The whole-run lock: real files, real competing processes, no mocks."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from crawler.lock import Holder, LockBusyError, RunLock
+
+REPO = Path(__file__).resolve().parent.parent
+
+HOLDER_SCRIPT = """
+import sys, time
+from pathlib import Path
+from crawler.lock import RunLock
+
+lock = RunLock(Path(sys.argv[1]))
+lock.acquire()
+Path(sys.argv[2]).write_text("ready")
+time.sleep(float(sys.argv[3]))
+lock.release()
+"""
+
+
+class Holding:
+    """A child process that took the lock of ``output`` and holds it for ``seconds``."""
+
+    def __init__(self, output: Path, seconds: float) -> None:
+        ready = output.parent / f"ready-{time.monotonic_ns()}"
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", HOLDER_SCRIPT, str(output), str(ready), str(seconds)],
+            cwd=REPO,
+        )
+        deadline = time.monotonic() + 10
+        while not ready.exists():
+            if self.process.poll() is not None:
+                raise AssertionError(f"holder exited early with {self.process.returncode}")
+            if time.monotonic() > deadline:
+                raise AssertionError("holder never signalled readiness")
+            time.sleep(0.01)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait(timeout=10)
+
+
+@pytest.fixture
+def output(tmp_path: Path) -> Path:
+    return tmp_path / "out"
+
+
+@pytest.fixture
+def holders() -> Iterator[list[Holding]]:
+    started: list[Holding] = []
+    yield started
+    for holding in started:
+        holding.stop()
+
+
+def hold(holders: list[Holding], output: Path, seconds: float = 30) -> Holding:
+    holding = Holding(output, seconds)
+    holders.append(holding)
+    return holding
+
+
+def dead_pid() -> int:
+    """The pid of a process that has exited (and been reaped)."""
+    process = subprocess.Popen([sys.executable, "-c", "pass"])
+    process.wait()
+    return process.pid
+
+
+def lock_content(output: Path) -> bytes:
+    return (output / ".crawler" / "lock").read_bytes()
+
+
+def test_acquire_writes_holder_and_release_empties_the_file(output: Path) -> None:
+    lock = RunLock(output)
+    lock.acquire()
+    try:
+        assert lock.locked
+        assert lock.broken is None
+        written = json.loads(lock_content(output))
+        assert sorted(written) == ["host", "pid", "started_at"]
+        assert written["pid"] == os.getpid()
+        assert written["host"] == socket.gethostname()
+        assert written["started_at"].endswith("+00:00")
+        assert lock.holder == Holder(os.getpid(), socket.gethostname(), written["started_at"])
+    finally:
+        lock.release()
+    assert not lock.locked
+    assert lock_content(output) == b""  # kept, emptied: the last run ended cleanly
+    lock.release()  # a second release is harmless
+
+
+def test_lock_is_reusable_after_release(output: Path) -> None:
+    with RunLock(output) as first:
+        assert first.locked
+    with RunLock(output) as second:
+        assert second.locked
+        assert second.broken is None
+
+
+async def test_async_context_manager(output: Path) -> None:
+    async with RunLock(output, wait=0) as lock:
+        assert lock.locked
+        with pytest.raises(LockBusyError):
+            RunLock(output).acquire()  # a second lock in the same process is refused too
+    assert not lock.locked
+    assert lock_content(output) == b""
+
+
+def test_held_by_another_process_is_busy_at_once(output: Path, holders: list[Holding]) -> None:
+    holding = hold(holders, output)
+    started = time.monotonic()
+    with pytest.raises(LockBusyError) as caught:
+        RunLock(output, wait=0).acquire()
+    assert time.monotonic() - started < 0.5
+    err = caught.value
+    assert err.holder.pid == holding.pid
+    assert err.holder.host == socket.gethostname()
+    assert err.path == str(output / ".crawler" / "lock")
+    message = str(err)
+    assert message.startswith("output folder is locked by another crawler run: ")
+    assert f"pid {holding.pid} on {socket.gethostname()} (started " in message
+    assert f"(lock file {output / '.crawler' / 'lock'})" in message
+    assert "waiting" not in message
+
+
+async def test_busy_after_waiting(output: Path, holders: list[Holding]) -> None:
+    holding = hold(holders, output)
+    started = time.monotonic()
+    with pytest.raises(LockBusyError) as caught:
+        await RunLock(output, wait=0.3).acquire_async()
+    elapsed = time.monotonic() - started
+    assert 0.3 <= elapsed < 1.5
+    assert caught.value.waited >= 0.3
+    assert f"pid {holding.pid}" in str(caught.value)
+    assert "after waiting 0.3s" in str(caught.value)
+
+
+async def test_waiting_succeeds_once_the_holder_exits(output: Path, holders: list[Holding]) -> None:
+    holding = hold(holders, output, seconds=0.4)
+    started = time.monotonic()
+    async with RunLock(output, wait=10) as lock:
+        assert time.monotonic() - started < 5
+        assert holding.process.wait(timeout=5) == 0
+        assert lock.broken is None  # the holder released cleanly
+        assert json.loads(lock_content(output))["pid"] == os.getpid()
+
+
+def test_killed_holder_leaves_a_stale_lock_that_is_broken(
+    output: Path, holders: list[Holding]
+) -> None:
+    holding = hold(holders, output)
+    started_at = json.loads(lock_content(output))["started_at"]
+    os.kill(holding.pid, signal.SIGKILL)
+    holding.process.wait(timeout=5)
+    with RunLock(output, wait=0) as lock:  # the kernel dropped the flock with the process
+        assert lock.broken == (
+            f"broke stale lock of pid {holding.pid} on {socket.gethostname()} "
+            f"(started {started_at})"
+        )
+
+
+def test_stale_file_with_dead_pid(output: Path) -> None:
+    pid = dead_pid()
+    path = output / ".crawler" / "lock"
+    path.parent.mkdir(parents=True)
+    host = socket.gethostname()
+    path.write_text(json.dumps({"pid": pid, "host": host, "started_at": "2025-04-20T02:30:00"}))
+    with RunLock(output) as lock:
+        assert (
+            lock.broken == f"broke stale lock of pid {pid} on {host} (started 2025-04-20T02:30:00)"
+        )
+
+
+def test_unlocked_file_naming_a_live_pid_does_not_block(output: Path) -> None:
+    path = output / ".crawler" / "lock"
+    path.parent.mkdir(parents=True)
+    host = socket.gethostname()
+    path.write_text(json.dumps({"pid": os.getppid(), "host": host, "started_at": "x"}))
+    with RunLock(output) as lock:
+        assert lock.broken == (
+            f"broke lock left by pid {os.getppid()} on {host} (started x), "
+            "whose pid now belongs elsewhere"
+        )
+
+
+def test_other_host_without_flock_is_taken(output: Path) -> None:
+    path = output / ".crawler" / "lock"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"pid": 4242, "host": "elsewhere", "started_at": "t0"}))
+    with RunLock(output) as lock:
+        assert lock.broken == (
+            "broke lock left by pid 4242 on elsewhere (started t0), which no longer holds it"
+        )
+
+
+def test_other_host_with_flock_held_is_busy(output: Path, holders: list[Holding]) -> None:
+    hold(holders, output)
+    # Whatever the file says, the flock decides: rewrite it as if another host held it.
+    (output / ".crawler" / "lock").write_text(
+        json.dumps({"pid": 1, "host": "elsewhere", "started_at": "t0"})
+    )
+    with pytest.raises(LockBusyError) as caught:
+        RunLock(output).acquire()
+    assert "pid 1 on elsewhere (started t0)" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"\x00\xff\xfe garbage",
+        b"{not json",
+        b"[1, 2, 3]",
+        b'{"pid": "twelve", "host": 7}',
+        b'{"pid": -5}',
+        b'{"pid": true}',
+    ],
+)
+def test_garbage_content_is_an_unknown_holder(output: Path, content: bytes) -> None:
+    path = output / ".crawler" / "lock"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(content)
+    with RunLock(output) as lock:
+        assert lock.broken == "broke a lock left with unreadable content (holder unknown)"
+        assert json.loads(lock_content(output))["pid"] == os.getpid()
+
+
+def test_garbage_content_while_held_names_an_unknown_holder(
+    output: Path, holders: list[Holding]
+) -> None:
+    hold(holders, output)
+    (output / ".crawler" / "lock").write_bytes(b"\x00garbage")
+    with pytest.raises(LockBusyError) as caught:
+        RunLock(output).acquire()
+    assert caught.value.holder == Holder()
+    assert "locked by another crawler run: an unknown process (lock file " in str(caught.value)
+
+
+def test_error_survives_pickling() -> None:
+    err = LockBusyError("/x/.crawler/lock", Holder(12, "h", "t"), 1.5)
+    copy = pickle.loads(pickle.dumps(err))
+    assert str(copy) == str(err)
+    assert copy.holder == Holder(12, "h", "t")
+
+
+def test_bad_arguments_and_double_acquire(output: Path) -> None:
+    with pytest.raises(ValueError, match="wait must be >= 0"):
+        RunLock(output, wait=-1)
+    with RunLock(output) as lock, pytest.raises(RuntimeError, match="already locked"):
+        lock.acquire()

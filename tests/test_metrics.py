@@ -1,0 +1,330 @@
+"""The node_exporter textfile: exact format, escaping, and a round trip through real parsers."""
+
+from __future__ import annotations
+
+import re
+import stat
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from crawler.metrics import load_last_success, render_metrics, write_metrics
+
+NOW = 1_745_116_200.5
+EARLIER = 1_745_029_800.0
+
+
+def source(label: str, status: str, size: int | None, retries: int = 0) -> dict[str, Any]:
+    """A source entry as report.json holds it (only some of its keys matter here)."""
+    return {
+        "label": label,
+        "status": status,
+        "bytes": size,
+        "retries": retries,
+        "attempts": retries + 1,
+        "location": f"https://mirror/{label}",
+    }
+
+
+PUBLISHED: dict[str, Any] = {
+    "branch": "develop",
+    "status": "published",
+    "duration_seconds": 12.5,
+    "stats": {"specs": 60021, "packages": 2101, "sources": 4},
+    "changes": {"specs_before": 60012, "specs_after": 60021, "added": 12, "removed": 3},
+    "sources": [
+        source("root", "fetched", 300_000_000, retries=2),
+        source("e4s", "unchanged", 4_000_000),
+        source("ml", "fetched", 1_000, retries=1),
+        source("gone", "missing", None),
+    ],
+}
+PARTIAL: dict[str, Any] = {
+    "branch": "develop-2025-04-20",
+    "status": "partial",
+    "duration_seconds": 0.25,
+    "stats": {"specs": 58, "packages": 30},
+    "changes": {"specs_before": 0, "specs_after": 58, "added": 58, "removed": 0},
+    "sources": [source("root", "unchanged", 59305), source("e4s", "failed", None, retries=2)],
+}
+UNCHANGED: dict[str, Any] = {
+    "branch": "v0.22.0",
+    "status": "unchanged",
+    "duration_seconds": 0.125,
+    "sources": [source("root", "unchanged", 1000)],
+}
+FAILED: dict[str, Any] = {
+    "branch": "v0.23.1",
+    "status": "failed",
+    "duration_seconds": 3.0,
+    "error": "branch v0.23.1 failed: 1 source(s) failed",
+    "sources": [source("root", "failed", None, retries=4), source("e4s", "fetched", 10)],
+}
+
+
+def render(reports: list[dict[str, Any]], last: dict[str, float] | None = None) -> str:
+    return render_metrics(reports, exit_code=5, run_seconds=15.75, now=NOW, last_success=last or {})
+
+
+EXPECTED = """\
+# HELP spack_cache_crawler_last_success_timestamp_seconds Unix time the branch's output was \
+last made or found current.
+# TYPE spack_cache_crawler_last_success_timestamp_seconds gauge
+spack_cache_crawler_last_success_timestamp_seconds{branch="develop"} 1745116200.5
+spack_cache_crawler_last_success_timestamp_seconds{branch="develop-2025-04-20"} 1745116200.5
+spack_cache_crawler_last_success_timestamp_seconds{branch="v0.22.0"} 1745116200.5
+spack_cache_crawler_last_success_timestamp_seconds{branch="v0.23.1"} 1745029800.0
+# HELP spack_cache_crawler_last_run_timestamp_seconds Unix time the last run ended.
+# TYPE spack_cache_crawler_last_run_timestamp_seconds gauge
+spack_cache_crawler_last_run_timestamp_seconds 1745116200.5
+# HELP spack_cache_crawler_run_duration_seconds Duration of the last run in seconds.
+# TYPE spack_cache_crawler_run_duration_seconds gauge
+spack_cache_crawler_run_duration_seconds 15.75
+# HELP spack_cache_crawler_run_exit_code Exit code of the last run of crawler sync.
+# TYPE spack_cache_crawler_run_exit_code gauge
+spack_cache_crawler_run_exit_code 5
+# HELP spack_cache_crawler_branch_duration_seconds Time the branch took in the last run, in \
+seconds.
+# TYPE spack_cache_crawler_branch_duration_seconds gauge
+spack_cache_crawler_branch_duration_seconds{branch="develop"} 12.5
+spack_cache_crawler_branch_duration_seconds{branch="develop-2025-04-20"} 0.25
+spack_cache_crawler_branch_duration_seconds{branch="v0.22.0"} 0.125
+spack_cache_crawler_branch_duration_seconds{branch="v0.23.1"} 3.0
+# HELP spack_cache_crawler_branch_status 1 for the branch's status in the last run, 0 for \
+the other statuses.
+# TYPE spack_cache_crawler_branch_status gauge
+spack_cache_crawler_branch_status{branch="develop",status="published"} 1
+spack_cache_crawler_branch_status{branch="develop",status="partial"} 0
+spack_cache_crawler_branch_status{branch="develop",status="unchanged"} 0
+spack_cache_crawler_branch_status{branch="develop",status="skipped"} 0
+spack_cache_crawler_branch_status{branch="develop",status="refused"} 0
+spack_cache_crawler_branch_status{branch="develop",status="failed"} 0
+spack_cache_crawler_branch_status{branch="develop-2025-04-20",status="published"} 0
+spack_cache_crawler_branch_status{branch="develop-2025-04-20",status="partial"} 1
+spack_cache_crawler_branch_status{branch="develop-2025-04-20",status="unchanged"} 0
+spack_cache_crawler_branch_status{branch="develop-2025-04-20",status="skipped"} 0
+spack_cache_crawler_branch_status{branch="develop-2025-04-20",status="refused"} 0
+spack_cache_crawler_branch_status{branch="develop-2025-04-20",status="failed"} 0
+spack_cache_crawler_branch_status{branch="v0.22.0",status="published"} 0
+spack_cache_crawler_branch_status{branch="v0.22.0",status="partial"} 0
+spack_cache_crawler_branch_status{branch="v0.22.0",status="unchanged"} 1
+spack_cache_crawler_branch_status{branch="v0.22.0",status="skipped"} 0
+spack_cache_crawler_branch_status{branch="v0.22.0",status="refused"} 0
+spack_cache_crawler_branch_status{branch="v0.22.0",status="failed"} 0
+spack_cache_crawler_branch_status{branch="v0.23.1",status="published"} 0
+spack_cache_crawler_branch_status{branch="v0.23.1",status="partial"} 0
+spack_cache_crawler_branch_status{branch="v0.23.1",status="unchanged"} 0
+spack_cache_crawler_branch_status{branch="v0.23.1",status="skipped"} 0
+spack_cache_crawler_branch_status{branch="v0.23.1",status="refused"} 0
+spack_cache_crawler_branch_status{branch="v0.23.1",status="failed"} 1
+# HELP spack_cache_crawler_specs Specs in the branch's index.
+# TYPE spack_cache_crawler_specs gauge
+spack_cache_crawler_specs{branch="develop"} 60021
+spack_cache_crawler_specs{branch="develop-2025-04-20"} 58
+# HELP spack_cache_crawler_packages Packages in the branch's index.
+# TYPE spack_cache_crawler_packages gauge
+spack_cache_crawler_packages{branch="develop"} 2101
+spack_cache_crawler_packages{branch="develop-2025-04-20"} 30
+# HELP spack_cache_crawler_specs_added Specs the branch gained in the last run's publish.
+# TYPE spack_cache_crawler_specs_added gauge
+spack_cache_crawler_specs_added{branch="develop"} 12
+spack_cache_crawler_specs_added{branch="develop-2025-04-20"} 58
+# HELP spack_cache_crawler_specs_removed Specs the branch lost in the last run's publish.
+# TYPE spack_cache_crawler_specs_removed gauge
+spack_cache_crawler_specs_removed{branch="develop"} 3
+spack_cache_crawler_specs_removed{branch="develop-2025-04-20"} 0
+# HELP spack_cache_crawler_sources Sources of the branch by outcome in the last run.
+# TYPE spack_cache_crawler_sources gauge
+spack_cache_crawler_sources{branch="develop",outcome="fetched"} 2
+spack_cache_crawler_sources{branch="develop",outcome="unchanged"} 1
+spack_cache_crawler_sources{branch="develop",outcome="missing"} 1
+spack_cache_crawler_sources{branch="develop",outcome="failed"} 0
+spack_cache_crawler_sources{branch="develop-2025-04-20",outcome="fetched"} 0
+spack_cache_crawler_sources{branch="develop-2025-04-20",outcome="unchanged"} 1
+spack_cache_crawler_sources{branch="develop-2025-04-20",outcome="missing"} 0
+spack_cache_crawler_sources{branch="develop-2025-04-20",outcome="failed"} 1
+spack_cache_crawler_sources{branch="v0.22.0",outcome="fetched"} 0
+spack_cache_crawler_sources{branch="v0.22.0",outcome="unchanged"} 1
+spack_cache_crawler_sources{branch="v0.22.0",outcome="missing"} 0
+spack_cache_crawler_sources{branch="v0.22.0",outcome="failed"} 0
+spack_cache_crawler_sources{branch="v0.23.1",outcome="fetched"} 1
+spack_cache_crawler_sources{branch="v0.23.1",outcome="unchanged"} 0
+spack_cache_crawler_sources{branch="v0.23.1",outcome="missing"} 0
+spack_cache_crawler_sources{branch="v0.23.1",outcome="failed"} 1
+# HELP spack_cache_crawler_downloaded_bytes Bytes of the branch's indexes downloaded in the \
+last run.
+# TYPE spack_cache_crawler_downloaded_bytes gauge
+spack_cache_crawler_downloaded_bytes{branch="develop"} 300001000
+spack_cache_crawler_downloaded_bytes{branch="develop-2025-04-20"} 0
+spack_cache_crawler_downloaded_bytes{branch="v0.22.0"} 0
+spack_cache_crawler_downloaded_bytes{branch="v0.23.1"} 10
+# HELP spack_cache_crawler_retries Requests retried for the branch in the last run.
+# TYPE spack_cache_crawler_retries gauge
+spack_cache_crawler_retries{branch="develop"} 3
+spack_cache_crawler_retries{branch="develop-2025-04-20"} 2
+spack_cache_crawler_retries{branch="v0.22.0"} 0
+spack_cache_crawler_retries{branch="v0.23.1"} 4
+# EOF
+"""
+
+
+def test_render_exact_text() -> None:
+    reports = [FAILED, PUBLISHED, PARTIAL, UNCHANGED]
+    text = render(reports, {"v0.23.1": EARLIER, "develop": EARLIER})
+    assert text == EXPECTED
+
+
+def test_structure_line_by_line() -> None:
+    text = render([PUBLISHED, PARTIAL, UNCHANGED, FAILED])
+    assert text.endswith("\n# EOF\n")
+    lines = text.splitlines()
+    assert lines[-1] == "# EOF"
+    assert "" not in lines  # OpenMetrics allows no blank lines
+    declared: list[str] = []
+    current: str | None = None
+    for i, line in enumerate(lines[:-1]):
+        if line.startswith("# HELP "):
+            name = line.split(" ")[2]
+            assert name.startswith("spack_cache_crawler_")
+            assert name not in declared, f"family {name} declared twice"
+            assert lines[i + 1] == f"# TYPE {name} gauge"
+            declared.append(name)
+            current = None
+        elif line.startswith("# TYPE "):
+            current = line.split(" ")[2]
+            assert current == declared[-1]
+        else:
+            assert current is not None, f"sample before its HELP/TYPE: {line}"
+            match = re.fullmatch(r"([a-z_]+)(\{[^}]*\})? (\S+)", line)
+            assert match is not None, line
+            assert match.group(1) == current, "samples of a family must follow its TYPE"
+            float(match.group(3))
+    assert len(declared) == 13
+
+
+def test_failed_branch_has_no_specs_and_keeps_previous_success() -> None:
+    text = render([FAILED], {"v0.23.1": EARLIER})
+    assert 'spack_cache_crawler_last_success_timestamp_seconds{branch="v0.23.1"} 1745029800.0' in (
+        text
+    )
+    assert "spack_cache_crawler_specs{" not in text
+    assert "spack_cache_crawler_specs_added{" not in text
+    assert "# TYPE spack_cache_crawler_specs gauge" in text  # the family is still declared
+    assert 'spack_cache_crawler_branch_status{branch="v0.23.1",status="failed"} 1' in text
+
+
+def test_never_succeeded_branch_has_no_success_sample() -> None:
+    text = render([FAILED, dict(FAILED, branch="v2", status="refused")])
+    assert "spack_cache_crawler_last_success_timestamp_seconds{" not in text
+    assert 'spack_cache_crawler_branch_status{branch="v2",status="refused"} 1' in text
+
+
+@pytest.mark.parametrize("status", ["published", "partial", "unchanged", "skipped"])
+def test_current_output_counts_as_success(status: str) -> None:
+    text = render([dict(UNCHANGED, status=status)], {"v0.22.0": EARLIER})
+    line = f'spack_cache_crawler_last_success_timestamp_seconds{{branch="v0.22.0"}} {NOW!r}\n'
+    assert line in text
+
+
+def test_label_values_are_escaped() -> None:
+    nasty = 'we"ird\\name\nline'
+    report = dict(UNCHANGED, branch=nasty)
+    text = render([report], {"a\\b": 1.0})
+    assert 'branch="we\\"ird\\\\name\\nline"' in text
+    assert 'spack_cache_crawler_last_success_timestamp_seconds{branch="a\\\\b"} 1.0' in text
+    assert "\nline" not in text  # the newline never reaches the file unescaped
+
+
+def test_load_last_success_round_trip(tmp_path: Path) -> None:
+    path = tmp_path / "textfile" / "spack_cache_crawler.prom"
+    nasty = 'we"ird\\name\nline'
+    last = {"v0.23.1": EARLIER, "a\\b": 1.0, nasty: 2.5}
+    write_metrics(path, render([PUBLISHED, FAILED], last))
+    assert load_last_success(path) == {**last, "develop": NOW}
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644
+    assert [p.name for p in path.parent.iterdir()] == ["spack_cache_crawler.prom"]
+
+
+def test_a_failed_run_keeps_the_previous_success_across_runs(tmp_path: Path) -> None:
+    path = tmp_path / "crawler.prom"
+    write_metrics(path, render([PUBLISHED]))
+    first = load_last_success(path)
+    assert first == {"develop": NOW}
+    failed = dict(FAILED, branch="develop")
+    later = render_metrics(
+        [failed], exit_code=4, run_seconds=1.0, now=NOW + 86400, last_success=first
+    )
+    write_metrics(path, later)
+    assert load_last_success(path) == {"develop": NOW}
+    assert "spack_cache_crawler_last_run_timestamp_seconds 1745202600.5" in later
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"",
+        b"\x00\xff\xfe\x80 not text at all",
+        b'spack_cache_crawler_last_success_timestamp_seconds{branch="x"} soon\n',
+        b'spack_cache_crawler_last_success_timestamp_seconds{branch="x"} NaN\n',
+        b'spack_cache_crawler_last_success_timestamp_seconds{branch="x} 1\n',
+        b'spack_cache_crawler_last_success_timestamp_seconds{status="x"} 1\n',
+        b'other_last_success_timestamp_seconds{branch="x"} 1\n',
+    ],
+)
+def test_load_last_success_ignores_garbage(tmp_path: Path, content: bytes) -> None:
+    path = tmp_path / "bad.prom"
+    path.write_bytes(content)
+    assert load_last_success(path) == {}
+
+
+def test_load_last_success_of_missing_file(tmp_path: Path) -> None:
+    assert load_last_success(tmp_path / "nope.prom") == {}
+    assert load_last_success(tmp_path) == {}  # a folder: unreadable as a file
+
+
+def test_load_keeps_good_lines_among_bad_ones(tmp_path: Path) -> None:
+    path = tmp_path / "mixed.prom"
+    path.write_text(
+        "garbage\n"
+        'spack_cache_crawler_last_success_timestamp_seconds{branch="develop"} 17.5\n'
+        'spack_cache_crawler_last_success_timestamp_seconds{branch="x"} nope\n'
+        'spack_cache_crawler_last_success_timestamp_seconds{branch="v1"} 1e9 123\n'
+    )
+    assert load_last_success(path) == {"develop": 17.5, "v1": 1e9}
+
+
+def test_empty_run_still_renders_a_valid_file() -> None:
+    text = render_metrics([], exit_code=3, run_seconds=0.5, now=NOW, last_success={})
+    assert "spack_cache_crawler_run_exit_code 3\n" in text
+    assert text.endswith("# EOF\n")
+
+
+def test_parsed_by_prometheus_client() -> None:
+    openmetrics = pytest.importorskip("prometheus_client.openmetrics.parser")
+    classic = pytest.importorskip("prometheus_client.parser")
+    nasty = 'we"ird\\name\nline'
+    reports = [PUBLISHED, PARTIAL, UNCHANGED, FAILED, dict(PARTIAL, branch=nasty)]
+    text = render(reports, {"old": 1.0})
+    for parser in (openmetrics, classic):  # OpenMetrics, and node_exporter's text format
+        families = {f.name: f for f in parser.text_string_to_metric_families(text)}
+        assert all(f.type == "gauge" for f in families.values())
+        specs = {s.labels["branch"]: s.value for s in families["spack_cache_crawler_specs"].samples}
+        assert specs == {"develop": 60021, "develop-2025-04-20": 58, nasty: 58}
+        status = families["spack_cache_crawler_branch_status"].samples
+        assert {(s.labels["branch"], s.labels["status"]) for s in status if s.value == 1} == {
+            ("develop", "published"),
+            ("develop-2025-04-20", "partial"),
+            ("v0.22.0", "unchanged"),
+            ("v0.23.1", "failed"),
+            (nasty, "partial"),
+        }
+        last = families["spack_cache_crawler_last_success_timestamp_seconds"].samples
+        assert {s.labels["branch"]: s.value for s in last} == {
+            "develop": NOW,
+            "develop-2025-04-20": NOW,
+            "v0.22.0": NOW,
+            "old": 1.0,
+            nasty: NOW,
+        }
+        assert families["spack_cache_crawler_run_exit_code"].samples[0].value == 5

@@ -1,0 +1,370 @@
+"""Verifying a published branch: a real sync verifies clean, each corruption is named."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from crawler.cli import main_async
+from crawler.lock import RunLock
+from crawler.verify import MAX_SCHEMA_ERRORS, verify_branch
+from crawler.write import encode_json
+
+from .conftest import SAMPLE_MIRROR, fast_config
+
+Index = dict[str, Any]
+
+
+@pytest.fixture(scope="module")
+def published(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``develop`` of the sample mirror, synced once for the module by the real command line."""
+    root = tmp_path_factory.mktemp("sync")
+    config = root / "crawler.yaml"
+    config.write_text(yaml.safe_dump(fast_config(str(SAMPLE_MIRROR), root / "out")))
+    argv = ["sync", "--branch", "develop", "--config", str(config), "-q"]
+    assert asyncio.run(main_async(argv)) == 0
+    return root / "out" / "develop"
+
+
+@pytest.fixture
+def branch(published: Path, tmp_path: Path) -> Path:
+    """A private copy of the published branch, to corrupt."""
+    copy = tmp_path / "develop"
+    shutil.copytree(published, copy)
+    return copy
+
+
+def edit(branch: Path, change: Callable[[Index], object]) -> Index:
+    """Rewrite index.json after ``change`` (as the crawler would encode it)."""
+    path = branch / "index.json"
+    index: Index = json.loads(path.read_bytes())
+    change(index)
+    path.write_bytes(encode_json(index))
+    return index
+
+
+def drop_pages(branch: Path) -> None:
+    shutil.rmtree(branch / "pages")
+
+
+def test_published_branch_is_clean(published: Path) -> None:
+    assert (published / "pages").is_dir()
+    assert (published / "report.json").is_file()
+    assert (published / "changes.json").is_file()
+    assert verify_branch(published) == []
+
+
+def test_the_sync_released_its_lock(published: Path) -> None:
+    """The run's lock is free afterwards, though its decode workers' forkserver still lives."""
+    output = published.parent
+    assert (output / ".crawler" / "lock").read_bytes() == b""
+    with RunLock(output, wait=0) as lock:
+        assert lock.broken is None
+
+
+def test_clean_without_pages_and_report(branch: Path) -> None:
+    drop_pages(branch)
+    (branch / "report.json").unlink()
+    (branch / "changes.json").unlink()
+    assert verify_branch(branch) == []
+
+
+def test_missing_index(branch: Path) -> None:
+    (branch / "index.json").unlink()
+    assert verify_branch(branch) == [f"index.json: missing in {branch}"]
+
+
+def test_truncated_index(branch: Path) -> None:
+    path = branch / "index.json"
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    problems = verify_branch(branch)
+    assert len(problems) == 1
+    assert problems[0].startswith("index.json: not readable JSON: ")
+
+
+def test_wrong_num_specs(branch: Path) -> None:
+    def change(index: Index) -> None:
+        index["packages"]["adios2"]["meta"]["num_specs"] = 3
+
+    edit(branch, change)
+    problems = verify_branch(branch)
+    assert (
+        problems[0]
+        == "index.json: package adios2: meta.num_specs is 3 but spec_details has 2 entries"
+    )
+    assert len(problems) == 2
+    assert problems[1].startswith(
+        "pages/adios2/specs.md: differs from package adios2 in index.json (first difference at byte"
+    )
+
+
+def test_duplicate_hash_across_packages(branch: Path) -> None:
+    def change(index: Index) -> None:
+        index["packages"]["ascent"]["spec_details"][0]["hash"] = index["packages"]["adios2"][
+            "spec_details"
+        ][0]["hash"]
+
+    index = edit(branch, change)
+    drop_pages(branch)
+    dup = index["packages"]["adios2"]["spec_details"][0]["hash"]
+    assert verify_branch(branch) == [
+        f"index.json: hash {dup} is the spec of 2 entries (packages adios2, ascent)"
+    ]
+
+
+def test_duplicate_hash_within_a_package(branch: Path) -> None:
+    def change(index: Index) -> None:
+        specs = index["packages"]["adios2"]["spec_details"]
+        specs[1] = dict(specs[1], hash=specs[0]["hash"])
+
+    index = edit(branch, change)
+    drop_pages(branch)
+    dup = index["packages"]["adios2"]["spec_details"][0]["hash"]
+    assert f"index.json: hash {dup} is the spec of 2 entries (packages adios2, adios2)" in (
+        verify_branch(branch)
+    )
+
+
+@pytest.mark.parametrize(
+    ("label", "why"),
+    [("nonexistent", "unknown label"), ("ml-darwin-aarch64-mps", "a missing source")],
+)
+def test_stack_that_is_not_a_read_source(branch: Path, label: str, why: str) -> None:
+    def change(index: Index) -> None:
+        package = index["packages"]["zlib-ng"]
+        spec = package["spec_details"][0]
+        spec["stacks"] = sorted([*spec["stacks"], label])
+        meta = package["meta"]
+        meta["stacks"] = sorted([*meta["stacks"], label])
+        meta["num_specs_by_stack"] = dict(sorted({**meta["num_specs_by_stack"], label: 1}.items()))
+
+    edit(branch, change)
+    drop_pages(branch)
+    assert verify_branch(branch) == [
+        f"index.json: package zlib-ng: stack {label!r} (1 spec(s)) is not a source read for "
+        "this branch"
+    ], why
+
+
+def test_wrong_branch(branch: Path) -> None:
+    def change(index: Index) -> None:
+        index["branch"] = "main"
+
+    edit(branch, change)
+    drop_pages(branch)
+    assert verify_branch(branch) == ["index.json: branch is 'main' but the folder is 'develop'"]
+
+
+def test_wrong_branch_also_breaks_pages(branch: Path) -> None:
+    def change(index: Index) -> None:
+        index["branch"] = "main"
+
+    index = edit(branch, change)
+    problems = verify_branch(branch)
+    assert problems[0] == "index.json: branch is 'main' but the folder is 'develop'"
+    assert len(problems) == 1 + len(index["packages"])  # pages say develop, not main
+    assert all(p.startswith("pages/") and " differs from package " in p for p in problems[1:])
+
+
+def test_schema_extra_key(branch: Path) -> None:
+    edit(branch, lambda index: index.update(extra=1))
+    assert verify_branch(branch) == [
+        "index.json: schema: $: Additional properties are not allowed ('extra' was unexpected)"
+    ]
+
+
+def test_schema_can_be_skipped(branch: Path) -> None:
+    def change(index: Index) -> None:
+        index["extra"] = 1
+        index["packages"]["adios2"]["meta"]["num_specs"] = 3
+
+    edit(branch, change)
+    drop_pages(branch)
+    assert verify_branch(branch, schema=False) == [
+        "index.json: package adios2: meta.num_specs is 3 but spec_details has 2 entries"
+    ]
+    assert len(verify_branch(branch)) == 2
+
+
+def test_schema_bad_value_deep(branch: Path) -> None:
+    def change(index: Index) -> None:
+        index["packages"]["adios2"]["spec_details"][0]["size"] = "12 MB"
+
+    edit(branch, change)
+    drop_pages(branch)
+    assert verify_branch(branch) == [
+        "index.json: schema: $.packages.adios2.spec_details[0].size: '-' was expected"
+    ]
+
+
+def test_shape_too_broken_for_consistency_checks(branch: Path) -> None:
+    def change(index: Index) -> None:
+        index["packages"] = ["adios2"]
+
+    edit(branch, change)
+    problems = verify_branch(branch)
+    assert problems[0] == "index.json: schema: $.packages: ['adios2'] is not of type 'object'"
+    assert problems[1] == (
+        "index.json: consistency checks skipped: Expected `object`, got `array` - at `$.packages`"
+    )
+    # No package is listed any more, so every page is one too many.
+    assert problems[2:] and all(
+        p.endswith(": not a page of any package in index.json") for p in problems[2:]
+    )
+
+
+def test_schema_errors_are_capped(branch: Path) -> None:
+    def change(index: Index) -> None:
+        for package in index["packages"].values():
+            package["junk"] = True
+
+    edit(branch, change)
+    drop_pages(branch)
+    problems = verify_branch(branch)
+    assert len(problems) == MAX_SCHEMA_ERRORS + 1
+    assert problems[-1] == "index.json: schema: ... and 10 more"
+
+
+def test_num_specs_by_stack_and_meta_lists(branch: Path) -> None:
+    def change(index: Index) -> None:
+        meta = index["packages"]["adios2"]["meta"]
+        meta["num_specs_by_stack"]["e4s"] = 2
+        meta["targets"] = ["m1"]  # lacks neoverse_v1
+        meta["oss"] = ["sequoia", "ubuntu24.04", "windows"]  # one no spec has
+        meta["versions"] = ["7.19.4", "1.10.2"]  # not sorted
+
+    edit(branch, change)
+    drop_pages(branch)
+    where = "index.json: package adios2"
+    assert verify_branch(branch) == [
+        f"{where}: meta.num_specs_by_stack['e4s'] is 2 but 1 spec(s) list that stack",
+        f"{where}: meta.oss has windows that no spec has",
+        f"{where}: meta.targets lacks neoverse_v1",
+        f"{where}: meta.versions is not sorted or has duplicates",
+    ]
+
+
+def test_unsorted_specs_and_stats(branch: Path) -> None:
+    def change(index: Index) -> None:
+        index["packages"]["adios2"]["spec_details"].reverse()
+        index["stats"]["specs"] += 1
+        index["stats"]["packages"] = 7
+
+    index = edit(branch, change)
+    drop_pages(branch)
+    specs = sum(len(p["spec_details"]) for p in index["packages"].values())
+    assert verify_branch(branch) == [
+        f"index.json: stats.packages is 7 but the index has {len(index['packages'])}",
+        f"index.json: stats.specs is {specs + 1} but the index has {specs}",
+        "index.json: package adios2: spec_details are not sorted by hash",
+    ]
+
+
+def test_spec_without_root(branch: Path) -> None:
+    def change(index: Index) -> None:
+        package = index["packages"]["zlib-ng"]
+        package["spec_details"][0]["stacks"].remove("root")
+        del package["meta"]["num_specs_by_stack"]["root"]
+        package["meta"]["stacks"].remove("root")
+
+    index = edit(branch, change)
+    drop_pages(branch)
+    spec = index["packages"]["zlib-ng"]["spec_details"][0]
+    stacks = spec["stacks"]
+    at = "index.json: schema: $.packages['zlib-ng']"
+    assert verify_branch(branch) == [
+        f"{at}.meta.num_specs_by_stack: 'root' is a required property",
+        f"{at}.meta.stacks: {stacks} does not contain items matching the given schema",
+        f"{at}.spec_details[0].stacks: {stacks} does not contain items matching the given schema",
+        f"index.json: package zlib-ng: spec {spec['hash']}: stacks lack root",
+    ]
+
+
+def test_deleted_page(branch: Path) -> None:
+    (branch / "pages" / "zlib-ng" / "specs.md").unlink()
+    assert verify_branch(branch) == ["pages/zlib-ng/specs.md: missing"]
+
+
+def test_altered_page(branch: Path) -> None:
+    page = branch / "pages" / "zlib-ng" / "specs.md"
+    data = page.read_bytes()
+    page.write_bytes(data + b"\n")  # the site's pages end without a newline
+    assert verify_branch(branch) == [
+        "pages/zlib-ng/specs.md: differs from package zlib-ng in index.json "
+        f"(first difference at byte {len(data)})"
+    ]
+    page.write_bytes(
+        data.replace(b"categories: [package, develop]", b"categories: [package, main]")
+    )
+    problems = verify_branch(branch)
+    assert len(problems) == 1 and problems[0].startswith("pages/zlib-ng/specs.md: differs")
+
+
+def test_unreadable_page(branch: Path) -> None:
+    page = branch / "pages" / "zlib-ng" / "specs.md"
+    page.unlink()
+    page.symlink_to(branch / "nowhere")
+    assert verify_branch(branch) == [
+        "pages/zlib-ng/specs.md: unreadable: No such file or directory"
+    ]
+
+
+def test_extra_pages(branch: Path) -> None:
+    extra = branch / "pages" / "not-a-package" / "specs.md"
+    extra.parent.mkdir()
+    extra.write_text("---\n---")
+    (branch / "pages" / "zlib-ng" / "notes.txt").write_text("hello")
+    assert verify_branch(branch) == [
+        "pages/not-a-package/specs.md: not a page of any package in index.json",
+        "pages/zlib-ng/notes.txt: not a page of any package in index.json",
+    ]
+
+
+def test_bad_report(branch: Path) -> None:
+    report = branch / "report.json"
+    report.write_text('{"branch": "develop", "status": ')
+    problems = verify_branch(branch)
+    assert len(problems) == 1 and problems[0].startswith("report.json: not readable JSON: ")
+    report.write_text("[]")
+    assert verify_branch(branch) == ["report.json: not a JSON object"]
+    report.write_text('{"branch": "main"}')
+    assert verify_branch(branch) == ["report.json: branch is 'main' but the folder is 'develop'"]
+
+
+def test_bad_changes(branch: Path) -> None:
+    changes = branch / "changes.json"
+    changes.write_bytes(b"\x00")
+    problems = verify_branch(branch)
+    assert len(problems) == 1 and problems[0].startswith("changes.json: not readable JSON: ")
+    changes.write_text("[]")
+    assert verify_branch(branch) == ["changes.json: not a JSON object"]
+    changes.write_text('{"branch": "main"}')
+    assert verify_branch(branch) == ["changes.json: branch is 'main' but the folder is 'develop'"]
+
+
+def test_source_and_stats_counts(branch: Path) -> None:
+    def change(index: Index) -> None:
+        index["sources"].append(dict(index["sources"][1]))
+        index["sources"][0]["in_buildcache"] += 1
+        index["stats"]["sources_missing"] += 1
+
+    index = edit(branch, change)
+    label = index["sources"][1]["label"]
+    n = len(index["sources"])
+    missing = sum(s["status"] == "missing" for s in index["sources"])
+    drop_pages(branch)
+    assert verify_branch(branch) == [
+        f"index.json: source {label!r} is listed 2 times",
+        f"index.json: stats.sources is {n - 1} but the index has {n}",
+        f"index.json: stats.sources_missing is {missing + 1} but the index has {missing}",
+        f"index.json: source root: in_buildcache is {index['stats']['specs'] + 1} but the "
+        f"index has {index['stats']['specs']} specs",
+    ]
