@@ -202,12 +202,10 @@ def _write_metrics(config: Config, result: RunResult | None, code: int, seconds:
         return
     path = Path(config.metrics)
     reports = [b.report for b in result.branches] if result else []
-    last = load_last_success(path)
-    now = time.time()
-    for b in result.branches if result else []:
-        if b.ok:
-            last[b.branch] = now
-    text = render_metrics(reports, exit_code=code, run_seconds=seconds, now=now, last_success=last)
+    last = load_last_success(path)  # render_metrics updates it for the branches that are current
+    text = render_metrics(
+        reports, exit_code=code, run_seconds=seconds, now=time.time(), last_success=last
+    )
     try:
         write_metrics(path, text)
     except CrawlerError as err:

@@ -136,6 +136,9 @@ def _config_error(origin: str, err: msgspec.ValidationError) -> ConfigError:
     return ConfigError(origin, message.replace("`", "'"), key=path or None)
 
 
+_SECTIONS = ("timeouts", "retry", "publish", "rewrites")
+
+
 def _check_keys(origin: str, data: object, path: str) -> None:
     """YAML allows keys that are not strings (``1: 2``); name them as unknown keys."""
     if isinstance(data, dict):
@@ -174,6 +177,8 @@ def build_config(data: object, origin: str = "<defaults>", base: Path | None = N
     if "origin" in data:
         raise ConfigError(origin, "unknown key", key="origin")
     _check_keys(origin, data, "")
+    # A section whose keys are all commented out reads as null: it means "the defaults".
+    data = {k: v for k, v in data.items() if not (v is None and k in _SECTIONS)}
     try:
         config = msgspec.convert({**data, "origin": origin}, Config)
     except msgspec.ValidationError as err:

@@ -12,7 +12,11 @@
     ├── IndexFormatError        a discovery document, manifest or index not shaped as FORMAT.md says
     │   └── UnsupportedVersionError   an index whose Database version is not 6, 7 or 8
     ├── BranchError             one branch could not be synced (branch, reason); others go on
-    └── OutputError             the output directory cannot be written (path, reason)
+    ├── OutputError             the output directory cannot be written (path, reason)
+    ├── LockBusyError           another run holds the output's lock (crawler.lock: path, holder)
+    └── ChangesInputError       changes asked of something that is not an index (crawler.changes)
+
+The last two live next to the code that raises them, because they carry that module's types.
 
 Each carries the fields a user needs to act on it and renders them in ``str()``; ``args`` are
 the constructor's arguments, so errors raised in a worker process survive pickling. The command

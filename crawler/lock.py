@@ -41,8 +41,9 @@ are per open file description: a second :class:`RunLock` on the same folder in t
 is refused too. The descriptor is close-on-exec, so programs the run starts do not inherit the
 lock; a child made by a bare ``fork`` (multiprocessing's ``fork`` start method) shares it and
 keeps the folder locked until it exits as well (the decode workers are made by a
-``forkserver``, which is started by exec, so they never hold it). The lock works on local filesystems; on NFS, Linux emulates ``flock`` with
-byte-range locks, which works when the server supports locking.
+``forkserver``, which is started by exec, so they never hold it). The lock works on local
+filesystems; on NFS, Linux emulates ``flock`` with byte-range locks, which works when the
+server supports locking.
 """
 
 from __future__ import annotations

@@ -57,6 +57,7 @@ class BranchState(msgspec.Struct, frozen=True, gc=False):
     index_sha256: str
     formats: list[str]
     sources: list[SourceState]
+    stats: dict[str, int] = {}
 
     def source(self, label: str, url: str) -> SourceState | None:
         """The previous state of a source, if it had the same URL."""

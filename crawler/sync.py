@@ -227,10 +227,12 @@ class Syncer:
             if branch in discovery.problems:
                 raise BranchError(branch, discovery.problems[branch])
             published = self.output / branch / "index.json"
+            previous = self.store.branch(branch)
+            if previous is not None:
+                report["stats"] = previous.stats  # replaced below if the branch is rebuilt
             if not self.force and self.config.is_immutable(branch) and published.is_file():
                 return self._done(branch, "skipped", report, clock, "immutable and published")
             sources = discovery.refs[branch]
-            previous = self.store.branch(branch)
             self.reporter.branch_started(branch, len(sources))
             outcomes = list(
                 await asyncio.gather(
@@ -264,7 +266,9 @@ class Syncer:
             status: BranchStatus = "partial" if failed else "published"
             report.update(status=status, error=None, changes=changes["totals"])
             digest = self._publish(branch, index, packages, changes, report, clock)
-            state = BranchState(__version__, inputs, digest, formats, [o.state() for o in outcomes])
+            state = BranchState(
+                __version__, inputs, digest, formats, [o.state() for o in outcomes], stats
+            )
             self.store.save_branch(branch, state)
         except _Refused as err:
             return self._done(branch, "refused", report, clock, str(err), outcomes)
@@ -288,6 +292,8 @@ class Syncer:
         """Finish a branch that publishes nothing: record why, tell the user."""
         report.setdefault("sources", [o.report_entry() for o in outcomes])
         failing = status in ("failed", "refused")
+        if failing:
+            report.pop("stats", None)  # only the stats of what is published are meaningful
         report.update(status=status, error=message if failing else None)
         self._finish(report, clock)
         self._save_report(branch, report)

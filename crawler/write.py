@@ -66,7 +66,7 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def atomic_write(path: Path, data: bytes, *, durable: bool = True) -> None:
+def atomic_write(path: Path, data: bytes, *, durable: bool = True, mode: int = 0o644) -> None:
     """Replace ``path`` with ``data`` so that readers see the old or the new file, whole.
 
     ``durable=False`` skips the fsyncs, for caches whose loss or truncation is detected and
@@ -76,6 +76,7 @@ def atomic_write(path: Path, data: bytes, *, durable: bool = True) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         try:
+            os.fchmod(fd, mode)  # mkstemp makes 0600 files; readers such as node_exporter need more
             with os.fdopen(fd, "wb") as out:
                 out.write(data)
                 if durable:
@@ -131,12 +132,18 @@ def _pid_alive(pid: int) -> bool:
 
 
 def recover(output: Path) -> list[str]:
-    """Clean up after runs that died: restore a branch left renamed aside, drop staging folders.
+    """Clean up after runs that died: restore a branch left renamed aside, drop staging folders
+    and partial downloads.
 
     Only folders whose owning process is gone are touched. Returns what was done, for the log.
     """
-    staging = state_dir(output) / "staging"
     done: list[str] = []
+    tmp = state_dir(output) / "tmp"
+    for entry in sorted(tmp.iterdir()) if tmp.is_dir() else []:
+        if entry.name.isdigit() and not _pid_alive(int(entry.name)):
+            shutil.rmtree(entry, ignore_errors=True)
+            done.append(f"removed downloads left by process {entry.name}")
+    staging = state_dir(output) / "staging"
     if not staging.is_dir():
         return done
     for entry in sorted(staging.iterdir()):
