@@ -69,6 +69,8 @@ TARGET_COLD_OVER_FLOOR = 2.0
 TARGET_BASELINE_OVER_COLD = 20.0
 TARGET_PEAK_RSS = 350 * MB
 TARGET_WARM_SECONDS = 0.5
+# crawler exit codes: 0 published; 6 nothing changed (the expected answer of a warm run).
+EXIT_PUBLISHED, EXIT_UNCHANGED = 0, 6
 
 
 @dataclass
@@ -162,6 +164,23 @@ def _busy_seconds() -> float:
     """CPU seconds the whole machine has spent busy (all CPUs, not idle or waiting on I/O)."""
     times = psutil.cpu_times()
     return float(sum(times) - times.idle - getattr(times, "iowait", 0.0))
+
+
+def _tree_cpu_seconds(pid: int) -> float:
+    """CPU seconds of a live process tree, including the children each process has reaped."""
+    try:
+        root = psutil.Process(pid)
+        processes = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return 0.0
+    total = 0.0
+    for process in processes:
+        try:
+            t = process.cpu_times()
+        except psutil.Error:
+            continue
+        total += float(t.user + t.system + t.children_user + t.children_system)
+    return total
 
 
 def _own_cpu_seconds(extra: Sequence[int]) -> float:
@@ -360,10 +379,6 @@ def _status(ok: bool | None) -> str:
     return "SKIP" if ok is None else "PASS" if ok else "FAIL"
 
 
-# crawler exit codes: 0 published; 6 nothing changed (the expected answer of a warm run).
-EXIT_PUBLISHED, EXIT_UNCHANGED = 0, 6
-
-
 def _check_ok(figures: ProcessFigures, what: str, ok: Sequence[int] = (0,)) -> None:
     if figures.returncode not in ok:
         tail = Path(figures.log).read_text(errors="replace")[-3000:]
@@ -430,6 +445,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         colds: list[ProcessFigures] = []
         warms: list[ProcessFigures] = []
         identical = True
+        warm_failures = 0
         report: dict[str, Any] = {}
         for attempt in range(args.repeat):
             output = work / f"output-{attempt}"
@@ -440,8 +456,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             cold_index = (output / branch / "index.json").read_bytes()
             report = crawler_report(output, branch)
             warm = run_measured(sync, cwd=REPO, log=work / f"warm-{attempt}.log", ours=ours)
-            _check_ok(warm, "crawler sync (warm)", (EXIT_PUBLISHED, EXIT_UNCHANGED))
-            identical &= (output / branch / "index.json").read_bytes() == cold_index
+            if warm.returncode in (EXIT_PUBLISHED, EXIT_UNCHANGED):
+                identical &= (output / branch / "index.json").read_bytes() == cold_index
+            else:  # reported as a failed target; the other figures are still worth having
+                warm_failures += 1
+                tail = Path(warm.log).read_text(errors="replace").splitlines()[-8:]
+                print(f"  warm run exited with {warm.returncode}:", *tail, sep="\n    ")
             colds.append(cold)
             warms.append(warm)
             print(
@@ -452,7 +472,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         served = [f"{url}/{f.path}" for f in files]
         local = [(generated.root / f.path, f.label == "root") for f in files]
+        # This script, its floor workers (reaped by its forkserver) and the server.
+        busy, own = _busy_seconds(), _tree_cpu_seconds(os.getpid())
         floors = [measure_floor(served, local, args.decode_workers) for _ in range(args.repeat)]
+        time.sleep(0.3)  # lets the forkserver reap its workers, whose CPU time it then holds
+        floor_other = (_busy_seconds() - busy) - (_tree_cpu_seconds(os.getpid()) - own)
 
         baseline: ProcessFigures | None = None
         if not args.skip_baseline:
@@ -461,9 +485,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             baseline = run_measured(baseline_argv, cwd=REPO, log=work / "baseline.log", ours=ours)
             _check_ok(baseline, "bench/baseline.py")
 
+    identical = identical and not warm_failures
     figures = _summarize(
         machine, generated, branch, shape, args, startup, colds, warms, identical, floors, baseline
     )
+    figures["floor"]["other_cpu_seconds"] = max(0.0, floor_other)
     figures["crawler_report"] = report
     _print(figures)
     if args.json:
@@ -507,7 +533,8 @@ def _summarize(
         if baseline_over_cold is None
         else baseline_over_cold >= TARGET_BASELINE_OVER_COLD,
         "peak RSS <= 350 MB": peak_tree <= TARGET_PEAK_RSS,
-        "warm <= 0.5 s": warm_s <= TARGET_WARM_SECONDS,
+        "warm <= 0.5 s": warm_s <= TARGET_WARM_SECONDS
+        and all(w.returncode in (EXIT_PUBLISHED, EXIT_UNCHANGED) for w in warms),
         "warm index.json identical": identical,
     }
     files = [f for f in generated.files if f.ref == branch]
@@ -562,7 +589,10 @@ def _print(figures: dict[str, Any]) -> None:
         f"           decode   {floor['decode_seconds']:7.2f}s  "
         f"({runs[0]['decode_workers']} processes, minimal structs)"
     )
-    print(f"           floor    {floor['seconds']:7.2f}s  (download + decode)")
+    print(
+        f"           floor    {floor['seconds']:7.2f}s  (download + decode; other work on the "
+        f"machine during the floor phase: {floor['other_cpu_seconds']:.2f} CPU-s)"
+    )
     startup = figures["crawler_startup"]
     print(f"crawler    startup  {startup['seconds']:7.2f}s  (crawler --version)")
     for name in ("cold", "warm"):
@@ -570,7 +600,10 @@ def _print(figures: dict[str, Any]) -> None:
         run = max(block["runs"], key=lambda r: r["peak_tree_rss"])
         extra = ""
         if name == "warm":
-            extra = "; index.json " + ("identical" if block["identical"] else "DIFFERS")
+            codes = sorted({r["returncode"] for r in block["runs"]})
+            extra = f"; exit {codes}; index.json " + (
+                "identical" if block["identical"] else "DIFFERS (or warm failed)"
+            )
         _print_process(f"{name:<10}", block["seconds"], run, extra)
     report = figures.get("crawler_report") or {}
     if report:

@@ -80,15 +80,12 @@ def hash_stacks(summaries: Mapping[str, SourceSummary]) -> dict[str, tuple[str, 
 
 def find_conflicts(root: SourceSummary, stacks: Mapping[str, SourceSummary]) -> list[Conflict]:
     """Every field on which a stack's record differs from the root's record of the same hash."""
-    ours = {row.hash: row for row in root.specs}
+    ours = {row.hash: row.identity() for row in root.specs}
     conflicts = []
     for label, summary in sorted(stacks.items()):
         for key, theirs in zip(summary.hashes, summary.identities, strict=True):
-            row = ours.get(key)
-            if row is None:
-                continue
-            mine = row.identity()
-            if mine == theirs:
+            mine = ours.get(key)
+            if mine is None or mine == theirs:
                 continue
             for field, a, b in zip(
                 IDENTITY_FIELDS, mine.split("\x1f"), theirs.split("\x1f"), strict=True

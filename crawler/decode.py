@@ -49,19 +49,17 @@ class CompilerField(msgspec.Struct, gc=False):
 
 
 class DepParameters(msgspec.Struct, gc=False):
-    """DB 7/8 edge attributes."""
+    """DB 7/8 edge attributes: only ``virtuals`` matters (it marks the compiler edge)."""
 
-    deptypes: list[str] = []
     virtuals: list[str] = []
 
 
 class Dependency(msgspec.Struct, gc=False):
-    """One edge of ``spec.dependencies`` (DB 6 has ``type`` instead of ``parameters``)."""
+    """One edge of ``spec.dependencies`` (DB 6 has ``type`` instead of ``parameters``: ignored)."""
 
     name: str
     hash: str
     parameters: DepParameters | None = None
-    type: list[str] | None = None
 
 
 class Annotations(msgspec.Struct, gc=False):
@@ -78,7 +76,9 @@ class Node(msgspec.Struct, gc=False):
     arch: Arch
     hash: str
     compiler: CompilerField | None = None
-    parameters: dict[str, ParamValue] = {}
+    #: Kept raw: nodes of one package often share the same parameters, whose rendering is
+    #: then memoised on these bytes (decoded with :data:`PARAMETERS_DECODER` on a miss).
+    parameters: msgspec.Raw = msgspec.Raw(b"{}")
     dependencies: list[Dependency] = []
     annotations: Annotations | None = None
 
@@ -90,20 +90,13 @@ class Record(msgspec.Struct, gc=False):
     in_buildcache: bool = False
 
 
-class StackEdge(msgspec.Struct, gc=False):
-    """A stack record's edge: only the hash is checked."""
-
-    hash: str
-
-
 class StackNode(msgspec.Struct, gc=False):
-    """The identity of a spec as a stack index states it."""
+    """The identity of a spec as a stack index states it (its edges are not read)."""
 
     name: str
     version: str
     arch: Arch
     hash: str
-    dependencies: list[StackEdge] = []
 
 
 class StackRecord(msgspec.Struct, gc=False):
@@ -122,6 +115,7 @@ class _Document(msgspec.Struct, gc=False):
 
 
 ROOT_DECODER = msgspec.json.Decoder(Record)
+PARAMETERS_DECODER = msgspec.json.Decoder(dict[str, ParamValue])
 STACK_DECODER = msgspec.json.Decoder(StackRecord)
 _DOCUMENT_DECODER = msgspec.json.Decoder(_Document)
 

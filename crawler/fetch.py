@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import TypeVar
+from typing import BinaryIO, TypeVar
 from urllib.parse import unquote, urlsplit
 
 import aiofiles
@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 
 USER_AGENT = f"spack-cache-crawler/{__version__}"
 _CHUNK = 1 << 20
-_WRITE_BATCH = 8 << 20
+_WRITE_BATCH = 2 << 20
 T = TypeVar("T")
 Sleep = Callable[[float], Awaitable[None]]
 
@@ -238,21 +238,36 @@ class Fetcher:
 
 
 async def _stream_to(resp: aiohttp.ClientResponse, dest: Path) -> tuple[int, str]:
-    """Write a response body to ``dest`` in large batches while hashing it."""
+    """Write a response body to ``dest`` while hashing it, off the event loop.
+
+    Chunks are gathered into batches of about ``_WRITE_BATCH`` bytes; each batch is hashed and
+    written by one call in a worker thread (``hashlib`` and file writes release the GIL), so the
+    event loop only reads sockets: hashing 600 MB on the loop would stall every other download.
+    """
     digest = hashlib.sha256()
     size = 0
-    batch = bytearray()
-    async with aiofiles.open(dest, "wb") as out:
+    batch: list[bytes] = []
+    pending = 0
+    out = await asyncio.to_thread(dest.open, "wb")
+    try:
         async for chunk in resp.content.iter_chunked(_CHUNK):
-            digest.update(chunk)
-            size += len(chunk)
-            batch += chunk
-            if len(batch) >= _WRITE_BATCH:
-                await out.write(bytes(batch))
-                batch.clear()
+            batch.append(chunk)
+            pending += len(chunk)
+            if pending >= _WRITE_BATCH:
+                await asyncio.to_thread(_hash_and_write, digest, out, batch)
+                size, batch, pending = size + pending, [], 0
         if batch:
-            await out.write(bytes(batch))
+            await asyncio.to_thread(_hash_and_write, digest, out, batch)
+            size += pending
+    finally:
+        await asyncio.to_thread(out.close)
     return size, digest.hexdigest()
+
+
+def _hash_and_write(digest: hashlib._Hash, out: BinaryIO, chunks: list[bytes]) -> None:
+    for chunk in chunks:
+        digest.update(chunk)
+        out.write(chunk)
 
 
 async def _read_local(location: str) -> bytes:

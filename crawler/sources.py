@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import itertools
 import logging
 import multiprocessing
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -24,8 +26,16 @@ from .discovery import Source
 from .errors import ChecksumError, CrawlerError, FetchError, NotFoundError
 from .fetch import Fetcher
 from .progress import Reporter
-from .state import BranchState, SourceState, Store
-from .validate import Kind, SourceSummary, load_summary, summarize_index
+from .state import BranchState, SourceFacts, SourceState, Store
+from .validate import (
+    Kind,
+    SourceSummary,
+    load_root_shard,
+    load_summary,
+    merge_root,
+    summarize_root_shard,
+    summarize_stack,
+)
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +53,7 @@ class SourceOutcome:
 
     source: Source
     status: Status = "failed"
-    summary: SourceSummary | None = None
+    facts: SourceFacts | None = None
     sha256: str | None = None
     size: int | None = None
     etag: str | None = None
@@ -54,6 +64,27 @@ class SourceOutcome:
     decoded: bool = False
     fetch_seconds: float = 0.0
     decode_seconds: float = 0.0
+    _summary: SourceSummary | None = None
+    _loader: Callable[[], SourceSummary | None] | None = None
+
+    @property
+    def summary(self) -> SourceSummary | None:
+        """The summary, loaded from the cache on first use when it was proven unchanged.
+
+        An unchanged branch never needs it, so a warm run reads no summary at all.
+        """
+        if self._summary is None and self._loader is not None:
+            self._summary, self._loader = self._loader(), None
+        return self._summary
+
+    def use(self, summary: SourceSummary | None, facts: SourceFacts | None = None) -> None:
+        """Set the summary (or a way to load it later, with its facts), or clear both."""
+        self._summary, self._loader = summary, None
+        self.facts = SourceFacts.of(summary) if summary is not None else facts
+
+    def use_later(self, loader: Callable[[], SourceSummary | None], facts: SourceFacts) -> None:
+        """Defer loading the summary until something needs more than its facts."""
+        self._summary, self._loader, self.facts = None, loader, facts
 
     @property
     def kind(self) -> Kind:
@@ -62,28 +93,28 @@ class SourceOutcome:
 
     def line(self) -> str:
         """One human line: label, status, bytes, records, seconds."""
-        if self.summary is None:
+        if self.facts is None:
             return f"{self.source.label}: {self.status} ({self.error})"
         seconds = self.fetch_seconds + self.decode_seconds
         return (
             f"{self.source.label}: {self.status} {self.size or 0:,} bytes, "
-            f"{self.summary.records:,} records, {seconds:.2f}s"
+            f"{self.facts.records:,} records, {seconds:.2f}s"
         )
 
     def index_entry(self) -> dict[str, Any]:
         """The source as ``index.json`` lists it: only facts about the mirror's content."""
-        summary = self.summary
+        facts = self.facts
         return {
             "label": self.source.label,
             "url": self.source.url,
             "layout": self.source.layout,
-            "status": "ok" if summary is not None else self.status,
-            "sha256": self.sha256 if summary else None,
-            "bytes": self.size if summary else None,
-            "db_version": summary.db_version if summary else None,
-            "records": summary.records if summary else None,
-            "in_buildcache": summary.in_buildcache if summary else None,
-            "invalid_records": len(summary.invalid) if summary else None,
+            "status": "ok" if facts is not None else self.status,
+            "sha256": self.sha256 if facts else None,
+            "bytes": self.size if facts else None,
+            "db_version": facts.db_version if facts else None,
+            "records": facts.records if facts else None,
+            "in_buildcache": facts.in_buildcache if facts else None,
+            "invalid_records": facts.invalid_records if facts else None,
         }
 
     def report_entry(self) -> dict[str, Any]:
@@ -107,7 +138,13 @@ class SourceOutcome:
     def state(self) -> SourceState:
         """What the next run needs to know about this source."""
         return SourceState(
-            self.source.label, self.source.url, self.status, self.sha256, self.size, self.etag
+            self.source.label,
+            self.source.url,
+            self.status,
+            self.sha256,
+            self.size,
+            self.etag,
+            self.facts,
         )
 
 
@@ -127,23 +164,11 @@ class SourceReader:
         self.store = store
         self.reporter = reporter
         self._slot = asyncio.Semaphore(config.concurrency)
-        self._pool: concurrent.futures.ProcessPoolExecutor | None = None
-
-    @property
-    def pool(self) -> concurrent.futures.ProcessPoolExecutor:
-        """The decode workers, started on first use."""
-        if self._pool is None:
-            workers = self.config.decode_workers or min(os.cpu_count() or 1, 8)
-            self._pool = _decode_pool(workers)
-        return self._pool
+        self.decoder = DecodeQueue(config.decode_workers or min(os.cpu_count() or 1, 8))
 
     def close(self) -> None:
-        """Stop the workers; a decode still running is abandoned (used on cancellation too)."""
-        if self._pool is not None:
-            for process in list(getattr(self._pool, "_processes", {}).values()):
-                process.terminate()
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
+        """Stop the decoding workers (also on cancellation)."""
+        self.decoder.close()
 
     async def read(
         self, branch: str, source: Source, dest: Path, previous: BranchState | None
@@ -169,19 +194,43 @@ class SourceReader:
             dest.unlink(missing_ok=True)  # noqa: ASYNC240 - one unlink, not worth a thread hop
             outcome.retries = fetcher.retries.get(source.location, 0)
         if outcome.status in ("missing", "failed"):
-            outcome.summary = None
+            outcome.use(None)
         ok = outcome.status != "failed"
         self.reporter.source_done(branch, outcome.line(), outcome.size or 0, ok)
         return outcome
 
-    def _reuse(self, outcome: SourceOutcome, sha256: str | None, status: Status) -> bool:
-        """Take the cached summary of bytes with this SHA-256, if there is one."""
-        cached = self.store.load(outcome.kind, sha256) if sha256 else None
-        if cached is None:
+    def _reuse(
+        self,
+        outcome: SourceOutcome,
+        sha256: str | None,
+        status: Status,
+        before: SourceState | None = None,
+    ) -> bool:
+        """Take the cached summary of bytes with this SHA-256, if there is one.
+
+        When the last publish read the same bytes, its facts are enough for now and the summary
+        itself is loaded only if the branch must be rebuilt.
+        """
+        if sha256 is None:
             return False
-        outcome.summary, outcome.sha256, outcome.size = cached.summary, sha256, cached.size
-        outcome.status = status
+        kind = outcome.kind
+        if before is not None and before.sha256 == sha256 and before.facts is not None:
+            if not self.store.has(kind, sha256):
+                return False
+            outcome.use_later(lambda: self._load(kind, sha256), before.facts)
+            outcome.size = before.size
+        else:
+            cached = self.store.load(kind, sha256)
+            if cached is None:
+                return False
+            outcome.use(cached.summary)
+            outcome.size = cached.size
+        outcome.sha256, outcome.status = sha256, status
         return True
+
+    def _load(self, kind: Kind, sha256: str) -> SourceSummary | None:
+        cached = self.store.load(kind, sha256)
+        return cached.summary if cached else None
 
     @staticmethod
     def _promised(outcome: SourceOutcome, etag: str | None) -> str | None:
@@ -211,13 +260,13 @@ class SourceReader:
             outcome.sidecar = await self._sidecar(fetcher, source.sidecar)
         before = previous.source(source.label, source.url) if previous else None
         etag = before.etag if before and self.store.has(outcome.kind, before.sha256) else None
-        if self._reuse(outcome, self._promised(outcome, etag), "unchanged"):
+        if self._reuse(outcome, self._promised(outcome, etag), "unchanged", before):
             return None
         fetched = await fetcher.download(source.location, dest, etag=etag)
         outcome.attempts, outcome.etag = fetched.attempts, fetched.etag
         if fetched.not_modified:
             assert before is not None and before.sha256 is not None
-            if self._reuse(outcome, before.sha256, "unchanged"):
+            if self._reuse(outcome, before.sha256, "unchanged", before):
                 return None
             fetched = await fetcher.download(source.location, dest)  # cache lost meanwhile
         outcome.sha256, outcome.size, outcome.status = fetched.sha256, fetched.size, "fetched"
@@ -244,11 +293,78 @@ class SourceReader:
         return text if len(text) == 64 else f"invalid: {text[:80]!r}"
 
     async def _decode(self, path: Path, outcome: SourceOutcome) -> None:
-        loop = asyncio.get_running_loop()
         started = time.monotonic()
         kind, url = outcome.kind, outcome.source.url
-        data = await loop.run_in_executor(self.pool, summarize_index, str(path), url, kind)
-        outcome.summary, outcome.decoded = load_summary(data), True
+        if kind == "root":
+            # The root is the largest index and everything waits for it: all workers share it,
+            # ahead of any stack still queued.
+            shards = self.decoder.workers
+            jobs = [
+                self.decoder.run(_ROOT, summarize_root_shard, str(path), url, i, shards)
+                for i in range(shards)
+            ]
+            parts = await asyncio.gather(*jobs)
+            summary = merge_root([load_root_shard(p) for p in parts])
+        else:
+            summary = load_summary(await self.decoder.run(_STACK, summarize_stack, str(path), url))
+        outcome.use(summary)
+        outcome.decoded = True
         outcome.decode_seconds = time.monotonic() - started
         if outcome.sha256 is not None and outcome.size is not None:
-            self.store.save(kind, outcome.sha256, outcome.size, outcome.summary)
+            self.store.save(kind, outcome.sha256, outcome.size, summary)
+
+
+_ROOT, _STACK = 0, 1
+
+
+class DecodeQueue:
+    """Runs decoding jobs on a process pool, at most one per worker, by priority.
+
+    A plain executor runs jobs in submission order; here a root shard submitted late still goes
+    before the stacks that are waiting, so the largest job is never last in line.
+    """
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+        self._queue: asyncio.PriorityQueue[tuple[int, int, _Job]] = asyncio.PriorityQueue()
+        self._order = itertools.count()
+        self._pool: concurrent.futures.ProcessPoolExecutor | None = None
+        self._runners: list[asyncio.Task[None]] = []
+
+    async def run(self, priority: int, fn: Callable[..., bytes], *args: object) -> bytes:
+        """Run ``fn(*args)`` in a worker process when a worker is free; lower priority first."""
+        if not self._runners:
+            self._pool = _decode_pool(self.workers)
+            self._runners = [asyncio.create_task(self._runner()) for _ in range(self.workers)]
+        done: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        await self._queue.put((priority, next(self._order), (fn, args, done)))
+        return await done
+
+    async def _runner(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            _, _, (fn, args, done) = await self._queue.get()
+            if done.cancelled():
+                continue
+            try:
+                result = await loop.run_in_executor(self._pool, fn, *args)
+            except Exception as err:  # handed to the waiting source, which reports it
+                if not done.cancelled():
+                    done.set_exception(err)
+            else:
+                if not done.cancelled():
+                    done.set_result(result)
+
+    def close(self) -> None:
+        """Stop the runners and the workers; a decode still running is abandoned."""
+        for runner in self._runners:
+            runner.cancel()
+        self._runners = []
+        if self._pool is not None:
+            for process in list(getattr(self._pool, "_processes", {}).values()):
+                process.terminate()
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+
+_Job = tuple[Callable[..., bytes], tuple[object, ...], "asyncio.Future[bytes]"]

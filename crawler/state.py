@@ -38,6 +38,20 @@ class CachedSummary(msgspec.Struct, frozen=True, gc=False):
     summary: SourceSummary
 
 
+class SourceFacts(msgspec.Struct, frozen=True, gc=False):
+    """The counts an index contributes to ``index.json``, known without loading its summary."""
+
+    db_version: str
+    records: int
+    in_buildcache: int
+    invalid_records: int
+
+    @classmethod
+    def of(cls, summary: SourceSummary) -> SourceFacts:
+        """The facts of a summary."""
+        return cls(summary.db_version, summary.records, summary.in_buildcache, len(summary.invalid))
+
+
 class SourceState(msgspec.Struct, frozen=True, gc=False):
     """What the last published sync learnt about one source."""
 
@@ -47,6 +61,7 @@ class SourceState(msgspec.Struct, frozen=True, gc=False):
     sha256: str | None = None
     size: int | None = None
     etag: str | None = None
+    facts: SourceFacts | None = None
 
 
 class BranchState(msgspec.Struct, frozen=True, gc=False):

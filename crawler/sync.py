@@ -243,12 +243,13 @@ class Syncer:
                 )
             )
             report["sources"] = [o.report_entry() for o in outcomes]
-            root, stacks, failed = self._check(branch, outcomes)
+            failed = self._check(branch, outcomes)
             entries = [o.index_entry() for o in outcomes]
             formats: list[str] = sorted(self.config.formats)
             inputs = fingerprint(entries, formats)
             if self._current(branch, previous, inputs):
                 return self._done(branch, "unchanged", report, clock, "output is current")
+            root, stacks = self._summaries(branch, outcomes)
             packages, conflicts = consolidate(root, stacks)
             stats = self._stats(outcomes, packages, conflicts)
             report.update(self._findings(outcomes, conflicts), stats=stats)
@@ -327,14 +328,12 @@ class Syncer:
             previous.index_sha256
         )
 
-    def _check(
-        self, branch: str, outcomes: list[SourceOutcome]
-    ) -> tuple[SourceSummary, dict[str, SourceSummary], list[SourceOutcome]]:
-        """The root's and stacks' summaries and the failed stacks, or why the branch fails."""
+    def _check(self, branch: str, outcomes: list[SourceOutcome]) -> list[SourceOutcome]:
+        """The failed stacks (within the budget), or the reason the branch cannot be published."""
         root = outcomes[0]
         if root.status == "missing":
             raise BranchError(branch, f"root index not found at {root.source.location}")
-        if root.summary is None:
+        if root.facts is None:
             raise BranchError(branch, f"root index unusable: {root.error}")
         failed = [o for o in outcomes[1:] if o.status == "failed"]
         budget = self.config.publish.max_failed_stacks
@@ -346,8 +345,24 @@ class Syncer:
                 f"{len(failed)} stack(s) failed (publish.max_failed_stacks is {budget}): "
                 f"{shown}{more}",
             )
-        stacks = {o.source.label: o.summary for o in outcomes[1:] if o.summary is not None}
-        return root.summary, stacks, failed
+        return failed
+
+    @staticmethod
+    def _summaries(
+        branch: str, outcomes: list[SourceOutcome]
+    ) -> tuple[SourceSummary, dict[str, SourceSummary]]:
+        """The root's and the readable stacks' summaries (loaded from the cache if need be)."""
+        summaries = {}
+        for o in outcomes:
+            if o.facts is None:
+                continue
+            if o.summary is None:
+                raise BranchError(
+                    branch, f"the cached summary of {o.source.label} vanished; run again"
+                )
+            summaries[o.source.label] = o.summary
+        root = summaries.pop(outcomes[0].source.label)
+        return root, summaries
 
     @staticmethod
     def _findings(outcomes: list[SourceOutcome], conflicts: list[Conflict]) -> dict[str, Any]:

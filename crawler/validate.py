@@ -1,9 +1,9 @@
 """Validate: check every record of an index and reduce it to what the summary needs.
 
-:func:`summarize_index` runs in a worker process (see :mod:`crawler.sync`): it reads one index
-file, decodes it (:mod:`crawler.decode`), checks each
-record and returns a compact :class:`SourceSummary`. A record is left out, and listed in
-``invalid`` with its hash and reason, when
+:func:`summarize_stack` and :func:`summarize_root_shard` run in worker processes (see
+:mod:`crawler.sources`): they read one index file, decode it (:mod:`crawler.decode`), check each
+record and return a compact summary; a root index is split across workers and joined by
+:func:`merge_root`. A record is left out, and listed in ``invalid`` with its hash and reason, when
 
 * its key is not 32 characters of lowercase base32 (``^[a-z2-7]{32}$``);
 * ``spec.hash`` differs from the key;
@@ -11,8 +11,11 @@ record and returns a compact :class:`SourceSummary`. A record is left out, and l
   ``platform``, ``platform_os`` and ``target``, ``hash``; variant values must be booleans,
   strings, numbers or lists of them);
 * the package name is not a safe folder name (pages are written to ``pages/<name>/``);
-* a dependency's hash is not a key of the same index;
+* (root only) a dependency's hash is not a key of the same index;
 * (root only) its compiler cannot be resolved.
+
+A stack index only contributes which hashes it holds and what it says they are (name, version,
+arch, compared with the root's), so its records' edges are not read.
 
 Compiler resolution, in order: the DB 6/7 ``compiler`` field; else the dependency whose
 ``virtuals`` contain ``c``, else ``cxx``, else ``fortran``, named ``name@version`` from the record
@@ -32,13 +35,13 @@ from __future__ import annotations
 import gzip
 import re
 import zlib
-from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
 import msgspec
 
 from .decode import (
+    PARAMETERS_DECODER,
     ROOT_DECODER,
     STACK_DECODER,
     Dependency,
@@ -136,24 +139,23 @@ def _compiler_edge(dependencies: list[Dependency]) -> Dependency | None:
     return None
 
 
-def resolve_compiler(node: Node, compiler_of: Callable[[str], str | None]) -> str:
-    """The node's compiler as ``name@version`` (see the module docstring); ValueError if broken.
+def own_compiler(node: Node) -> str | None:
+    """The node's compiler when the node itself says it, None when a dependency edge does.
 
-    ``compiler_of(hash)`` gives ``name@version`` of the record a compiler edge points to, or
-    None when that record is absent or invalid.
+    See the module docstring for the order; the edge's target is resolved by
+    :func:`merge_root`, against every valid record of the index.
     """
     if node.compiler is not None:
         return f"{node.compiler.name}@{node.compiler.version}"
-    edge = _compiler_edge(node.dependencies)
-    if edge is not None:
-        found = compiler_of(edge.hash)
-        if found is None:
-            raise ValueError(f"compiler dependency {edge.name}/{edge.hash} is not a valid record")
-        return found
+    if _compiler_edge(node.dependencies) is not None:
+        return None
     if node.annotations is not None and node.annotations.compiler:
         name, _, version = node.annotations.compiler.partition("@")
         return f"{name}@{version.lstrip('=')}" if version else name
     return NO_COMPILER
+
+
+_MEMO_LIMIT = 20_000
 
 
 class _Checker:
@@ -163,11 +165,9 @@ class _Checker:
         self.installs = installs
         self.invalid: list[InvalidRecord] = []
         self._names: dict[str, bool] = {}
-        self._variants: dict[tuple[str, ParamValue], str] = {}
+        self._variants: dict[bytes, tuple[str, ...]] = {}
 
-    def problem(
-        self, key: str, spec_hash: str, deps: list[str], fields: tuple[str, ...]
-    ) -> str | None:
+    def problem(self, key: str, spec_hash: str, fields: Identity) -> str | None:
         """Why a decoded record cannot be used, or None.
 
         ``fields`` are the identity fields (name, version, platform, os, target), which are
@@ -185,65 +185,113 @@ class _Checker:
             safe = self._names[name] = is_safe_name(name)
         if not safe:
             return f"package name {name!r} is not a safe folder name"
-        for dep in deps:
-            if dep not in self.installs:
-                return f"dependency {dep} is not in this index"
         return None
 
-    def variants(self, parameters: dict[str, ParamValue]) -> tuple[str, ...]:
-        """:func:`render_variants`, memoised for scalar values."""
-        out = []
-        cache = self._variants
-        for name, value in parameters.items():
-            if name in FLAGS:
-                continue
-            if isinstance(value, list):
-                out.append(render_variant(name, value))
-                continue
-            text = cache.get((name, value))
-            if text is None:
-                text = cache[(name, value)] = render_variant(name, value)
-            out.append(text)
-        return tuple(out)
+    def missing_dependency(self, dependencies: list[Dependency]) -> str | None:
+        """The first edge whose hash is not a key of this index, as a message."""
+        installs = self.installs
+        for dep in dependencies:
+            if dep.hash not in installs:
+                return f"dependency {dep.name}/{dep.hash} is not in this index"
+        return None
+
+    def variants(self, parameters: msgspec.Raw) -> tuple[str, ...]:
+        """:func:`render_variants` of raw ``parameters``, memoised on their bytes.
+
+        Raises ``msgspec.ValidationError`` for values of the wrong type.
+        """
+        raw = bytes(parameters)
+        rendered = self._variants.get(raw)
+        if rendered is None:
+            rendered = render_variants(PARAMETERS_DECODER.decode(raw))
+            if len(self._variants) < _MEMO_LIMIT:  # bounded: distinct sets can be many
+                self._variants[raw] = rendered
+        return rendered
 
     def reject(self, key: str, reason: str) -> None:
         """Leave a record out, with its reason."""
         self.invalid.append(InvalidRecord(key, reason))
 
 
-def _summarize_root(installs: dict[str, msgspec.Raw]) -> tuple[list[str], list[SpecRow], _Checker]:
-    """Check every record, then resolve compilers against the records that passed."""
+class RootShard(msgspec.Struct, frozen=True, gc=False):
+    """One worker's share of a root index, before compilers are resolved across shards."""
+
+    db_version: str
+    records: int
+    hashes: list[str]  # valid records of this shard
+    versions: list[str]  # "name@version" of each of ``hashes``, for compiler edges
+    specs: list[SpecRow]  # in the build cache; ``compiler`` is "" where ``edges`` has a say
+    edges: list[tuple[int, str, str]]  # (index in specs, edge hash, edge name)
+    invalid: list[InvalidRecord]
+
+
+def _root_shard(
+    installs: dict[str, msgspec.Raw], shard: int, shards: int
+) -> tuple[list[str], list[str], list[SpecRow], list[tuple[int, str, str]], _Checker]:
     check = _Checker(installs)
-    valid: dict[str, str] = {}  # hash -> "name@version" of every valid record
-    pending: list[tuple[str, Node, Identity]] = []  # specs in the build cache, to finish
-    for key, raw in installs.items():
+    hashes: list[str] = []
+    versions: list[str] = []
+    specs: list[SpecRow] = []
+    edges: list[tuple[int, str, str]] = []
+    for position, (key, raw) in enumerate(installs.items()):
+        if position % shards != shard:
+            continue
         try:
             record = ROOT_DECODER.decode(raw)
+            node = record.spec
+            arch = node.arch
+            fields = (node.name, node.version, arch.platform, arch.platform_os, arch.target_name)
+            problem = check.problem(key, node.hash, fields) or check.missing_dependency(
+                node.dependencies
+            )
+            variants = check.variants(node.parameters)  # checks the values' types too
         except msgspec.ValidationError as err:
             check.reject(key, f"bad record: {err}")
             continue
-        node = record.spec
-        arch = node.arch
-        fields = (node.name, node.version, arch.platform, arch.platform_os, arch.target_name)
-        problem = check.problem(key, node.hash, [d.hash for d in node.dependencies], fields)
         if problem:
             check.reject(key, problem)
             continue
-        valid[key] = f"{node.name}@{node.version}"
-        if record.in_buildcache:
-            pending.append((key, node, fields))
-    specs: list[SpecRow] = []
-    for key, node, fields in pending:
-        try:
-            compiler = resolve_compiler(node, valid.get)
-        except ValueError as err:
-            check.reject(key, str(err))
+        hashes.append(key)
+        versions.append(f"{node.name}@{node.version}")
+        if not record.in_buildcache:
             continue
-        specs.append(SpecRow(key, *fields, compiler, check.variants(node.parameters)))
-    return list(valid), specs, check
+        compiler = own_compiler(node)
+        if compiler is None:
+            edge = _compiler_edge(node.dependencies)
+            assert edge is not None  # own_compiler returns None only when there is an edge
+            edges.append((len(specs), edge.hash, edge.name))
+            compiler = ""
+        specs.append(SpecRow(key, *fields, compiler, variants))
+    return hashes, versions, specs, edges, check
 
 
-def _summarize_stack(installs: dict[str, msgspec.Raw]) -> tuple[list[str], list[str], _Checker]:
+def merge_root(shards: list[RootShard]) -> SourceSummary:
+    """Join the shards of a root index and resolve compiler edges against all its records."""
+    valid: dict[str, str] = {}
+    for shard in shards:
+        valid.update(zip(shard.hashes, shard.versions, strict=True))
+    specs: list[SpecRow] = []
+    invalid: list[InvalidRecord] = []
+    for shard in shards:
+        invalid += shard.invalid
+        edges = {i: (h, name) for i, h, name in shard.edges}
+        for i, row in enumerate(shard.specs):
+            if i in edges:
+                edge_hash, edge_name = edges[i]
+                compiler = valid.get(edge_hash)
+                if compiler is None:
+                    reason = f"compiler dependency {edge_name}/{edge_hash} is not a valid record"
+                    invalid.append(InvalidRecord(row.hash, reason))
+                    continue
+                row = msgspec.structs.replace(row, compiler=compiler)
+            specs.append(row)
+    invalid.sort(key=lambda r: (r.hash, r.reason))
+    first = shards[0]
+    hashes = [h for shard in shards for h in shard.hashes]
+    return SourceSummary(first.db_version, first.records, len(specs), hashes, specs, [], invalid)
+
+
+def _stack(installs: dict[str, msgspec.Raw]) -> tuple[list[str], list[str], _Checker]:
     check = _Checker(installs)
     hashes: list[str] = []
     identities: list[str] = []
@@ -255,7 +303,7 @@ def _summarize_stack(installs: dict[str, msgspec.Raw]) -> tuple[list[str], list[
             continue
         arch = node.arch
         fields = (node.name, node.version, arch.platform, arch.platform_os, arch.target_name)
-        problem = check.problem(key, node.hash, [d.hash for d in node.dependencies], fields)
+        problem = check.problem(key, node.hash, fields)
         if problem:
             check.reject(key, problem)
             continue
@@ -264,41 +312,52 @@ def _summarize_stack(installs: dict[str, msgspec.Raw]) -> tuple[list[str], list[
     return hashes, identities, check
 
 
-def read_index(path: str) -> bytes:
-    """An index file's bytes, gunzipped when they are gzip data (FORMAT.md section 1)."""
+def read_index(path: str, url: str) -> tuple[str, dict[str, msgspec.Raw]]:
+    """Read an index file (gunzipped if it is gzip data, FORMAT.md section 1) and decode its
+    envelope: the DB version and the raw records."""
     body = Path(path).read_bytes()
     if body[:2] == b"\x1f\x8b":
         try:
             body = gzip.decompress(body)
         except (OSError, EOFError, zlib.error) as err:
-            raise IndexFormatError(path, f"bad gzip data: {err}") from None
-    return body
+            raise IndexFormatError(url, f"bad gzip data: {err}") from None
+    return decode_document(body, url)
 
 
-def summarize_index(path: str, url: str, kind: Kind) -> bytes:
-    """Read, check and reduce one index file; returns a msgpack-encoded :class:`SourceSummary`.
+def summarize_root_shard(path: str, url: str, shard: int = 0, shards: int = 1) -> bytes:
+    """Check and reduce every ``shards``-th record of a root index, from the ``shard``-th.
 
-    Meant for a worker process: the arguments and the result are cheap to pass between
-    processes, and the decoded records never leave the worker. (The file's checksum was
-    verified by the fetch stage, which hashes while it downloads.)
+    Meant for a worker process: arguments and result (msgpack of :class:`RootShard`) are cheap
+    to pass, and the decoded records never leave the worker. Each shard reads the whole file
+    but decodes only its own records, so a large root index is spread over every worker.
     """
-    try:
-        body = read_index(path)
-    except IndexFormatError as err:
-        raise IndexFormatError(url, err.reason) from None
-    version, installs = decode_document(body, url)
-    specs: list[SpecRow] = []
-    identities: list[str] = []
-    if kind == "root":
-        hashes, specs, check = _summarize_root(installs)
-    else:
-        hashes, identities, check = _summarize_stack(installs)
-    summary = SourceSummary(
-        version, len(installs), len(specs), hashes, specs, identities, check.invalid
-    )
+    version, installs = read_index(path, url)
+    hashes, versions, specs, edges, check = _root_shard(installs, shard, shards)
+    result = RootShard(version, len(installs), hashes, versions, specs, edges, check.invalid)
+    return msgspec.msgpack.encode(result)
+
+
+def summarize_stack(path: str, url: str) -> bytes:
+    """Check and reduce a stack index (a worker's job); msgpack of :class:`SourceSummary`."""
+    version, installs = read_index(path, url)
+    hashes, identities, check = _stack(installs)
+    invalid = sorted(check.invalid, key=lambda r: (r.hash, r.reason))
+    summary = SourceSummary(version, len(installs), 0, hashes, [], identities, invalid)
     return msgspec.msgpack.encode(summary)
 
 
+def summarize_index(path: str, url: str, kind: Kind) -> SourceSummary:
+    """The whole summary of one index, in this process (for tools and tests)."""
+    if kind == "stack":
+        return load_summary(summarize_stack(path, url))
+    return merge_root([load_root_shard(summarize_root_shard(path, url))])
+
+
 def load_summary(data: bytes) -> SourceSummary:
-    """Decode what :func:`summarize_index` returned."""
+    """Decode what :func:`summarize_stack` returned."""
     return msgspec.msgpack.decode(data, type=SourceSummary)
+
+
+def load_root_shard(data: bytes) -> RootShard:
+    """Decode what :func:`summarize_root_shard` returned."""
+    return msgspec.msgpack.decode(data, type=RootShard)

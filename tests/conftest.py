@@ -147,3 +147,59 @@ def tree_bytes(root: Path) -> dict[str, bytes]:
         for p in sorted(root.rglob("*"))
         if p.is_file() and ".crawler" not in p.relative_to(root).parts
     }
+
+
+@dataclass
+class SlowMirrorServer(MirrorServer):
+    """A :class:`MirrorServer` that can hold answers back, for tests that need a run to last.
+
+    ``server.delay(suffix, seconds)`` makes every request whose path ends in ``suffix`` wait that
+    long, then be answered as usual (a scripted fault or the file). The wait ends early when the
+    client hangs up, so a killed or interrupted crawler never leaves a handler sleeping.
+    ``server.arrived`` lists request paths as they arrive, before any wait.
+    """
+
+    delays: dict[str, float] = field(default_factory=dict)
+    arrived: list[str] = field(default_factory=list)
+
+    def delay(self, suffix: str, seconds: float) -> None:
+        """Hold back the answers to paths ending in ``suffix`` by ``seconds``."""
+        self.delays[suffix] = seconds
+
+    def arrivals(self, suffix: str) -> int:
+        """How many requests for paths ending in ``suffix`` have arrived (answered or not)."""
+        return sum(1 for path in self.arrived if path.endswith(suffix))
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        """Wait as :meth:`delay` asked, then serve the request like :class:`MirrorServer`."""
+        self.arrived.append(request.path)
+        wait = max(
+            (s for suffix, s in self.delays.items() if request.path.endswith(suffix)), default=0
+        )
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait
+        while (remaining := deadline - loop.time()) > 0:
+            transport = request.transport
+            if transport is None or transport.is_closing():
+                return web.Response(status=503, text="client went away")
+            await asyncio.sleep(min(0.02, remaining))
+        return await super().handle(request)
+
+
+ServeSlowMirror = Callable[[Path], Awaitable[SlowMirrorServer]]
+
+
+@pytest.fixture
+def slow_mirror_server(
+    aiohttp_server: Callable[[web.Application], Awaitable[TestServer]],
+) -> Iterator[ServeSlowMirror]:
+    """Like ``mirror_server``, but the server is a :class:`SlowMirrorServer`."""
+
+    async def start(root: Path) -> SlowMirrorServer:
+        mirror = SlowMirrorServer(root.resolve())
+        app = web.Application()
+        app.router.add_route("GET", "/{tail:.*}", mirror.handle)
+        mirror.server = await aiohttp_server(app)
+        return mirror
+
+    yield start

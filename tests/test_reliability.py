@@ -1,0 +1,893 @@
+"""Reliability: what an operator relies on when a run is refused, fails, overlaps another run, is
+killed, or finds nothing to do.
+
+Every test serves a synthetic mirror on loopback (``slow_mirror_server``: a ``mirror_server``
+whose answers can be held back) and runs ``crawler sync`` either in this process
+(``main_async``, retry waits recorded instead of slept) or as a real ``python -m crawler``
+process where processes matter (locks, signals, ``SIGKILL``). Each test checks the exit code,
+what the user is told, and that the published files did not change unless the run succeeded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from crawler.changes import summary_line
+from crawler.cli import main_async
+from crawler.synth import SynthRef, SynthSpec, build_mirror, generate_specs
+from crawler.verify import verify_branch
+
+from .conftest import REPO, Fault, ServeSlowMirror, SlowMirrorServer, fast_config, tree_bytes
+
+BUCKET = "s3://spack-binaries/"
+TIMEOUT = 30.0
+Discovery = dict[str, list[dict[str, str]]]
+
+ZLIB = SynthSpec("zlib", "1.3.1", stacks=("s1",))
+HDF5 = SynthSpec("hdf5", "1.14.3", variants=(("mpi", True),), stacks=("s1", "s2"))
+NUMPY = SynthSpec("py-numpy", "2.0.0", compiler=None, stacks=("s2",))
+CMAKE = SynthSpec("cmake", "3.30.5", stacks=("s1", "s2"))
+SPECS = (ZLIB, HDF5, NUMPY)
+#: The mirror one step later: one more spec, in every index, so every checksum changes.
+NEXT = (*SPECS, CMAKE)
+
+
+# --- helpers ----------------------------------------------------------------------------------
+
+
+class SleepRecorder:
+    """An async ``sleep`` that records what it was asked to wait and returns at once."""
+
+    def __init__(self) -> None:
+        self.waits: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.waits.append(seconds)
+
+
+@dataclass(frozen=True)
+class Done:
+    """What a finished ``crawler`` run left: exit code, stdout, stderr."""
+
+    code: int
+    out: str
+    err: str
+
+
+@dataclass
+class Site:
+    """A served mirror, a config file pointing at it, and the output folder."""
+
+    server: SlowMirrorServer
+    discovery: Discovery
+    config: Path
+    out: Path
+    capsys: pytest.CaptureFixture[str]
+    settings: dict[str, object]
+    sleep: SleepRecorder = field(default_factory=SleepRecorder)
+
+    @property
+    def mirror(self) -> Path:
+        """The folder the server serves."""
+        return self.server.root
+
+    def path(self, ref: str, label: str = "root") -> str:
+        """The URL path (relative to the mirror) of one index."""
+        url = next(e["url"] for e in self.discovery[ref] if e["label"] == label)
+        return url.removeprefix(BUCKET)
+
+    def location(self, ref: str, label: str = "root") -> str:
+        """The http:// URL the crawler fetches one index from."""
+        return f"{self.server.url}/{self.path(ref, label)}"
+
+    def rebuild(self, *refs: SynthRef) -> None:
+        """Replace the mirror's content and forget the requests seen so far."""
+        shutil.rmtree(self.mirror)
+        self.discovery = build_mirror(self.mirror, refs)
+        self.server.requests.clear()
+        self.server.arrived.clear()
+        self.sleep.waits.clear()
+
+    def write_config(self, name: str, **overrides: object) -> Path:
+        """Another config file for the same mirror and output."""
+        path = self.config.with_name(name)
+        path.write_text(yaml.safe_dump({**self.settings, **overrides}))
+        return path
+
+    def argv(self, *branches: str, flags: Sequence[str] = (), quiet: bool = True) -> list[str]:
+        """``sync`` arguments for these branches."""
+        args = ["sync", "--config", str(self.config), *(["-q"] if quiet else []), *flags]
+        return args + [f"--branch={b}" for b in branches]
+
+    async def sync(self, *branches: str, flags: Sequence[str] = (), quiet: bool = True) -> Done:
+        """``crawler sync`` in this process; returns what it printed."""
+        self.capsys.readouterr()
+        code = await main_async(self.argv(*branches, flags=flags, quiet=quiet), sleep=self.sleep)
+        captured = self.capsys.readouterr()
+        return Done(code, captured.out, captured.err)
+
+    async def publish(self, *branches: str) -> dict[str, dict[str, bytes]]:
+        """A clean sync that must publish; returns each branch's published files."""
+        done = await self.sync(*branches)
+        assert done.code == 0, done.err
+        return {b: tree_bytes(self.out / b) for b in branches}
+
+    def index(self, branch: str) -> dict[str, Any]:
+        """The published ``index.json`` of ``branch``."""
+        data: dict[str, Any] = json.loads((self.out / branch / "index.json").read_bytes())
+        return data
+
+    def report(self, branch: str) -> dict[str, Any]:
+        """The report of the latest attempt at ``branch``, published or not."""
+        path = self.out / ".crawler" / "reports" / f"{branch}.json"
+        data: dict[str, Any] = json.loads(path.read_bytes())
+        return data
+
+    def source_report(self, branch: str, label: str) -> dict[str, Any]:
+        """One source's entry in the latest report of ``branch``."""
+        entry: dict[str, Any] = next(
+            s for s in self.report(branch)["sources"] if s["label"] == label
+        )
+        return entry
+
+    def leftovers(self) -> list[str]:
+        """Whatever runs left in the staging and download folders."""
+        found = []
+        for name in ("staging", "tmp"):
+            folder = self.out / ".crawler" / name
+            if folder.is_dir():
+                found += [f"{name}/{p.name}" for p in folder.iterdir()]
+        return sorted(found)
+
+
+MakeSite = Callable[..., Awaitable[Site]]
+
+
+@pytest.fixture
+def site(
+    slow_mirror_server: ServeSlowMirror, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> MakeSite:
+    """``await site(refs, **config)``: build and serve ``refs`` and write a fast config.
+
+    Every ref is mutable (re-checked on each run) unless ``default_refs=True`` keeps the
+    built-in ``immutable_refs`` / ``mutable_refs``.
+    """
+
+    async def make(
+        refs: Sequence[SynthRef], *, default_refs: bool = False, **config: object
+    ) -> Site:
+        root = tmp_path / "mirror"
+        discovery = build_mirror(root, refs)
+        server = await slow_mirror_server(root)
+        out = tmp_path / "out"
+        extra: dict[str, object] = {} if default_refs else {"mutable_refs": ["*"]}
+        settings = fast_config(server.url, out, **{**extra, **config})
+        path = tmp_path / "crawler.yaml"
+        path.write_text(yaml.safe_dump(settings))
+        return Site(server, discovery, path, out, capsys, settings)
+
+    return make
+
+
+def ref(name: str = "a", specs: tuple[SynthSpec, ...] = SPECS, layout: str = "v2") -> SynthRef:
+    """A DB 8 ref; with the default specs its stacks are ``s1`` and ``s2``."""
+    return SynthRef(name, specs, layout=layout)
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    for name in ("COLUMNS", "LINES", "FORCE_COLOR", "PYTHONWARNINGS"):
+        env.pop(name, None)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+async def start_cli(*args: str, cwd: Path) -> asyncio.subprocess.Process:
+    """Start ``python -m crawler ARGS`` without blocking the event loop (the server runs in it)."""
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "crawler",
+        *args,
+        cwd=cwd,
+        env=_env(),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+
+
+async def finish(proc: asyncio.subprocess.Process) -> Done:
+    """Wait for a process started by :func:`start_cli` and everything holding its pipes."""
+    out, err = await asyncio.wait_for(proc.communicate(), TIMEOUT)
+    assert proc.returncode is not None
+    return Done(proc.returncode, out.decode(), err.decode())
+
+
+async def run_cli(*args: str, cwd: Path) -> Done:
+    """Run ``python -m crawler ARGS`` to completion."""
+    return await finish(await start_cli(*args, cwd=cwd))
+
+
+async def until(condition: Callable[[], bool], what: str, seconds: float = 20.0) -> None:
+    """Poll ``condition`` every 2 ms (the event loop keeps serving) until it holds."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.002)
+
+
+HOLDER_SCRIPT = """
+import sys, time
+from pathlib import Path
+from crawler.lock import RunLock
+
+lock = RunLock(Path(sys.argv[1]))
+lock.acquire()
+Path(sys.argv[2]).write_text("ready")
+time.sleep(float(sys.argv[3]))
+lock.release()
+"""
+
+
+class Holder:
+    """Another process that took the output folder's lock and keeps it for ``seconds``."""
+
+    def __init__(self, output: Path, seconds: float) -> None:
+        ready = output.parent / f"holder-ready-{time.monotonic_ns()}"
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", HOLDER_SCRIPT, str(output), str(ready), str(seconds)],
+            cwd=REPO,
+        )
+        deadline = time.monotonic() + 10
+        while not ready.exists():
+            assert self.process.poll() is None, f"holder exited with {self.process.returncode}"
+            assert time.monotonic() < deadline, "the lock holder never signalled readiness"
+            time.sleep(0.01)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait(timeout=10)
+
+
+@pytest.fixture
+def holders() -> Iterator[list[Holder]]:
+    """Lock holders started by a test, killed (by pid) at its end if still running."""
+    started: list[Holder] = []
+    yield started
+    for holder in started:
+        holder.stop()
+
+
+def dead_pid() -> int:
+    """The pid of a process that has exited and been reaped."""
+    process = subprocess.Popen([sys.executable, "-c", "pass"])
+    process.wait()
+    return process.pid
+
+
+def metric_samples(text: str) -> dict[str, float]:
+    """``name{labels}`` -> value of every sample line of a metrics file."""
+    samples = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            samples[name] = float(value)
+    return samples
+
+
+# --- 1. the publish gate ----------------------------------------------------------------------
+
+FOUR = (ZLIB, HDF5, NUMPY, CMAKE)
+
+
+async def test_a_large_drop_is_refused_and_force_publishes_it(site: MakeSite) -> None:
+    s = await site((ref("a", FOUR),))
+    before = (await s.publish("a"))["a"]
+    s.rebuild(ref("a", (ZLIB,)))
+
+    done = await s.sync("a")
+
+    assert done.code == 4
+    refusal = (
+        "branch a: refused to publish: 1 specs against 4 published (a drop of more than 50%); "
+        "use --force to publish anyway"
+    )
+    assert refusal in done.err
+    assert done.err.endswith("error: 1 branch(es) failed: a\n")
+    assert (s.report("a")["status"], s.report("a")["error"]) == ("refused", refusal)
+    assert tree_bytes(s.out / "a") == before
+
+    forced = await s.sync("a", flags=["--force"])
+
+    assert (forced.code, forced.err) == (0, "")
+    assert list(s.index("a")["packages"]) == ["zlib"]
+    changes = json.loads((s.out / "a" / "changes.json").read_bytes())
+    assert changes["totals"] == {"specs_before": 4, "specs_after": 1, "added": 0, "removed": 3}
+    assert s.report("a")["status"] == "published"
+
+
+@pytest.mark.parametrize(
+    ("max_drop", "kept", "code"),
+    [
+        pytest.param(0.5, FOUR[:2], 0, id="half-of-4-within-0.5"),
+        pytest.param(0.2, FOUR[:3], 4, id="quarter-of-4-beyond-0.2"),
+        pytest.param(1.0, FOUR[:1], 0, id="three-quarters-within-1.0"),
+    ],
+)
+async def test_the_gate_follows_publish_max_drop(
+    site: MakeSite, max_drop: float, kept: tuple[SynthSpec, ...], code: int
+) -> None:
+    s = await site((ref("a", FOUR),), publish={"max_drop": max_drop})
+    before = (await s.publish("a"))["a"]
+    s.rebuild(ref("a", kept))
+
+    done = await s.sync("a")
+
+    assert done.code == code, done.err
+    if code == 0:
+        assert done.err == ""
+        assert s.index("a")["stats"]["specs"] == len(kept)
+    else:
+        assert f"refused to publish: {len(kept)} specs against 4 published" in done.err
+        assert f"a drop of more than {max_drop:.0%}" in done.err
+        assert tree_bytes(s.out / "a") == before
+
+
+async def test_an_empty_root_is_refused_even_on_a_first_publish(site: MakeSite) -> None:
+    s = await site((ref("a", ()),))
+
+    done = await s.sync("a")
+
+    assert done.code == 4
+    assert "branch a: refused to publish: the root index has no specs" in done.err
+    assert s.report("a")["status"] == "refused"
+    assert not (s.out / "a").exists()
+
+    forced = await s.sync("a", flags=["--force"])
+
+    assert (forced.code, forced.err) == (0, "")
+    assert s.index("a")["packages"] == {}
+    assert verify_branch(s.out / "a") == []
+
+
+async def test_a_root_that_empties_is_refused_and_the_output_kept(site: MakeSite) -> None:
+    s = await site((ref("a"),))
+    before = (await s.publish("a"))["a"]
+    s.rebuild(ref("a", ()))
+
+    done = await s.sync("a", flags=["--max-failed-stacks=5"])
+
+    assert done.code == 4
+    assert "refused to publish: the root index has no specs" in done.err
+    assert tree_bytes(s.out / "a") == before
+
+
+# --- 2. immutable refs ------------------------------------------------------------------------
+
+
+async def test_a_published_immutable_ref_is_skipped_until_forced(site: MakeSite) -> None:
+    s = await site((ref("v1.0"), ref("develop")), default_refs=True)
+    before = await s.publish("v1.0", "develop")
+    # a release that changes on the mirror is not expected; it proves nothing is read
+    s.rebuild(ref("v1.0", NEXT), ref("develop"))
+
+    done = await s.sync("v1.0", "develop", quiet=False)
+
+    assert done.code == 6, done.err
+    assert "v1.0: skipped: immutable and published" in done.err
+    assert "develop: unchanged: output is current" in done.err
+    print("REQ", s.server.requests, done.err)
+    assert [p for p, _ in s.server.requests if p.startswith("/v1.0/")] == []
+    assert s.server.hits(s.path("develop")) == 1  # develop is mutable: re-checked
+    assert s.report("v1.0")["status"] == "skipped"
+    assert tree_bytes(s.out / "v1.0") == before["v1.0"]
+
+    forced = await s.sync("v1.0", "develop", flags=["--force"])
+
+    assert (forced.code, forced.err) == (0, "")
+    assert s.server.hits(s.path("v1.0")) == 1
+    assert "cmake" in s.index("v1.0")["packages"]
+    assert tree_bytes(s.out / "develop") == before["develop"]
+
+
+# --- 3. the failure budget --------------------------------------------------------------------
+
+
+async def test_a_failed_stack_fails_the_branch_without_a_budget(site: MakeSite) -> None:
+    s = await site((ref("a"),))
+    before = (await s.publish("a"))["a"]
+    s.rebuild(ref("a", NEXT))
+    s.server.script(s.path("a", "s1"), *[Fault(500)] * 3)
+
+    done = await s.sync("a")
+
+    assert done.code == 4
+    expected = (
+        "branch a failed: 1 stack(s) failed (publish.max_failed_stacks is 0): "
+        f"s1: cannot fetch {s.location('a', 's1')}: HTTP 500 after 3 attempts"
+    )
+    assert expected in done.err
+    assert s.report("a")["error"] == expected
+    assert tree_bytes(s.out / "a") == before
+
+
+async def test_a_failed_stack_within_the_budget_publishes_partial(site: MakeSite) -> None:
+    s = await site((ref("a"),))
+    await s.publish("a")
+    s.rebuild(ref("a", NEXT))
+    s.server.script(s.path("a", "s1"), *[Fault(500)] * 3)
+
+    done = await s.sync("a", flags=["--max-failed-stacks", "1"], quiet=False)
+
+    assert done.code == 5, done.err
+    lines = done.err.splitlines()
+    failure = f"a s1: failed (cannot fetch {s.location('a', 's1')}: HTTP 500 after 3 attempts)"
+    assert any(" ERROR " in line and line.endswith(failure) for line in lines), done.err
+    assert f" INFO a: partial {s.out / 'a'}: a: +1 spec, -0 specs (3 -> 4)" in lines[-1]
+    index = s.index("a")
+    s1 = next(source for source in index["sources"] if source["label"] == "s1")
+    assert (s1["status"], s1["sha256"], s1["records"]) == ("failed", None, None)
+    assert index["stats"]["sources_failed"] == 1
+    stacks = {d["hash"]: d["stacks"] for p in index["packages"].values() for d in p["spec_details"]}
+    assert stacks[CMAKE.dag_hash] == ["root", "s2"]  # s1 could not say
+    report = json.loads((s.out / "a" / "report.json").read_bytes())
+    assert (report["status"], report["failed_stacks"]) == ("partial", ["s1"])
+    assert verify_branch(s.out / "a") == []
+
+
+async def test_a_failed_root_fails_the_branch_whatever_the_budget(site: MakeSite) -> None:
+    s = await site((ref("a"),))
+    before = (await s.publish("a"))["a"]
+    s.rebuild(ref("a", NEXT))
+    s.server.script(s.path("a"), *[Fault(500)] * 3)
+
+    done = await s.sync("a", flags=["--max-failed-stacks", "10"])
+
+    assert done.code == 4
+    assert (
+        f"branch a failed: root index unusable: cannot fetch {s.location('a')}: "
+        "HTTP 500 after 3 attempts"
+    ) in done.err
+    assert done.err.endswith("error: 1 branch(es) failed: a\n")
+    assert tree_bytes(s.out / "a") == before
+
+
+# --- 4. exit codes across runs and branches ---------------------------------------------------
+
+
+async def test_exit_6_when_nothing_changed_and_0_when_something_did(site: MakeSite) -> None:
+    s = await site((ref("a"),))
+    before = (await s.publish("a"))["a"]
+
+    again = await s.sync("a", quiet=False)
+
+    assert again.code == 6
+    assert again.err.splitlines()[-1].split(" INFO ", 1)[1].startswith(
+        "a: unchanged: output is current ("
+    )
+    assert tree_bytes(s.out / "a") == before
+
+    s.rebuild(ref("a", NEXT))
+    moved = await s.sync("a")
+
+    assert (moved.code, moved.err) == (0, "")
+    assert "cmake" in s.index("a")["packages"]
+
+
+async def test_the_most_serious_branch_outcome_decides_the_exit_code(site: MakeSite) -> None:
+    s = await site((ref("a"), ref("b")))
+    before = await s.publish("a", "b")
+    s.rebuild(ref("a", NEXT), ref("b", NEXT))
+    s.server.script(s.path("a"), *[Fault(500)] * 3)
+
+    failed_and_published = await s.sync("a", "b")
+
+    assert failed_and_published.code == 4
+    assert failed_and_published.err.endswith("error: 1 branch(es) failed: a\n")
+    assert tree_bytes(s.out / "a") == before["a"]
+    assert "cmake" in s.index("b")["packages"]
+
+    s.server.script(s.path("a", "s2"), *[Fault(500)] * 3)
+    partial_and_unchanged = await s.sync("a", "b", flags=["--max-failed-stacks=1"])
+
+    assert partial_and_unchanged.code == 5, partial_and_unchanged.err
+    assert "branch(es) failed" not in partial_and_unchanged.err
+    assert (s.report("a")["status"], s.report("b")["status"]) == ("partial", "unchanged")
+
+
+# --- 5. changes.json --------------------------------------------------------------------------
+
+
+async def test_changes_json_and_the_last_log_line_say_what_changed(site: MakeSite) -> None:
+    s = await site((ref("a"),))
+    first = await s.sync("a", quiet=False)
+    assert first.code == 0, first.err
+    assert "a: first publish, 3 specs in 3 packages" in first.err.splitlines()[-1]
+    # zlib goes, cmake comes, py-numpy moves from stack s2 to s1 (same hash)
+    moved = SynthSpec("py-numpy", "2.0.0", compiler=None, stacks=("s1",))
+    s.rebuild(ref("a", (HDF5, moved, CMAKE)))
+
+    done = await s.sync("a", quiet=False)
+
+    assert done.code == 0, done.err
+    changes = json.loads((s.out / "a" / "changes.json").read_bytes())
+    assert changes == {
+        "branch": "a",
+        "first_publish": False,
+        "added": {"cmake": [CMAKE.dag_hash]},
+        "removed": {"zlib": [ZLIB.dag_hash]},
+        "by_stack": {
+            "root": {"added": 1, "removed": 1},
+            "s1": {"added": 2, "removed": 1},
+            "s2": {"added": 1, "removed": 1},
+        },
+        "packages_added": ["cmake"],
+        "packages_removed": ["zlib"],
+        "totals": {"specs_before": 3, "specs_after": 3, "added": 1, "removed": 1},
+    }
+    last = done.err.splitlines()[-1]
+    line = "a: +1 spec, -1 spec (3 -> 3), 1 package added, 1 removed"
+    assert summary_line(changes) == line
+    assert f" INFO a: published {s.out / 'a'}: {line} (" in last
+    assert s.report("a")["changes"] == changes["totals"]
+
+
+# --- 6. the run lock --------------------------------------------------------------------------
+
+
+async def test_a_live_lock_holder_makes_sync_exit_7_at_once(
+    site: MakeSite, tmp_path: Path, holders: list[Holder]
+) -> None:
+    s = await site((ref("a"),))
+    before = (await s.publish("a"))["a"]
+    s.rebuild(ref("a", NEXT))
+    holder = Holder(s.out, 30)
+    holders.append(holder)
+
+    started = time.monotonic()
+    done = await run_cli(*s.argv("a"), cwd=tmp_path)
+    elapsed = time.monotonic() - started
+
+    assert done.code == 7
+    assert done.err.startswith(
+        f"error: output folder is locked by another crawler run: pid {holder.pid} "
+        f"on {socket.gethostname()} (started "
+    )
+    assert f"(lock file {s.out / '.crawler' / 'lock'})" in done.err
+    assert elapsed < 5, f"a busy lock took {elapsed:.1f}s to report"
+    assert s.server.requests == []  # not even the discovery document was read
+    assert tree_bytes(s.out / "a") == before
+
+
+async def test_lock_wait_outlasts_a_holder_that_finishes(
+    site: MakeSite, holders: list[Holder]
+) -> None:
+    s = await site((ref("a"),), lock_wait=2)
+    holder = Holder(s.out, 0.5)
+    holders.append(holder)
+
+    started = time.monotonic()
+    done = await s.sync("a")
+
+    assert (done.code, done.err) == (0, "")
+    assert time.monotonic() - started >= 0.2  # it did wait for the holder
+    assert holder.process.poll() == 0
+    assert s.index("a")["stats"]["specs"] == 3
+
+
+async def test_a_stale_lock_of_a_dead_process_is_broken_and_logged(site: MakeSite) -> None:
+    s = await site((ref("a"),))
+    pid, host = dead_pid(), socket.gethostname()
+    lock = s.out / ".crawler" / "lock"
+    lock.parent.mkdir(parents=True)
+    started = "2025-04-20T02:30:00+00:00"
+    lock.write_text(json.dumps({"pid": pid, "host": host, "started_at": started}))
+
+    done = await s.sync("a")
+
+    assert done.code == 0, done.err
+    assert f"WARNING broke stale lock of pid {pid} on {host} (started {started})" in done.err
+    assert lock.read_bytes() == b""  # released cleanly this time
+    assert verify_branch(s.out / "a") == []
+
+
+# --- 7. two runs at once ----------------------------------------------------------------------
+
+
+async def test_two_runs_at_once_one_publishes_the_other_exits_7(
+    site: MakeSite, tmp_path: Path
+) -> None:
+    s = await site((ref("a"),))
+    s.server.delay(s.path("a"), 1.5)  # the first run holds the lock for at least that long
+
+    procs = [await start_cli(*s.argv("a"), cwd=tmp_path) for _ in range(2)]
+    done = await asyncio.gather(*(finish(p) for p in procs))
+
+    assert sorted(d.code for d in done) == [0, 7], [d.err for d in done]
+    winner = 0 if done[0].code == 0 else 1
+    assert done[winner].err == ""
+    assert f"locked by another crawler run: pid {procs[winner].pid} " in done[1 - winner].err
+    assert s.server.arrivals(s.path("a")) == 1  # only the winner read the index
+    assert s.index("a")["stats"]["specs"] == 3
+    assert verify_branch(s.out / "a") == []
+    assert s.leftovers() == []
+
+
+async def test_two_runs_at_once_with_lock_wait_run_one_after_the_other(
+    site: MakeSite, tmp_path: Path
+) -> None:
+    s = await site((ref("a"),), lock_wait=20)
+    s.server.delay(s.path("a"), 1.0)
+
+    procs = [await start_cli(*s.argv("a"), cwd=tmp_path) for _ in range(2)]
+    done = await asyncio.gather(*(finish(p) for p in procs))
+
+    # the second finds the first one's output current
+    assert sorted(d.code for d in done) == [0, 6], [d.err for d in done]
+    assert [d.err for d in done] == ["", ""]
+    assert s.server.arrivals(s.path("a")) == 2
+    assert s.index("a")["stats"]["specs"] == 3
+    assert verify_branch(s.out / "a") == []
+    assert s.leftovers() == []
+
+
+# --- 8. SIGKILL at any moment -----------------------------------------------------------------
+
+BIG_STACKS = ("s1", "s2", "s3", "s4", "s5")
+BIG_PACKAGES = 1500
+
+
+async def test_sigkill_at_any_moment_leaves_the_published_branch_whole(
+    site: MakeSite, tmp_path: Path
+) -> None:
+    s = await site((SynthRef("big", tuple(generate_specs(11, BIG_PACKAGES, stacks=BIG_STACKS))),))
+    before = (await s.publish("big"))["big"]
+    assert verify_branch(s.out / "big", schema=False) == []
+    # the mirror moves on (50 more packages, every index changes): a run has work to do
+    more = generate_specs(11, BIG_PACKAGES + 50, stacks=BIG_STACKS)
+    s.rebuild(SynthRef("big", tuple(more)))
+    s.server.delay("/index.json", 1.0)  # every index answer takes a second
+    staging = s.out / ".crawler" / "staging"
+
+    def staged() -> bool:
+        return staging.is_dir() and any(staging.glob("new-big.*"))
+
+    moments: list[tuple[str, Callable[[], Awaitable[None]]]] = [
+        ("after 0.2s", lambda: asyncio.sleep(0.2)),
+        ("after 0.5s", lambda: asyncio.sleep(0.5)),
+        ("after 1s", lambda: asyncio.sleep(1.0)),
+        ("mid-download", lambda: until(lambda: s.server.arrivals("/index.json") > 0, "a GET")),
+        ("once staging exists", lambda: until(staged, "the staging folder")),
+    ]
+    pid = 0
+    for moment, reach in moments:
+        s.server.arrived.clear()
+        proc = await start_cli(*s.argv("big"), cwd=tmp_path)
+        await reach()
+        proc.kill()
+        done = await finish(proc)
+        pid = proc.pid
+
+        assert done.code == -signal.SIGKILL, f"{moment}: the run ended by itself: {done.err}"
+        assert tree_bytes(s.out / "big") == before, f"killed {moment}, the output changed"
+        assert json.loads((s.out / "big" / "index.json").read_bytes())["branch"] == "big"
+    assert verify_branch(s.out / "big", schema=False) == []
+
+    s.server.delays.clear()
+    final = await run_cli(*s.argv("big"), cwd=tmp_path)
+
+    assert final.code == 0, final.err
+    assert f"WARNING broke stale lock of pid {pid} on {socket.gethostname()}" in final.err
+    assert f"left by process {pid}" in final.err  # its staging folder was cleaned up
+    assert s.leftovers() == []
+    assert s.index("big")["stats"]["packages"] == BIG_PACKAGES + 50
+    assert verify_branch(s.out / "big", schema=False) == []
+
+
+# --- 9. SIGTERM and SIGINT --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("signum", "code"),
+    [pytest.param(signal.SIGTERM, 143, id="SIGTERM"), pytest.param(signal.SIGINT, 130, id="INT")],
+)
+async def test_a_signal_during_downloads_stops_cleanly(
+    site: MakeSite, tmp_path: Path, signum: signal.Signals, code: int
+) -> None:
+    s = await site((ref("a"),))
+    before = (await s.publish("a"))["a"]
+    s.rebuild(ref("a", NEXT))
+    s.server.delay(s.path("a", "s2"), 30)
+    proc = await start_cli(*s.argv("a"), cwd=tmp_path)
+    await until(lambda: s.server.arrivals(s.path("a", "s2")) > 0, "the download of s2")
+
+    proc.send_signal(signum)
+    started = time.monotonic()
+    done = await finish(proc)
+
+    assert time.monotonic() - started < 5
+    assert done.code == code
+    assert f"WARNING received {signum.name}, stopping" in done.err
+    assert done.err.endswith(f"interrupted by {signum.name}; published output untouched\n")
+    assert "Traceback" not in done.err
+    assert tree_bytes(s.out / "a") == before
+    assert s.leftovers() == []
+    assert (s.out / ".crawler" / "lock").read_bytes() == b""  # released
+
+
+# --- 10. indexes that change under the crawler ------------------------------------------------
+
+
+async def test_a_stale_v2_sidecar_does_not_hide_a_new_index(site: MakeSite) -> None:
+    s = await site((ref("a"),))
+    await s.publish("a")
+    sidecar = s.mirror / (s.path("a", "s1") + ".hash")
+    old = sidecar.read_text()
+    s.rebuild(ref("a", NEXT))
+    sidecar.write_text(old)  # index.json uploaded, its .hash not yet
+
+    done = await s.sync("a")
+
+    assert (done.code, done.err) == (0, "")
+    new = hashlib.sha256((s.mirror / s.path("a", "s1")).read_bytes()).hexdigest()
+    s1 = s.source_report("a", "s1")
+    assert (s1["status"], s1["sha256"], s1["sidecar_sha256"]) == ("fetched", new, old)
+    assert s1["sidecar_matches"] is False
+    index = s.index("a")
+    assert next(x for x in index["sources"] if x["label"] == "s1")["sha256"] == new
+    assert index["packages"]["cmake"]["spec_details"][0]["stacks"] == ["root", "s1", "s2"]
+
+
+async def test_a_v3_blob_that_does_not_match_its_name_fails_its_source(site: MakeSite) -> None:
+    s = await site((ref("b", layout="v3"),))
+    before = (await s.publish("b"))["b"]
+    s.rebuild(ref("b", NEXT, layout="v3"))
+    blob = s.mirror / s.path("b", "s1")
+    wrong = (s.mirror / s.path("b", "s2")).read_bytes()
+    blob.write_bytes(wrong)
+    expected, actual = blob.name, hashlib.sha256(wrong).hexdigest()
+    problem = f"s1: cannot fetch {s.location('b', 's1')}: sha256 is {actual}, expected {expected}"
+
+    done = await s.sync("b")
+
+    assert done.code == 4
+    assert problem in done.err
+    assert tree_bytes(s.out / "b") == before
+
+    partial = await s.sync("b", flags=["--max-failed-stacks=1"])
+
+    assert partial.code == 5, partial.err
+    s1 = s.source_report("b", "s1")
+    assert s1["status"] == "failed"
+    assert f"sha256 is {actual}, expected {expected}" in s1["error"]
+    assert s.report("b")["failed_stacks"] == ["s1"]
+
+
+# --- 11. crawler verify -----------------------------------------------------------------------
+
+
+async def test_crawler_verify_exits_0_then_8_on_a_corrupted_page(
+    site: MakeSite, tmp_path: Path
+) -> None:
+    s = await site((ref("a"),))
+    await s.publish("a")
+    branch = s.out / "a"
+
+    clean = await run_cli("verify", str(branch), cwd=tmp_path)
+
+    assert (clean.code, clean.out, clean.err) == (0, f"{branch}: all checks hold\n", "")
+
+    page = branch / "pages" / "zlib" / "specs.md"
+    good = page.read_bytes()
+    bad = good.replace(b"1.3.1", b"1.3.2")
+    page.write_bytes(bad)
+    at = next(i for i, (x, y) in enumerate(zip(good, bad, strict=True)) if x != y)
+
+    broken = await run_cli("verify", str(branch), cwd=tmp_path)
+
+    assert broken.code == 8
+    assert broken.out == (
+        f"pages/zlib/specs.md: differs from package zlib in index.json "
+        f"(first difference at byte {at})\n"
+    )
+    assert broken.err == f"{branch}: 1 problem(s)\n"
+
+
+# --- 12. metrics ------------------------------------------------------------------------------
+
+
+async def test_metrics_keep_the_last_success_across_a_failed_run(
+    site: MakeSite, tmp_path: Path
+) -> None:
+    s = await site((ref("a"),))
+    metrics = tmp_path / "prom" / "crawler.prom"
+    last = 'spack_cache_crawler_last_success_timestamp_seconds{branch="a"}'
+
+    started = time.time()
+    ok = await s.sync("a", flags=["--metrics", str(metrics)])
+
+    assert (ok.code, ok.err) == (0, "")
+    text = metrics.read_text()
+    assert text.endswith("\n# EOF\n")
+    first = metric_samples(text)
+    assert started <= first[last] <= time.time()
+    assert first["spack_cache_crawler_run_exit_code"] == 0
+    assert first['spack_cache_crawler_branch_status{branch="a",status="published"}'] == 1
+
+    s.rebuild(ref("a", NEXT))
+    s.server.script(s.path("a"), *[Fault(500)] * 3)
+    failed = await s.sync("a", flags=["--metrics", str(metrics)])
+
+    assert failed.code == 4
+    text = metrics.read_text()
+    assert text.endswith("\n# EOF\n")
+    second = metric_samples(text)
+    assert second[last] == first[last]
+    assert second["spack_cache_crawler_run_exit_code"] == 4
+    assert second['spack_cache_crawler_branch_status{branch="a",status="failed"}'] == 1
+    assert second['spack_cache_crawler_branch_status{branch="a",status="published"}'] == 0
+    assert second["spack_cache_crawler_last_run_timestamp_seconds"] > first[last]
+
+
+# --- 13. transient failures -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("label", "faults", "problem"),
+    [
+        pytest.param(
+            "root", [Fault(truncate=100)] * 3, "body cut short", id="reset-mid-body-root"
+        ),
+        pytest.param("s2", [Fault(500)] * 3, "HTTP 500 after 3 attempts", id="500-storm-stack"),
+    ],
+)
+async def test_failures_outlasting_the_retries_keep_the_output(
+    site: MakeSite, label: str, faults: list[Fault], problem: str
+) -> None:
+    s = await site((ref("a"),))
+    before = (await s.publish("a"))["a"]
+    s.rebuild(ref("a", NEXT))
+    s.server.script(s.path("a", label), *faults)
+
+    done = await s.sync("a")
+
+    assert done.code == 4
+    assert f"cannot fetch {s.location('a', label)}: {problem}" in done.err
+    assert done.err.endswith("error: 1 branch(es) failed: a\n")
+    assert s.server.hits(s.path("a", label)) == 3
+    assert s.report("a")["status"] == "failed"
+    assert tree_bytes(s.out / "a") == before
+    assert s.leftovers() == []
+
+
+async def test_429_with_retry_after_is_waited_out(site: MakeSite) -> None:
+    s = await site((ref("a"),), retry={"attempts": 3, "backoff": 0, "max_wait": 30})
+    s.server.script(s.path("a", "s1"), Fault(429, headers={"Retry-After": "7"}))
+
+    done = await s.sync("a")
+
+    assert (done.code, done.err) == (0, "")
+    assert s.sleep.waits == [7.0]
+    s1 = s.source_report("a", "s1")
+    assert (s1["status"], s1["attempts"], s1["retries"]) == ("fetched", 2, 1)
