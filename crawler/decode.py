@@ -12,6 +12,8 @@ them out of the cyclic garbage collector roughly halves decoding time on a devel
 
 from __future__ import annotations
 
+import mmap
+
 import msgspec
 
 from .errors import IndexFormatError, UnsupportedVersionError
@@ -120,7 +122,9 @@ STACK_DECODER = msgspec.json.Decoder(StackRecord)
 _DOCUMENT_DECODER = msgspec.json.Decoder(_Document)
 
 
-def decode_document(body: bytes | memoryview, url: str) -> tuple[str, dict[str, msgspec.Raw]]:
+def decode_document(
+    body: bytes | memoryview | mmap.mmap, url: str
+) -> tuple[str, dict[str, msgspec.Raw]]:
     """The DB version and the raw records of an index; errors name ``url`` and the problem."""
     if not body:
         raise IndexFormatError(url, "empty body")

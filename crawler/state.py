@@ -25,7 +25,7 @@ from typing import Any
 import msgspec
 
 from . import __version__
-from .validate import Kind, SourceSummary
+from .validate import Kind, SourceSummary, compact
 from .write import atomic_write, encode_json, state_dir
 
 log = logging.getLogger(__name__)
@@ -108,7 +108,8 @@ class Store:
     def load(self, kind: Kind, sha256: str) -> CachedSummary | None:
         """A cached summary, or None when it is absent or unreadable (then it is re-fetched)."""
         try:
-            return _DECODE_CACHED.decode(self._summary_path(kind, sha256).read_bytes())
+            cached = _DECODE_CACHED.decode(self._summary_path(kind, sha256).read_bytes())
+            return msgspec.structs.replace(cached, summary=compact(cached.summary))
         except FileNotFoundError:
             return None
         except (OSError, msgspec.DecodeError, msgspec.ValidationError) as err:

@@ -33,9 +33,10 @@ checksum, anything else ``name=value``.
 from __future__ import annotations
 
 import gzip
+import mmap
 import re
+import sys
 import zlib
-from pathlib import Path
 from typing import Literal
 
 import msgspec
@@ -288,7 +289,45 @@ def merge_root(shards: list[RootShard]) -> SourceSummary:
     invalid.sort(key=lambda r: (r.hash, r.reason))
     first = shards[0]
     hashes = [h for shard in shards for h in shard.hashes]
-    return SourceSummary(first.db_version, first.records, len(specs), hashes, specs, [], invalid)
+    summary = SourceSummary(first.db_version, first.records, len(specs), hashes, specs, [], invalid)
+    return compact(summary)
+
+
+def compact(summary: SourceSummary) -> SourceSummary:
+    """The same summary with repeated strings and equal variant lists shared.
+
+    A develop root repeats a few platforms, oss, targets, compilers and variant lists tens of
+    thousands of times, and every stack repeats the root's hashes; decoding makes a new object
+    for each occurrence. Sharing them (``sys.intern``) more than halves the summaries' memory.
+    """
+    intern = sys.intern
+    shared: dict[tuple[str, ...], tuple[str, ...]] = {}
+
+    def variants(values: tuple[str, ...]) -> tuple[str, ...]:
+        found = shared.get(values)
+        if found is None:
+            found = shared[values] = tuple(map(intern, values))
+        return found
+
+    specs = [
+        SpecRow(
+            intern(r.hash),
+            intern(r.name),
+            intern(r.version),
+            intern(r.platform),
+            intern(r.os),
+            intern(r.target),
+            intern(r.compiler),
+            variants(r.variants),
+        )
+        for r in summary.specs
+    ]
+    return msgspec.structs.replace(
+        summary,
+        hashes=list(map(intern, summary.hashes)),
+        specs=specs,
+        identities=list(map(intern, summary.identities)),
+    )
 
 
 def _stack(installs: dict[str, msgspec.Raw]) -> tuple[list[str], list[str], _Checker]:
@@ -314,8 +353,16 @@ def _stack(installs: dict[str, msgspec.Raw]) -> tuple[list[str], list[str], _Che
 
 def read_index(path: str, url: str) -> tuple[str, dict[str, msgspec.Raw]]:
     """Read an index file (gunzipped if it is gzip data, FORMAT.md section 1) and decode its
-    envelope: the DB version and the raw records."""
-    body = Path(path).read_bytes()
+    envelope: the DB version and the raw records.
+
+    The file is memory-mapped rather than read: workers that share a root index then share its
+    pages (the page cache) instead of holding a private copy each.
+    """
+    with open(path, "rb") as file:
+        try:
+            body: bytes | mmap.mmap = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
+        except ValueError:  # an empty file cannot be mapped
+            body = b""
     if body[:2] == b"\x1f\x8b":
         try:
             body = gzip.decompress(body)
@@ -355,7 +402,7 @@ def summarize_index(path: str, url: str, kind: Kind) -> SourceSummary:
 
 def load_summary(data: bytes) -> SourceSummary:
     """Decode what :func:`summarize_stack` returned."""
-    return msgspec.msgpack.decode(data, type=SourceSummary)
+    return compact(msgspec.msgpack.decode(data, type=SourceSummary))
 
 
 def load_root_shard(data: bytes) -> RootShard:
