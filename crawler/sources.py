@@ -82,6 +82,10 @@ class SourceOutcome:
         self._summary, self._loader = summary, None
         self.facts = SourceFacts.of(summary) if summary is not None else facts
 
+    def release(self) -> None:
+        """Forget the summary, keep its facts (for ``index.json`` and the branch state)."""
+        self._summary, self._loader = None, None
+
     def use_later(self, loader: Callable[[], SourceSummary | None], facts: SourceFacts) -> None:
         """Defer loading the summary until something needs more than its facts."""
         self._summary, self._loader, self.facts = None, loader, facts

@@ -253,6 +253,9 @@ class Syncer:
             packages, conflicts = consolidate(root, stacks)
             stats = self._stats(outcomes, packages, conflicts)
             report.update(self._findings(outcomes, conflicts), stats=stats)
+            del root, stacks
+            for o in outcomes:
+                o.release()  # the summaries are consolidated: free them before serialising
             old = _load_light(published)
             self._gate(branch, old, stats["specs"])
             changes = compute_changes(old, _light(branch, packages))

@@ -294,39 +294,16 @@ def merge_root(shards: list[RootShard]) -> SourceSummary:
 
 
 def compact(summary: SourceSummary) -> SourceSummary:
-    """The same summary with repeated strings and equal variant lists shared.
+    """The same summary with its hashes and identities shared with other summaries'.
 
-    A develop root repeats a few platforms, oss, targets, compilers and variant lists tens of
-    thousands of times, and every stack repeats the root's hashes; decoding makes a new object
-    for each occurrence. Sharing them (``sys.intern``) more than halves the summaries' memory.
+    Every stack repeats hashes (and identities) the root and other stacks hold; decoding makes
+    a new string for each occurrence, and ``sys.intern`` folds them back into one. (Rebuilding
+    the root's rows the same way saved less memory than it cost in time, so they are left.)
     """
-    intern = sys.intern
-    shared: dict[tuple[str, ...], tuple[str, ...]] = {}
-
-    def variants(values: tuple[str, ...]) -> tuple[str, ...]:
-        found = shared.get(values)
-        if found is None:
-            found = shared[values] = tuple(map(intern, values))
-        return found
-
-    specs = [
-        SpecRow(
-            intern(r.hash),
-            intern(r.name),
-            intern(r.version),
-            intern(r.platform),
-            intern(r.os),
-            intern(r.target),
-            intern(r.compiler),
-            variants(r.variants),
-        )
-        for r in summary.specs
-    ]
     return msgspec.structs.replace(
         summary,
-        hashes=list(map(intern, summary.hashes)),
-        specs=specs,
-        identities=list(map(intern, summary.identities)),
+        hashes=list(map(sys.intern, summary.hashes)),
+        identities=list(map(sys.intern, summary.identities)),
     )
 
 

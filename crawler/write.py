@@ -39,9 +39,19 @@ except OSError:  # pragma: no cover - platforms without a C library handle
     _LIBC = None
 
 
-def encode_json(document: Any) -> bytes:
-    """Deterministic JSON: keys sorted, compact, UTF-8, a final newline."""
-    return msgspec.json.encode(document, order="sorted") + b"\n"
+_ENCODER = msgspec.json.Encoder(order="sorted")
+
+
+def encode_json(document: Any) -> bytearray:
+    """Deterministic JSON: keys sorted, compact, UTF-8, a final newline.
+
+    Encoded into one buffer and the newline appended in place: a develop index is tens of MB,
+    and ``encode(...) + b"\\n"`` would briefly hold it twice.
+    """
+    buffer = bytearray()
+    _ENCODER.encode_into(document, buffer)
+    buffer += b"\n"
+    return buffer
 
 
 def render_page(package: str, ref: str, summary: PackageSummary) -> str:
@@ -66,7 +76,9 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def atomic_write(path: Path, data: bytes, *, durable: bool = True, mode: int = 0o644) -> None:
+def atomic_write(
+    path: Path, data: bytes | bytearray, *, durable: bool = True, mode: int = 0o644
+) -> None:
     """Replace ``path`` with ``data`` so that readers see the old or the new file, whole.
 
     ``durable=False`` skips the fsyncs, for caches whose loss or truncation is detected and
@@ -177,7 +189,7 @@ class BranchStage:
         except OSError as err:
             raise OutputError(str(self.path), err.strerror or str(err)) from None
 
-    def write(self, relative: str, data: bytes) -> None:
+    def write(self, relative: str, data: bytes | bytearray) -> None:
         """Add one file to the staged branch (no fsync: :meth:`publish` flushes them all)."""
         target = self.path / relative
         try:
