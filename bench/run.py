@@ -81,6 +81,9 @@ class ProcessFigures:
     returncode: int
     seconds: float
     peak_tree_rss: int  # max over samples of the sum of RSS of the process and its descendants
+    # The same sum without file-backed and shared pages (RSS - statm "shared"): the memory the
+    # tree really owns. RSS counts a page-cache page once per process that maps it (mmap).
+    peak_tree_anon: int
     peak_single_rss: int  # max over samples of the largest single process's RSS
     peak_processes: int  # most processes seen in one sample
     # The kernel's figures, from the spawner: max RSS of the process and of the descendants it
@@ -108,6 +111,7 @@ class _Seen:
 
     role: str
     peak_rss: int = 0
+    peak_anon: int = 0  # RSS less file-backed and shared pages
     cpu_seconds: float = 0.0  # user + system, at its last sample
 
 
@@ -120,6 +124,7 @@ class _Sampler(threading.Thread):
         self.interval = interval
         self.done = threading.Event()
         self.peak_tree = 0
+        self.peak_tree_anon = 0
         self.peak_single = 0
         self.peak_processes = 0
         self.samples = 0
@@ -140,10 +145,11 @@ class _Sampler(threading.Thread):
             processes = [parent, *parent.children(recursive=True)]
         except psutil.Error:
             return
-        sizes = []
+        sizes, anons = [], []
         for process in processes:
             try:
-                rss = int(process.memory_info().rss)
+                memory = process.memory_info()
+                rss, anon = int(memory.rss), int(memory.rss - getattr(memory, "shared", 0))
                 times = process.cpu_times()
                 seen = self.seen.get(process.pid)
                 if seen is None:
@@ -151,11 +157,14 @@ class _Sampler(threading.Thread):
             except psutil.Error:
                 continue  # ended between the listing and the read
             seen.peak_rss = max(seen.peak_rss, rss)
+            seen.peak_anon = max(seen.peak_anon, anon)
+            anons.append(anon)
             seen.cpu_seconds = float(times.user + times.system)
             sizes.append(rss)
         if sizes:
             self.samples += 1
             self.peak_tree = max(self.peak_tree, sum(sizes))
+            self.peak_tree_anon = max(self.peak_tree_anon, sum(anons))
             self.peak_single = max(self.peak_single, max(sizes))
             self.peak_processes = max(self.peak_processes, len(sizes))
 
@@ -262,6 +271,7 @@ def run_measured(
         returncode=int(result["returncode"]),
         seconds=float(result["seconds"]),
         peak_tree_rss=sampler.peak_tree,
+        peak_tree_anon=sampler.peak_tree_anon,
         peak_single_rss=sampler.peak_single,
         peak_processes=sampler.peak_processes,
         wait4_maxrss=int(result["wait4_maxrss"]),
@@ -629,6 +639,7 @@ def _print(figures: dict[str, Any]) -> None:
 def _print_process(label: str, seconds: float, run: dict[str, Any], extra: str) -> None:
     print(
         f"{label} wall     {seconds:7.2f}s  peak RSS: tree {_fmt_mb(run['peak_tree_rss'])} "
+        f"(without file/shared pages {_fmt_mb(run['peak_tree_anon'])}) "
         f"(max {run['peak_processes']} processes), largest process "
         f"{_fmt_mb(run['peak_single_rss'])}, wait4 {_fmt_mb(run['wait4_maxrss'])}, "
         f"RUSAGE_CHILDREN {_fmt_mb(run['rusage_children_maxrss'])}{extra}"
@@ -639,10 +650,11 @@ def _print_process(label: str, seconds: float, run: dict[str, Any], extra: str) 
     )
     if len(run["processes"]) > 1:
         peaks = ", ".join(
-            f"{p['role']} {_fmt_mb(p['peak_rss'])} / {p['cpu_seconds']:.1f} CPU-s"
+            f"{p['role']} {_fmt_mb(p['peak_rss'])} ({_fmt_mb(p['peak_anon'])}) / "
+            f"{p['cpu_seconds']:.1f} CPU-s"
             for p in run["processes"]
         )
-        print(f"{'':<10} per process (peak RSS / CPU): {peaks}")
+        print(f"{'':<10} per process (peak RSS (without file/shared) / CPU): {peaks}")
 
 
 if __name__ == "__main__":

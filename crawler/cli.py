@@ -32,7 +32,6 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import msgspec
-from rich.console import Console
 
 from . import __version__
 from .config import Config, load_config, with_overrides
@@ -42,7 +41,6 @@ from .lock import LockBusyError
 from .metrics import load_last_success, render_metrics, write_metrics
 from .progress import LiveReporter, LogReporter, setup_logging, wants_live
 from .sync import RunResult, Syncer
-from .verify import verify_branch
 
 log = logging.getLogger("crawler")
 
@@ -196,7 +194,7 @@ def exit_code(result: RunResult) -> int:
 async def _sync(config: Config, args: argparse.Namespace, sleep: Sleep) -> RunResult:
     wanted = None if args.all else args.branch
     if wants_live(args.quiet):
-        with LiveReporter(Console(stderr=True)) as live:
+        with LiveReporter() as live:
             return await Syncer(config, live, sleep=sleep, force=args.force).run(wanted)
     return await Syncer(config, LogReporter(), sleep=sleep, force=args.force).run(wanted)
 
@@ -218,6 +216,8 @@ def _write_metrics(config: Config, result: RunResult | None, code: int, seconds:
 
 
 def _verify(args: argparse.Namespace) -> int:
+    from .verify import verify_branch  # jsonschema is slow to import and only needed here
+
     problems = verify_branch(args.path, schema=not args.no_schema)
     for problem in problems:
         print(problem)

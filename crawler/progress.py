@@ -10,18 +10,10 @@ from __future__ import annotations
 import logging
 import sys
 from types import TracebackType
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from rich.console import Console
-from rich.filesize import decimal
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-)
+if TYPE_CHECKING:  # rich is imported only when a terminal gets the live display
+    from rich.progress import TaskID
 
 log = logging.getLogger("crawler")
 
@@ -55,8 +47,17 @@ class LogReporter:
 class LiveReporter:
     """A rich progress display on the terminal; use as a context manager."""
 
-    def __init__(self, console: Console) -> None:
-        self.console = console
+    def __init__(self) -> None:
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
+        self.console = console = Console(stderr=True)
         self.progress = Progress(
             TextColumn("[bold]{task.description}"),
             BarColumn(),
@@ -82,10 +83,14 @@ class LiveReporter:
         self.progress.stop()
 
     def branch_started(self, branch: str, sources: int) -> None:
+        from rich.filesize import decimal
+
         self.bytes[branch] = 0
         self.tasks[branch] = self.progress.add_task(branch, total=sources, size=decimal(0))
 
     def source_done(self, branch: str, line: str, size: int, ok: bool) -> None:
+        from rich.filesize import decimal
+
         self.bytes[branch] += size
         self.progress.update(self.tasks[branch], advance=1, size=decimal(self.bytes[branch]))
         if not ok:

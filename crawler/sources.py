@@ -15,6 +15,7 @@ import itertools
 import logging
 import multiprocessing
 import os
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -62,6 +63,7 @@ class SourceOutcome:
     attempts: int = 0
     retries: int = 0
     decoded: bool = False
+    downloaded: bool = False  # this URL has been downloaded at least once (carried over runs)
     fetch_seconds: float = 0.0
     decode_seconds: float = 0.0
     _summary: SourceSummary | None = None
@@ -149,6 +151,7 @@ class SourceOutcome:
             self.size,
             self.etag,
             self.facts,
+            self.downloaded,
         )
 
 
@@ -156,7 +159,32 @@ def _decode_pool(workers: int) -> concurrent.futures.ProcessPoolExecutor:
     # forkserver: the event loop's threads are never forked; workers import the decoder once.
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(["crawler.validate"])
-    return concurrent.futures.ProcessPoolExecutor(max_workers=workers, mp_context=context)
+    return concurrent.futures.ProcessPoolExecutor(
+        max_workers=workers,
+        mp_context=context,
+        initializer=_exit_with,
+        initargs=(os.getpid(),),
+    )
+
+
+def _exit_with(crawler_pid: int) -> None:
+    """Worker initializer: exit when the crawler process is gone.
+
+    A crawler killed with SIGKILL cannot stop its pool, and idle workers would wait on their
+    queue forever (keeping the forkserver, and the run's stdout and stderr, alive with them).
+    """
+
+    def watch() -> None:
+        while True:
+            time.sleep(0.5)
+            try:
+                os.kill(crawler_pid, 0)
+            except ProcessLookupError:
+                os._exit(1)
+            except PermissionError:  # pid reused by another user's process: ours is gone
+                os._exit(1)
+
+    threading.Thread(target=watch, name="exit-with-crawler", daemon=True).start()
 
 
 class SourceReader:
@@ -237,20 +265,21 @@ class SourceReader:
         return cached.summary if cached else None
 
     @staticmethod
-    def _promised(outcome: SourceOutcome, etag: str | None) -> str | None:
+    def _promised(outcome: SourceOutcome, before: SourceState | None) -> str | None:
         """The SHA-256 the mirror vouches for without a download, if any.
 
         A v3 blob's name is its checksum. A v2 sidecar is uploaded after its index, so it can be
-        stale for a moment: it is trusted only for a server that gives no ETag (with an ETag, a
-        conditional request is exact) and never for a local mirror (hashing the file is exact
-        and cheap).
+        stale for a moment: it is trusted only where a conditional request is impossible, that
+        is for a URL that was downloaded before and whose server sent no ETag then (with an
+        ETag, ``If-None-Match`` is exact), and never for a local mirror (hashing the file is
+        exact and cheap).
         """
         source = outcome.source
         if source.checksum is not None:
             return source.checksum
-        if etag is None and not source.location.startswith("file://"):
-            return outcome.sidecar
-        return None
+        if source.location.startswith("file://") or before is None:
+            return None
+        return outcome.sidecar if before.downloaded and before.etag is None else None
 
     async def _fetch(
         self, fetcher: Fetcher, outcome: SourceOutcome, dest: Path, previous: BranchState | None
@@ -263,11 +292,13 @@ class SourceReader:
         if source.sidecar is not None:
             outcome.sidecar = await self._sidecar(fetcher, source.sidecar)
         before = previous.source(source.label, source.url) if previous else None
+        if before is not None:  # what the server is known for carries over to this run
+            outcome.etag, outcome.downloaded = before.etag, before.downloaded
         etag = before.etag if before and self.store.has(outcome.kind, before.sha256) else None
-        if self._reuse(outcome, self._promised(outcome, etag), "unchanged", before):
+        if self._reuse(outcome, self._promised(outcome, before), "unchanged", before):
             return None
         fetched = await fetcher.download(source.location, dest, etag=etag)
-        outcome.attempts, outcome.etag = fetched.attempts, fetched.etag
+        outcome.attempts, outcome.etag, outcome.downloaded = fetched.attempts, fetched.etag, True
         if fetched.not_modified:
             assert before is not None and before.sha256 is not None
             if self._reuse(outcome, before.sha256, "unchanged", before):

@@ -62,6 +62,8 @@ class SourceState(msgspec.Struct, frozen=True, gc=False):
     size: int | None = None
     etag: str | None = None
     facts: SourceFacts | None = None
+    #: True once this URL was really downloaded (so ``etag`` None means "the server sends none").
+    downloaded: bool = False
 
 
 class BranchState(msgspec.Struct, frozen=True, gc=False):

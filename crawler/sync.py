@@ -248,6 +248,11 @@ class Syncer:
             formats: list[str] = sorted(self.config.formats)
             inputs = fingerprint(entries, formats)
             if self._current(branch, previous, inputs):
+                if failed:  # still partial: the published output lacks the failing stacks
+                    report["failed_stacks"] = [o.source.label for o in failed]
+                    labels = ", ".join(o.source.label for o in failed)
+                    reason = f"output is current, but stacks still fail: {labels}"
+                    return self._done(branch, "partial", report, clock, reason)
                 return self._done(branch, "unchanged", report, clock, "output is current")
             root, stacks = self._summaries(branch, outcomes)
             packages, conflicts = consolidate(root, stacks)
@@ -279,7 +284,7 @@ class Syncer:
         except CrawlerError as err:
             message = str(err) if isinstance(err, BranchError) else f"branch {branch} failed: {err}"
             return self._done(branch, "failed", report, clock, message, outcomes)
-        line = summary_line(changes)
+        line = summary_line(changes).removeprefix(f"{branch}: ")  # the reporter names the branch
         message = f"{status} {self.output / branch}: {line} ({report['duration_seconds']:.2f}s)"
         self.reporter.branch_done(branch, message, ok=True)
         return BranchResult(branch, status, message, report)
