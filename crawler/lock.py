@@ -219,6 +219,11 @@ class RunLock:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = Holder.parse(self._read(fd))
+            for _ in range(10):  # the holder may have the lock but not have written itself yet
+                if holder.known:
+                    break
+                time.sleep(0.01)
+                holder = Holder.parse(self._read(fd))
             os.close(fd)
             return holder
         except OSError as err:
