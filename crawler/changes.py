@@ -76,7 +76,9 @@ class _Index(msgspec.Struct, frozen=True, gc=False):
 
 
 # (package, hash) -> stacks
-_Specs = dict[tuple[str, str], frozenset[str]]
+#: ``(package, hash) -> stacks`` of every spec of an index.
+SpecStacks = dict[tuple[str, str], frozenset[str]]
+_Specs = SpecStacks
 
 
 def _specs(document: Mapping[str, Any], which: str) -> tuple[str, _Specs]:
@@ -95,7 +97,18 @@ def compute_changes(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> di
     """What changed from ``old`` to ``new`` (parsed ``index.json`` documents; ``old`` None on a
     first publish). Raises :class:`ChangesInputError` for a document that is not an index."""
     branch, after = _specs(new, "new")
-    before = _specs(old, "previous")[1] if old is not None else {}
+    before = _specs(old, "previous")[1] if old is not None else None
+    return changes_between(branch, before, after)
+
+
+def changes_between(branch: str, before: SpecStacks | None, after: SpecStacks) -> dict[str, Any]:
+    """:func:`compute_changes` for specs already keyed ``(package, hash) -> stacks``.
+
+    ``before`` is None on a first publish. The sync builds these straight from its summaries,
+    which spares converting a develop-sized index to dicts and back.
+    """
+    first_publish = before is None
+    before = before or {}
     added: dict[str, list[str]] = defaultdict(list)
     removed: dict[str, list[str]] = defaultdict(list)
     by_stack: dict[str, dict[str, int]] = defaultdict(lambda: {"added": 0, "removed": 0})
@@ -117,7 +130,7 @@ def compute_changes(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> di
     packages_after = {name for name, _ in after}
     return {
         "branch": branch,
-        "first_publish": old is None,
+        "first_publish": first_publish,
         "added": {name: sorted(hashes) for name, hashes in sorted(added.items())},
         "removed": {name: sorted(hashes) for name, hashes in sorted(removed.items())},
         "by_stack": dict(sorted(by_stack.items())),

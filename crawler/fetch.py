@@ -35,7 +35,6 @@ from .errors import FetchError, HTTPStatusError, NotFoundError
 log = logging.getLogger(__name__)
 
 USER_AGENT = f"spack-cache-crawler/{__version__}"
-_CHUNK = 1 << 20
 _WRITE_BATCH = 2 << 20
 T = TypeVar("T")
 Sleep = Callable[[float], Awaitable[None]]
@@ -250,7 +249,7 @@ async def _stream_to(resp: aiohttp.ClientResponse, dest: Path) -> tuple[int, str
     pending = 0
     out = await asyncio.to_thread(dest.open, "wb")
     try:
-        async for chunk in resp.content.iter_chunked(_CHUNK):
+        async for chunk in resp.content.iter_any():  # what arrived, without joining copies
             batch.append(chunk)
             pending += len(chunk)
             if pending >= _WRITE_BATCH:

@@ -45,7 +45,7 @@ from typing import Any, Literal
 import msgspec
 
 from . import __version__
-from .changes import compute_changes, summary_line
+from .changes import SpecStacks, changes_between, summary_line
 from .config import Config
 from .consolidate import Conflict, PackageSummary, consolidate
 from .discovery import Discovery, Mirror, is_safe_name, parse_discovery
@@ -106,7 +106,6 @@ class _OldPackage(msgspec.Struct):
 
 
 class _OldIndex(msgspec.Struct):
-    branch: str
     packages: dict[str, _OldPackage]
 
 
@@ -114,21 +113,21 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def _light(branch: str, packages: dict[str, PackageSummary]) -> dict[str, Any]:
-    """The part of an index that :func:`compute_changes` reads."""
-    return {
-        "branch": branch,
-        "packages": {
-            name: {
-                "spec_details": [{"hash": d.hash, "stacks": list(d.stacks)} for d in p.spec_details]
-            }
-            for name, p in packages.items()
-        },
-    }
+def _spec_stacks(packages: dict[str, PackageSummary]) -> SpecStacks:
+    """Every spec of new output as :func:`changes_between` compares them."""
+    shared: dict[tuple[str, ...], frozenset[str]] = {}
+    result: SpecStacks = {}
+    for name, package in packages.items():
+        for d in package.spec_details:
+            stacks = shared.get(d.stacks)
+            if stacks is None:
+                stacks = shared[d.stacks] = frozenset(d.stacks)
+            result[name, d.hash] = stacks
+    return result
 
 
-def _load_light(path: Path) -> dict[str, Any] | None:
-    """The published index of a branch, reduced like :func:`_light`; None if absent or broken."""
+def _published_specs(path: Path) -> SpecStacks | None:
+    """Every spec of a branch's published index; None if there is none or it is unreadable."""
     try:
         old = msgspec.json.decode(path.read_bytes(), type=_OldIndex)
     except FileNotFoundError:
@@ -136,8 +135,11 @@ def _load_light(path: Path) -> dict[str, Any] | None:
     except (OSError, msgspec.DecodeError, msgspec.ValidationError) as err:
         log.warning("previous %s is unreadable (%s); comparing against nothing", path, err)
         return None
-    result: dict[str, Any] = msgspec.to_builtins(old)
-    return result
+    return {
+        (name, spec.hash): frozenset(spec.stacks)
+        for name, package in old.packages.items()
+        for spec in package.spec_details
+    }
 
 
 class Syncer:
@@ -261,9 +263,9 @@ class Syncer:
             del root, stacks
             for o in outcomes:
                 o.release()  # the summaries are consolidated: free them before serialising
-            old = _load_light(published)
+            old = _published_specs(published)
             self._gate(branch, old, stats["specs"])
-            changes = compute_changes(old, _light(branch, packages))
+            changes = changes_between(branch, old, _spec_stacks(packages))
             index = {
                 "schema_version": SCHEMA_VERSION,
                 "branch": branch,
@@ -311,7 +313,7 @@ class Syncer:
         self.reporter.branch_done(branch, message, ok=not failing)
         return BranchResult(branch, status, message, report)
 
-    def _gate(self, branch: str, old: dict[str, Any] | None, specs: int) -> None:
+    def _gate(self, branch: str, old: SpecStacks | None, specs: int) -> None:
         """Refuse to publish an empty root or a large drop in specs, unless forced."""
         if self.force:
             return
@@ -319,7 +321,7 @@ class Syncer:
             raise _Refused(f"branch {branch}: refused to publish: the root index has no specs")
         if old is None:
             return
-        before = sum(len(p["spec_details"]) for p in old["packages"].values())
+        before = len(old)
         floor = before * (1 - self.config.publish.max_drop)
         if specs < floor:
             raise _Refused(
