@@ -75,10 +75,17 @@ class _Index(msgspec.Struct, frozen=True, gc=False):
     packages: dict[str, _Package]
 
 
-# (package, hash) -> stacks
 #: ``(package, hash) -> stacks`` of every spec of an index.
 SpecStacks = dict[tuple[str, str], frozenset[str]]
 _Specs = SpecStacks
+
+
+def _spec_stacks(index: _Index) -> SpecStacks:
+    return {
+        (name, spec.hash): spec.stacks
+        for name, package in index.packages.items()
+        for spec in package.spec_details
+    }
 
 
 def _specs(document: Mapping[str, Any], which: str) -> tuple[str, _Specs]:
@@ -86,11 +93,16 @@ def _specs(document: Mapping[str, Any], which: str) -> tuple[str, _Specs]:
         index = msgspec.convert(document, _Index)
     except msgspec.ValidationError as err:
         raise ChangesInputError(which, str(err)) from None
-    specs: _Specs = {}
-    for name, package in index.packages.items():
-        for spec in package.spec_details:
-            specs[name, spec.hash] = spec.stacks
-    return index.branch, specs
+    return index.branch, _spec_stacks(index)
+
+
+def load_spec_stacks(data: bytes) -> SpecStacks:
+    """The specs of a serialised ``index.json``, read straight from its bytes (only hashes and
+    stacks are decoded). Raises :class:`ChangesInputError` if it is not an index."""
+    try:
+        return _spec_stacks(msgspec.json.decode(data, type=_Index))
+    except (msgspec.DecodeError, msgspec.ValidationError) as err:
+        raise ChangesInputError("previous", str(err)) from None
 
 
 def compute_changes(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> dict[str, Any]:

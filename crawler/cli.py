@@ -103,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--mirror", help="mirror URL or folder (overrides the config)")
         noise = sub.add_mutually_exclusive_group()
         noise.add_argument("-q", "--quiet", action="store_true", help="only warnings and errors")
-        noise.add_argument("-v", "--verbose", action="store_true", help="retries and timings too")
+        noise.add_argument("-v", "--verbose", action="store_true", help="debug details too")
 
     sync = commands.add_parser(
         "sync",
@@ -191,12 +191,13 @@ def exit_code(result: RunResult) -> int:
     return EXIT_UNCHANGED
 
 
-async def _sync(config: Config, args: argparse.Namespace, sleep: Sleep) -> RunResult:
+async def _sync(syncer: Syncer, args: argparse.Namespace) -> RunResult:
     wanted = None if args.all else args.branch
     if wants_live(args.quiet):
         with LiveReporter() as live:
-            return await Syncer(config, live, sleep=sleep, force=args.force).run(wanted)
-    return await Syncer(config, LogReporter(), sleep=sleep, force=args.force).run(wanted)
+            syncer.reporter = live
+            return await syncer.run(wanted)
+    return await syncer.run(wanted)
 
 
 def _write_metrics(config: Config, result: RunResult | None, code: int, seconds: float) -> None:
@@ -262,14 +263,21 @@ async def main_async(argv: Sequence[str] | None = None, *, sleep: Sleep = asynci
         config = _config(args)
         if args.command == "branches":
             return await _branches(config, sleep)
+        syncer = Syncer(config, LogReporter(), sleep=sleep, force=args.force)
         with _signals() as received:
             try:
-                result = await _sync(config, args, sleep)
+                result = await _sync(syncer, args)
             except asyncio.CancelledError:
                 if not received:
                     raise
+                result = RunResult(syncer.results)  # what finished before, for the metrics
                 signame = received[-1]
-                print(f"interrupted by {signame.name}; published output untouched", file=sys.stderr)
+                finished = [f"{b.branch} ({b.status})" for b in syncer.results]
+                before = f"; finished before it: {', '.join(finished)}" if finished else ""
+                print(
+                    f"interrupted by {signame.name}; published output untouched{before}",
+                    file=sys.stderr,
+                )
                 code = EXIT_SIGTERM if signame == signal.SIGTERM else EXIT_SIGINT
                 return code
         code = exit_code(result)

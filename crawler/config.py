@@ -12,7 +12,7 @@ concurrency            8                          sources of a branch downloaded
 decode_workers         0                          processes decoding indexes (0: one per CPU)
 timeouts.connect       10                         seconds to open a connection
 timeouts.read          60                         seconds without a byte before a read fails
-timeouts.source        1800                       seconds one source may take, retries included
+timeouts.source        1800                       seconds one request may take, retries included
 retry.attempts         5                          tries per request before giving up (1-20)
 retry.backoff          1.0                        first backoff in seconds, doubled each try
 retry.max_wait         60                         cap on one wait, ``Retry-After`` included

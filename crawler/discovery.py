@@ -60,6 +60,20 @@ class Mirror:
         """True for a folder on this machine."""
         return self.base.startswith("file://")
 
+    def contains(self, url: str) -> bool:
+        """Whether ``url`` is on this mirror: same scheme and host, or under the local folder.
+
+        A discovery document is the mirror's word, not the user's: it may not send the crawler
+        to other hosts, or from a remote mirror to this machine's files.
+        """
+        ours, theirs = urlsplit(self.base), urlsplit(url)
+        if ours.scheme == "file" or theirs.scheme == "file":
+            if ours.scheme != theirs.scheme:
+                return False
+            root, path = Path(unquote(ours.path)), Path(unquote(theirs.path)).resolve()
+            return path == root or root in path.parents
+        return (ours.scheme, ours.netloc.lower()) == (theirs.scheme, theirs.netloc.lower())
+
     def join(self, path: str) -> str:
         """The location of ``path`` (relative to the mirror root)."""
         return f"{self.base}/{path.lstrip('/')}"
@@ -100,10 +114,6 @@ class Discovery:
     refs: dict[str, tuple[Source, ...]]
     problems: dict[str, str]
 
-    def labels(self, ref: str) -> list[str]:
-        """Stack labels of a ref, root first."""
-        return [s.label for s in self.refs.get(ref, ())]
-
 
 class _Entry(msgspec.Struct):
     label: str
@@ -121,8 +131,12 @@ def map_url(url: str, mirror: Mirror, config: Config) -> str:
     parts = urlsplit(url)
     if parts.scheme == "s3":
         return mirror.join(parts.path)
-    if parts.scheme in ("http", "https", "file"):
+    if parts.scheme in ("http", "https", "file") and mirror.contains(url):
         return url
+    if parts.scheme in ("http", "https", "file"):
+        raise ValueError(
+            f"URL {url} is not on the mirror {mirror.base} (a configured rewrite can allow it)"
+        )
     raise ValueError(f"unsupported URL {url!r} (expected s3://, http(s):// or file://)")
 
 

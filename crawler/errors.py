@@ -9,8 +9,9 @@
     │   ├── HTTPStatusError     the server answered with a non-success status (status)
     │   │   └── NotFoundError   404 / missing file: a stack without an index is "missing"
     │   └── ChecksumError       the bytes do not match the checksum the mirror promised
-    ├── IndexFormatError        a discovery document, manifest or index not shaped as FORMAT.md says
+    ├── IndexFormatError        a discovery document or index not shaped as FORMAT.md says
     │   └── UnsupportedVersionError   an index whose Database version is not 6, 7 or 8
+    ├── WorkerError             a decoding process died (url); the pool is restarted
     ├── BranchError             one branch could not be synced (branch, reason); others go on
     ├── OutputError             the output directory cannot be written (path, reason)
     ├── LockBusyError           another run holds the output's lock (crawler.lock: path, holder)
@@ -115,6 +116,17 @@ class UnsupportedVersionError(IndexFormatError):
             url, f"unsupported database version {version!r} (supported: '6', '7', '8')"
         )
         self.args = (url, version)
+
+
+class WorkerError(CrawlerError):
+    """A decoding process died while reading an index (killed, or out of memory)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        super().__init__(url)
+
+    def __str__(self) -> str:
+        return f"the process decoding {self.url} died (out of memory, or killed)"
 
 
 class BranchError(CrawlerError):

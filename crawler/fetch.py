@@ -30,7 +30,7 @@ from tenacity import AsyncRetrying, RetryCallState, stop_after_attempt, wait_ran
 
 from . import __version__
 from .config import Config
-from .errors import FetchError, HTTPStatusError, NotFoundError
+from .errors import FetchError, HTTPStatusError, NotFoundError, OutputError
 
 log = logging.getLogger(__name__)
 
@@ -198,8 +198,28 @@ class Fetcher:
         except TimeoutError:
             raise FetchError(location, f"took longer than timeouts.source ({limit:g}s)") from None
 
+    async def exists(self, location: str) -> bool | None:
+        """Whether a file is on the mirror (``HEAD``; a local file is looked at).
+
+        None when the server cannot say (it does not allow ``HEAD``).
+        """
+        if location.startswith("file://"):
+            return local_path(location).is_file()
+
+        async def attempt() -> bool | None:
+            async with self.session.head(location) as resp:
+                if resp.status == 404:
+                    return False
+                if resp.status in (405, 501):
+                    return None
+                self._check_status(location, resp)
+                return True
+
+        found, _ = await self._bounded(location, attempt)
+        return found
+
     async def read(self, location: str) -> bytes:
-        """The whole body of a small document (discovery document, sidecar, manifest)."""
+        """The whole body of a small document (the discovery document, a sidecar)."""
         if location.startswith("file://"):
             return await _read_local(location)
 
@@ -247,7 +267,10 @@ async def _stream_to(resp: aiohttp.ClientResponse, dest: Path) -> tuple[int, str
     size = 0
     batch: list[bytes] = []
     pending = 0
-    out = await asyncio.to_thread(dest.open, "wb")
+    try:
+        out = await asyncio.to_thread(dest.open, "wb")
+    except OSError as err:
+        raise OutputError(str(dest), err.strerror or str(err)) from None
     try:
         async for chunk in resp.content.iter_any():  # what arrived, without joining copies
             batch.append(chunk)
@@ -266,7 +289,10 @@ async def _stream_to(resp: aiohttp.ClientResponse, dest: Path) -> tuple[int, str
 def _hash_and_write(digest: hashlib._Hash, out: BinaryIO, chunks: list[bytes]) -> None:
     for chunk in chunks:
         digest.update(chunk)
-        out.write(chunk)
+        try:
+            out.write(chunk)
+        except OSError as err:  # disk full, quota: the output's problem, not the mirror's
+            raise OutputError(out.name, err.strerror or str(err)) from None
 
 
 async def _read_local(location: str) -> bytes:

@@ -55,7 +55,6 @@ Choices:
 from __future__ import annotations
 
 import math
-import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -63,7 +62,6 @@ from typing import Any
 
 import msgspec
 
-from .errors import OutputError
 from .write import atomic_write
 
 PREFIX = "spack_cache_crawler_"
@@ -226,11 +224,7 @@ def render_metrics(
 
 def write_metrics(path: Path, text: str) -> None:
     """Replace the metrics file atomically, readable by everyone (node_exporter's user)."""
-    atomic_write(path, text.encode("utf-8"))
-    try:
-        os.chmod(path, 0o644)
-    except OSError as err:
-        raise OutputError(str(path), err.strerror or str(err)) from None
+    atomic_write(path, text.encode("utf-8"), mode=0o644)
 
 
 _LAST_SUCCESS_LINE = re.compile(

@@ -1,8 +1,8 @@
 """Progress: what a person (or a cron log) sees while a sync runs.
 
 On a terminal, a live display per branch (sources done of total, bytes); otherwise one log line
-per source (branch, label, status, bytes, records, seconds). ``--quiet`` shows only warnings and
-errors; ``--verbose`` adds retries and timings of each stage.
+per source (branch, label, status, bytes, records, seconds). Retries are logged as they happen.
+``--quiet`` shows only warnings and errors; ``--verbose`` adds debug details.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ import itertools
 import logging
 import multiprocessing
 import os
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -24,7 +25,7 @@ from typing import Any, Literal
 
 from .config import Config
 from .discovery import Source
-from .errors import ChecksumError, CrawlerError, FetchError, NotFoundError
+from .errors import ChecksumError, CrawlerError, FetchError, NotFoundError, WorkerError
 from .fetch import Fetcher
 from .progress import Reporter
 from .state import BranchState, SourceFacts, SourceState, Store
@@ -39,6 +40,14 @@ from .validate import (
 )
 
 log = logging.getLogger(__name__)
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def is_sha256(text: str | None) -> bool:
+    """True for 64 lowercase hex characters (a sidecar must be exactly that to be used)."""
+    return text is not None and _SHA256.fullmatch(text) is not None
+
 
 Status = Literal["fetched", "unchanged", "missing", "failed"]
 
@@ -268,18 +277,22 @@ class SourceReader:
     def _promised(outcome: SourceOutcome, before: SourceState | None) -> str | None:
         """The SHA-256 the mirror vouches for without a download, if any.
 
-        A v3 blob's name is its checksum. A v2 sidecar is uploaded after its index, so it can be
-        stale for a moment: it is trusted only where a conditional request is impossible, that
-        is for a URL that was downloaded before and whose server sent no ETag then (with an
-        ETag, ``If-None-Match`` is exact), and never for a local mirror (hashing the file is
-        exact and cheap).
+        Nothing for a local mirror: hashing the file is exact and cheap. A v3 blob's name is its
+        checksum (and its presence is checked). A v2 sidecar is uploaded after its index, so it
+        can be stale for a moment: it is trusted only where a conditional request is impossible,
+        that is for a URL that was downloaded before and whose server sent no ETag then (with
+        an ETag, ``If-None-Match`` is exact).
         """
         source = outcome.source
+        if source.location.startswith("file://"):
+            return None
         if source.checksum is not None:
             return source.checksum
-        if source.location.startswith("file://") or before is None:
+        if before is None:
             return None
-        return outcome.sidecar if before.downloaded and before.etag is None else None
+        sidecar = outcome.sidecar
+        trusted = before.downloaded and before.etag is None and is_sha256(sidecar)
+        return sidecar if trusted else None
 
     async def _fetch(
         self, fetcher: Fetcher, outcome: SourceOutcome, dest: Path, previous: BranchState | None
@@ -295,8 +308,14 @@ class SourceReader:
         if before is not None:  # what the server is known for carries over to this run
             outcome.etag, outcome.downloaded = before.etag, before.downloaded
         etag = before.etag if before and self.store.has(outcome.kind, before.sha256) else None
-        if self._reuse(outcome, self._promised(outcome, before), "unchanged", before):
-            return None
+        promised = self._promised(outcome, before)
+        if promised is not None and self.store.has(outcome.kind, promised):
+            # A blob named in the document may still be gone: a cold sync would say "missing".
+            there = await fetcher.exists(source.location) if source.checksum else True
+            if there is False:
+                raise NotFoundError(source.location)
+            if there and self._reuse(outcome, promised, "unchanged", before):
+                return None
         fetched = await fetcher.download(source.location, dest, etag=etag)
         outcome.attempts, outcome.etag, outcome.downloaded = fetched.attempts, fetched.etag, True
         if fetched.not_modified:
@@ -325,7 +344,7 @@ class SourceReader:
         except FetchError as err:  # only a validator: the index itself decides
             log.warning("ignoring unreadable sidecar: %s", err)
             return None
-        return text if len(text) == 64 else f"invalid: {text[:80]!r}"
+        return text if is_sha256(text) else f"invalid: {text[:80]!r}"
 
     async def _decode(self, path: Path, outcome: SourceOutcome) -> None:
         started = time.monotonic()
@@ -383,12 +402,22 @@ class DecodeQueue:
                 continue
             try:
                 result = await loop.run_in_executor(self._pool, fn, *args)
+            except concurrent.futures.process.BrokenProcessPool:
+                self._restart()
+                if not done.cancelled():
+                    done.set_exception(WorkerError(str(args[1])))
             except Exception as err:  # handed to the waiting source, which reports it
                 if not done.cancelled():
                     done.set_exception(err)
             else:
                 if not done.cancelled():
                     done.set_result(result)
+
+    def _restart(self) -> None:
+        """Replace a pool whose process died (the other jobs in it fail and are reported)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+        self._pool = _decode_pool(self.workers)
 
     def close(self) -> None:
         """Stop the runners and the workers; a decode still running is abandoned."""

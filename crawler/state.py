@@ -87,9 +87,13 @@ class BranchState(msgspec.Struct, frozen=True, gc=False):
 _DECODE_CACHED = msgspec.msgpack.Decoder(CachedSummary)
 
 
-def fingerprint(entries: list[dict[str, Any]], formats: list[str]) -> str:
-    """A digest of everything the published files are computed from."""
-    return hashlib.sha256(encode_json([__version__, formats, entries])).hexdigest()
+def fingerprint(
+    entries: list[dict[str, Any]], formats: list[str], mirror: str, locations: list[str]
+) -> str:
+    """A digest of everything the published files are computed from (the tool's version, the
+    formats, the mirror and where each source was read, and what each source held)."""
+    parts = [__version__, formats, mirror, locations, entries]
+    return hashlib.sha256(encode_json(parts)).hexdigest()
 
 
 class Store:
@@ -115,7 +119,8 @@ class Store:
         except FileNotFoundError:
             return None
         except (OSError, msgspec.DecodeError, msgspec.ValidationError) as err:
-            log.warning("ignoring cached summary %s-%s: %s", kind, sha256, err)
+            log.warning("dropping unreadable cached summary %s-%s: %s", kind, sha256, err)
+            self._summary_path(kind, sha256).unlink(missing_ok=True)
             return None
 
     def save(self, kind: Kind, sha256: str, size: int, summary: SourceSummary) -> None:
@@ -152,7 +157,10 @@ class Store:
                 keep.update(s.sha256 for s in state.sources if s.sha256)
         for path in self.cache.glob("*.msgpack"):
             if path.stem.partition("-")[2] not in keep:
-                path.unlink(missing_ok=True)
+                try:
+                    path.unlink(missing_ok=True)
+                except OSError as err:  # only a cache: the next prune tries again
+                    log.warning("cannot remove %s: %s", path, err)
 
     @staticmethod
     def published_sha256(path: Path) -> str | None:

@@ -36,7 +36,7 @@ import logging
 import os
 import shutil
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -45,11 +45,11 @@ from typing import Any, Literal
 import msgspec
 
 from . import __version__
-from .changes import SpecStacks, changes_between, summary_line
+from .changes import SpecStacks, changes_between, load_spec_stacks, summary_line
 from .config import Config
 from .consolidate import Conflict, PackageSummary, consolidate
 from .discovery import Discovery, Mirror, is_safe_name, parse_discovery
-from .errors import BranchError, CrawlerError, UsageError
+from .errors import BranchError, CrawlerError, OutputError, UsageError
 from .fetch import Fetcher, Sleep
 from .lock import RunLock
 from .progress import Reporter
@@ -96,19 +96,6 @@ class _Refused(CrawlerError):
     """The publish gate said no (an internal signal, reported as status ``refused``)."""
 
 
-class _OldSpec(msgspec.Struct):
-    hash: str
-    stacks: list[str]
-
-
-class _OldPackage(msgspec.Struct):
-    spec_details: list[_OldSpec]
-
-
-class _OldIndex(msgspec.Struct):
-    packages: dict[str, _OldPackage]
-
-
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
@@ -129,17 +116,12 @@ def _spec_stacks(packages: dict[str, PackageSummary]) -> SpecStacks:
 def _published_specs(path: Path) -> SpecStacks | None:
     """Every spec of a branch's published index; None if there is none or it is unreadable."""
     try:
-        old = msgspec.json.decode(path.read_bytes(), type=_OldIndex)
+        return load_spec_stacks(path.read_bytes())
     except FileNotFoundError:
         return None
-    except (OSError, msgspec.DecodeError, msgspec.ValidationError) as err:
+    except (OSError, CrawlerError) as err:
         log.warning("previous %s is unreadable (%s); comparing against nothing", path, err)
         return None
-    return {
-        (name, spec.hash): frozenset(spec.stacks)
-        for name, package in old.packages.items()
-        for spec in package.spec_details
-    }
 
 
 class Syncer:
@@ -159,6 +141,8 @@ class Syncer:
         self.output = config.output_dir.resolve()
         self.force = force
         self._sleep = sleep
+        #: Branches finished so far (also readable after the run was cancelled).
+        self.results: list[BranchResult] = []
         self.store = Store(self.output)
 
     async def discover(self, fetcher: Fetcher) -> Discovery:
@@ -187,10 +171,12 @@ class Syncer:
                 wanted = self._wanted(discovery, branches)
                 reader = SourceReader(self.config, fetcher, self.store, self.reporter)
                 with self._workspace(reader) as work:
-                    results = []
                     for branch in wanted:
-                        results.append(await self._branch(reader, discovery, branch, work))
-        return RunResult(results, time.monotonic() - started)
+                        result = await self._branch(
+                            reader, discovery, branch, work, explicit=branches is not None
+                        )
+                        self.results.append(result)
+        return RunResult(self.results, time.monotonic() - started)
 
     @staticmethod
     def _wanted(discovery: Discovery, branches: Sequence[str] | None) -> list[str]:
@@ -207,7 +193,10 @@ class Syncer:
     @contextlib.contextmanager
     def _workspace(self, reader: SourceReader) -> Iterator[Path]:
         work = state_dir(self.output) / "tmp" / str(os.getpid())
-        work.mkdir(parents=True, exist_ok=True)
+        try:
+            work.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise OutputError(str(work), err.strerror or str(err)) from None
         try:
             yield work
         finally:
@@ -215,7 +204,12 @@ class Syncer:
             shutil.rmtree(work, ignore_errors=True)
 
     async def _branch(
-        self, reader: SourceReader, discovery: Discovery, branch: str, work: Path
+        self,
+        reader: SourceReader,
+        discovery: Discovery,
+        branch: str,
+        work: Path,
+        explicit: bool,
     ) -> BranchResult:
         clock = time.monotonic()
         report: dict[str, Any] = {
@@ -227,6 +221,10 @@ class Syncer:
         outcomes: list[SourceOutcome] = []
         try:
             if branch in discovery.problems:
+                reason = f"unusable in the discovery document: {discovery.problems[branch]}"
+                if not explicit:  # --all: the mirror lists it, nobody asked for it
+                    log.warning("%s: %s", branch, reason)
+                    return self._done(branch, "skipped", report, clock, reason)
                 raise BranchError(branch, discovery.problems[branch])
             published = self.output / branch / "index.json"
             previous = self.store.branch(branch)
@@ -248,15 +246,17 @@ class Syncer:
             failed = self._check(branch, outcomes)
             entries = [o.index_entry() for o in outcomes]
             formats: list[str] = sorted(self.config.formats)
-            inputs = fingerprint(entries, formats)
-            if self._current(branch, previous, inputs):
+            locations = [o.source.location for o in outcomes]
+            inputs = fingerprint(entries, formats, self.mirror.base, locations)
+            if previous is not None and self._current(branch, previous, inputs):
+                self._remember(branch, previous, outcomes)
                 if failed:  # still partial: the published output lacks the failing stacks
                     report["failed_stacks"] = [o.source.label for o in failed]
                     labels = ", ".join(o.source.label for o in failed)
                     reason = f"output is current, but stacks still fail: {labels}"
                     return self._done(branch, "partial", report, clock, reason)
                 return self._done(branch, "unchanged", report, clock, "output is current")
-            root, stacks = self._summaries(branch, outcomes)
+            root, stacks = await self._summaries(reader, branch, outcomes, work)
             packages, conflicts = consolidate(root, stacks)
             stats = self._stats(outcomes, packages, conflicts)
             report.update(self._findings(outcomes, conflicts), stats=stats)
@@ -280,7 +280,7 @@ class Syncer:
             state = BranchState(
                 __version__, inputs, digest, formats, [o.state() for o in outcomes], stats
             )
-            self.store.save_branch(branch, state)
+            self._after_publish(lambda: self.store.save_branch(branch, state))
         except _Refused as err:
             return self._done(branch, "refused", report, clock, str(err), outcomes)
         except CrawlerError as err:
@@ -330,6 +330,14 @@ class Syncer:
                 "use --force to publish anyway"
             )
 
+    def _remember(self, branch: str, previous: BranchState, outcomes: list[SourceOutcome]) -> None:
+        """Keep what this run learnt about the sources (a new ETag for the same bytes, a server
+        that stopped sending ETags) although nothing is published."""
+        sources = [o.state() for o in outcomes]
+        if sources != previous.sources:
+            state = msgspec.structs.replace(previous, sources=sources)
+            self._after_publish(lambda: self.store.save_branch(branch, state))
+
     def _current(self, branch: str, previous: BranchState | None, inputs: str) -> bool:
         """True when the published branch was made from exactly these inputs and is intact."""
         if previous is None or previous.fingerprint != inputs:
@@ -357,19 +365,25 @@ class Syncer:
             )
         return failed
 
-    @staticmethod
-    def _summaries(
-        branch: str, outcomes: list[SourceOutcome]
+    async def _summaries(
+        self, reader: SourceReader, branch: str, outcomes: list[SourceOutcome], work: Path
     ) -> tuple[SourceSummary, dict[str, SourceSummary]]:
-        """The root's and the readable stacks' summaries (loaded from the cache if need be)."""
+        """The root's and the readable stacks' summaries (loaded from the cache if need be).
+
+        A cached summary found unreadable now (a crash can leave one half-written) is dropped
+        and its source read again, bypassing the cache.
+        """
         summaries = {}
-        for o in outcomes:
+        for i, o in enumerate(outcomes):
             if o.facts is None:
                 continue
             if o.summary is None:
-                raise BranchError(
-                    branch, f"the cached summary of {o.source.label} vanished; run again"
+                log.warning(
+                    "%s %s: cached summary unreadable, reading again", branch, o.source.label
                 )
+                o = outcomes[i] = await reader.read(branch, o.source, work / f"again-{i}", None)
+                if o.summary is None:
+                    raise BranchError(branch, f"{o.source.label}: {o.error}")
             summaries[o.source.label] = o.summary
         root = summaries.pop(outcomes[0].source.label)
         return root, summaries
@@ -439,5 +453,13 @@ class Syncer:
             stage.publish()
         finally:
             stage.discard()
-        self._save_report(branch, report)
+        self._after_publish(lambda: self._save_report(branch, report))
         return hashlib.sha256(encoded).hexdigest()
+
+    @staticmethod
+    def _after_publish(bookkeeping: Callable[[], None]) -> None:
+        """Run bookkeeping that follows a publish: the publish stands even if it fails."""
+        try:
+            bookkeeping()
+        except CrawlerError as err:
+            log.warning("published, but %s (the next run redoes it)", err)

@@ -37,6 +37,7 @@ import mmap
 import re
 import sys
 import zlib
+from collections.abc import Iterator
 from typing import Literal
 
 import msgspec
@@ -167,6 +168,7 @@ class _Checker:
         self.invalid: list[InvalidRecord] = []
         self._names: dict[str, bool] = {}
         self._variants: dict[bytes, tuple[str, ...]] = {}
+        self._items: dict[tuple[object, ...], str] = {}
 
     def problem(self, key: str, spec_hash: str, fields: Identity) -> str | None:
         """Why a decoded record cannot be used, or None.
@@ -204,10 +206,28 @@ class _Checker:
         raw = bytes(parameters)
         rendered = self._variants.get(raw)
         if rendered is None:
-            rendered = render_variants(PARAMETERS_DECODER.decode(raw))
+            rendered = tuple(self._render(name, value) for name, value in self._params(raw))
             if len(self._variants) < _MEMO_LIMIT:  # bounded: distinct sets can be many
                 self._variants[raw] = rendered
         return rendered
+
+    @staticmethod
+    def _params(raw: bytes) -> Iterator[tuple[str, ParamValue]]:
+        return (item for item in PARAMETERS_DECODER.decode(raw).items() if item[0] not in FLAGS)
+
+    def _render(self, name: str, value: ParamValue) -> str:
+        """:func:`render_variant`, memoised per name and value (values repeat a lot)."""
+        # The type is part of the key: True == 1 == 1.0 as dict keys, but they render differently.
+        if isinstance(value, list):
+            key: tuple[object, ...] = (name, list, tuple((type(v), v) for v in value))
+        else:
+            key = (name, type(value), value)
+        text = self._items.get(key)
+        if text is None:
+            text = render_variant(name, value)
+            if len(self._items) < _MEMO_LIMIT:
+                self._items[key] = text
+        return text
 
     def reject(self, key: str, reason: str) -> None:
         """Leave a record out, with its reason."""
@@ -368,13 +388,6 @@ def summarize_stack(path: str, url: str) -> bytes:
     invalid = sorted(check.invalid, key=lambda r: (r.hash, r.reason))
     summary = SourceSummary(version, len(installs), 0, hashes, [], identities, invalid)
     return msgspec.msgpack.encode(summary)
-
-
-def summarize_index(path: str, url: str, kind: Kind) -> SourceSummary:
-    """The whole summary of one index, in this process (for tools and tests)."""
-    if kind == "stack":
-        return load_summary(summarize_stack(path, url))
-    return merge_root([load_root_shard(summarize_root_shard(path, url))])
 
 
 def load_summary(data: bytes) -> SourceSummary:

@@ -1,7 +1,7 @@
 """Write: serialise a branch's documents and publish them atomically, all or nothing.
 
-A branch is built in a staging folder, ``<output>/.crawler/staging/<branch>.<pid>``, flushed to
-disk with one ``syncfs`` call, and only then put in place of ``<output>/<branch>``:
+A branch is built in a staging folder, ``<output>/.crawler/staging/new-<branch>.<random>``,
+flushed to disk with one ``syncfs`` call, and only then put in place of ``<output>/<branch>``:
 
 * on Linux the two folders are swapped with ``renameat2(RENAME_EXCHANGE)``, so a reader (or a
   crash) sees either the old branch or the new one, never a mix or nothing;
@@ -19,6 +19,7 @@ import ctypes
 import errno
 import json
 import os
+import secrets
 import shutil
 import tempfile
 from pathlib import Path
@@ -88,8 +89,8 @@ def atomic_write(
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         try:
-            os.fchmod(fd, mode)  # mkstemp makes 0600 files; readers such as node_exporter need more
             with os.fdopen(fd, "wb") as out:
+                os.fchmod(fd, mode)  # mkstemp makes 0600 files; node_exporter & co. need more
                 out.write(data)
                 if durable:
                     out.flush()
@@ -133,43 +134,32 @@ def state_dir(output: Path) -> Path:
     return output / STATE_DIR
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def recover(output: Path) -> list[str]:
     """Clean up after runs that died: restore a branch left renamed aside, drop staging folders
-    and partial downloads.
+    and partial downloads. Returns what was done, for the log.
 
-    Only folders whose owning process is gone are touched. Returns what was done, for the log.
+    Called while holding the run lock (:mod:`crawler.lock`), so whatever is found belongs to a
+    run that is gone, whatever its pid (pids are reused, and are meaningless across hosts).
     """
     done: list[str] = []
-    tmp = state_dir(output) / "tmp"
-    for entry in sorted(tmp.iterdir()) if tmp.is_dir() else []:
-        if entry.name.isdigit() and not _pid_alive(int(entry.name)):
+    state = state_dir(output)
+    try:
+        tmp = state / "tmp"
+        for entry in sorted(tmp.iterdir()) if tmp.is_dir() else []:
             shutil.rmtree(entry, ignore_errors=True)
-            done.append(f"removed downloads left by process {entry.name}")
-    staging = state_dir(output) / "staging"
-    if not staging.is_dir():
-        return done
-    for entry in sorted(staging.iterdir()):
-        name, _, pid = entry.name.rpartition(".")
-        kind, _, branch = name.partition("-")
-        if not pid.isdigit() or _pid_alive(int(pid)):
-            continue
-        target = output / branch
-        if kind == "old" and not target.exists():
-            os.replace(entry, target)
-            done.append(f"restored {target} from an interrupted publish")
-            continue
-        shutil.rmtree(entry, ignore_errors=True)
-        done.append(f"removed {entry.name} left by process {pid}")
+            done.append(f"removed downloads left by an interrupted run ({entry.name})")
+        staging = state / "staging"
+        for entry in sorted(staging.iterdir()) if staging.is_dir() else []:
+            kind, _, rest = entry.name.partition("-")
+            target = output / rest.rpartition(".")[0]
+            if kind == "old" and target.parent == output and not target.exists():
+                os.replace(entry, target)
+                done.append(f"restored {target} from an interrupted publish")
+            else:
+                shutil.rmtree(entry, ignore_errors=True)
+                done.append(f"removed {entry.name} left by an interrupted run")
+    except OSError as err:
+        raise OutputError(str(state), err.strerror or str(err)) from None
     return done
 
 
@@ -180,7 +170,7 @@ class BranchStage:
         self.output = output
         self.branch = branch
         staging = state_dir(output) / "staging"
-        self.path = staging / f"new-{branch}.{os.getpid()}"
+        self.path = staging / f"new-{branch}.{secrets.token_hex(4)}"
         try:
             staging.mkdir(parents=True, exist_ok=True)
             if self.path.exists():
@@ -203,21 +193,31 @@ class BranchStage:
         shutil.rmtree(self.path, ignore_errors=True)
 
     def publish(self) -> Path:
-        """Flush the staged files and swap them in for ``<output>/<branch>``."""
+        """Flush the staged files and swap them in for ``<output>/<branch>``.
+
+        Once the new folder is in place the publish has happened: failing to remove the old
+        copy afterwards is only logged (the next run's :func:`recover` removes it).
+        """
         target = self.output / self.branch
-        old = self.path.with_name(f"old-{self.branch}.{os.getpid()}")
+        old = self.path.with_name(f"old-{self.branch}.{secrets.token_hex(4)}")
         try:
             _syncfs(self.path)
             if not target.exists():
                 os.rename(self.path, target)
+                aside = None
             elif _exchange(self.path, target):
-                self.path.rename(old)
+                aside = self.path  # the staging folder now holds the previous branch
             else:
                 os.rename(target, old)
-                os.rename(self.path, target)
+                try:
+                    os.rename(self.path, target)
+                except OSError:
+                    os.rename(old, target)
+                    raise
+                aside = old
             _fsync_dir(self.output)
         except OSError as err:
             raise OutputError(str(target), err.strerror or str(err)) from None
-        shutil.rmtree(old, ignore_errors=True)
-        shutil.rmtree(self.path, ignore_errors=True)
+        if aside is not None:
+            shutil.rmtree(aside, ignore_errors=True)
         return target

@@ -802,7 +802,7 @@ async def test_sigkill_at_any_moment_leaves_the_published_branch_whole(
 
     assert final.code == 0, final.err
     assert f"WARNING broke stale lock of pid {pid} on {socket.gethostname()}" in final.err
-    assert f"removed new-big.{pid} left by process {pid}" in final.err  # its staging folder
+    assert re.search(r"removed new-big\.\w+ left by an interrupted run", final.err)  # staging
     assert s.leftovers() == []
     assert s.index("big")["stats"]["packages"] == BIG_PACKAGES + 50
     assert verify_branch(s.out / "big", schema=False) == []

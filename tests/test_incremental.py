@@ -1,0 +1,617 @@
+"""Incremental syncs: what a second run downloads, decodes and writes (README "Incremental syncs").
+
+A source is not downloaded again when the mirror proves it unchanged (a v3 blob's name, a 304
+answer to ``If-None-Match``, a v2 sidecar from a server that sends no ETag); a missing or changed
+validator means a fresh download, but bytes whose SHA-256 has a cached summary are not decoded
+again. Whatever the path taken, the output must be byte-identical to a cold sync of the same
+mirror into a fresh folder. Each test syncs a small synthetic mirror (served on loopback, or read
+from a folder) in-process, changes the mirror, the server or ``<output>/.crawler/``, and checks
+what a user sees: exit code, per-source ``status`` and ``decoded`` in the report, the requests
+the server received, and the published bytes.
+
+Every run that decodes starts a decoding process (about 0.2 s), so the cold sync compared with
+is made once per mirror content and layout (the first sync of a test is one) and kept, see
+:meth:`Site.cold`; files are compared with the mirror's base URL (the one value of
+``index.json`` that names the server, which differs from test to test) replaced by a
+placeholder. All of them use the config's formats, ``json`` and ``pages``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+
+from crawler.cli import main_async
+from crawler.synth import SynthRef, SynthSpec, build_mirror, index_document
+
+from .conftest import Fault, MirrorServer, fast_config, tree_bytes
+
+BRANCH = "develop"  # mutable by default: re-synced on every run
+DISCOVERY = "/cache_spack_io_index.json"
+LABELS = ("root", "s1", "s2")
+
+Specs = tuple[SynthSpec, ...]
+Published = dict[str, bytes]
+Outcomes = dict[str, tuple[str, bool]]
+
+SPECS: Specs = (
+    SynthSpec("zlib", "1.3.1", stacks=("s1",)),
+    SynthSpec("hdf5", "1.14.3", variants=(("mpi", True),), stacks=("s1", "s2")),
+    SynthSpec("py-numpy", "2.0.0", compiler=None, stacks=("s2",)),
+)
+#: The mirror after one more spec was built in stack ``s2``: root and s2 change, s1 does not.
+MORE_SPECS: Specs = (*SPECS, SynthSpec("cmake", "3.30.5", stacks=("s2",)))
+
+UNCHANGED: Outcomes = {label: ("unchanged", False) for label in LABELS}
+FETCHED_NOT_DECODED: Outcomes = {label: ("fetched", False) for label in LABELS}
+FETCHED_AND_DECODED: Outcomes = {label: ("fetched", True) for label in LABELS}
+
+
+def only_s2_changed(s1: tuple[str, bool]) -> Outcomes:
+    """What a sync after :data:`MORE_SPECS` reports: root and s2 read anew, s1 as ``s1``."""
+    return {"root": ("fetched", True), "s1": s1, "s2": ("fetched", True)}
+
+
+def index_path(layout: str, label: str, specs: Specs) -> str:
+    """The URL path (relative to the mirror) of one index of ``develop`` built from ``specs``."""
+    prefix = BRANCH if label == "root" else f"{BRANCH}/{label}"
+    if layout == "v2":
+        return f"{prefix}/build_cache/index.json"
+    data = index_document(specs, 8, stack=None if label == "root" else label)
+    checksum = hashlib.sha256(data).hexdigest()
+    return f"{prefix}/blobs/sha256/{checksum[:2]}/{checksum}"
+
+
+def server_etag(data: bytes) -> str:
+    """The ETag the loopback server (tests/conftest.py) sends for a body."""
+    return '"' + hashlib.sha256(data).hexdigest()[:32] + '"'
+
+
+def neutral(files: Published, base: str) -> Published:
+    """``files`` with the mirror's base URL in ``index.json`` replaced by a placeholder."""
+    field = b'"mirror":' + json.dumps(base).encode()
+    index = files["index.json"]
+    assert index.count(field) == 1, f"{field!r} not in index.json"
+    return {**files, "index.json": index.replace(field, b'"mirror":"<mirror>"')}
+
+
+@dataclass
+class Mirror(MirrorServer):
+    """The loopback server of tests/conftest.py, which also answers ``HEAD`` (a crawler may
+    check that a blob exists without downloading it) and records each request's method."""
+
+    calls: list[tuple[str, str, str | None]] = field(default_factory=list)
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        """Record (method, path, If-None-Match), then serve like the conftest server."""
+        self.calls.append((request.method, request.path, request.headers.get("If-None-Match")))
+        return await super().handle(request)
+
+    def gets(self) -> list[tuple[str, str | None]]:
+        """(path, If-None-Match) of every GET (every download), sorted."""
+        got = [(p, inm) for method, p, inm in self.calls if method == "GET"]
+        return sorted(got, key=lambda r: (r[0], r[1] or ""))
+
+    def forget(self) -> None:
+        """Start recording afresh."""
+        self.requests.clear()
+        self.calls.clear()
+
+
+Serve = Callable[[Path], Awaitable[Mirror]]
+
+
+@pytest.fixture
+def serve(
+    aiohttp_server: Callable[[web.Application], Awaitable[TestServer]],
+) -> Iterator[Serve]:
+    """Start a :class:`Mirror` for a mirror folder: ``server = await serve(path)``."""
+
+    async def start(root: Path) -> Mirror:
+        mirror = Mirror(root.resolve())
+        app = web.Application()
+        app.router.add_get("/{tail:.*}", mirror.handle)  # HEAD too
+        mirror.server = await aiohttp_server(app)
+        return mirror
+
+    yield start
+
+
+#: Cold-sync outputs by (layout, specs), mirror-neutral (see the module docstring).
+_COLD: dict[tuple[str, Specs], Published] = {}
+
+
+@dataclass
+class Site:
+    """A mirror folder (served on loopback, or read in place), a config and an output folder."""
+
+    tmp: Path
+    mirror: Path
+    layout: str
+    config: Path
+    out: Path
+    base: str  # the mirror's base URL as index.json names it
+    server: Mirror | None = None
+    specs: Specs = SPECS
+    colds: int = 0
+
+    @property
+    def http(self) -> Mirror:
+        """The loopback server (the site must be served)."""
+        assert self.server is not None
+        return self.server
+
+    async def sync(self, *flags: str, out: Path | None = None) -> int:
+        """``crawler sync -q --branch develop``; returns the exit code."""
+        argv = ["sync", "--config", str(self.config), "-q", f"--branch={BRANCH}", *flags]
+        if out is not None:
+            argv.append(f"--output={out}")
+        return await main_async(argv)
+
+    def rebuild(self, specs: Specs) -> None:
+        """Replace the mirror's content, and forget the requests seen so far."""
+        shutil.rmtree(self.mirror)
+        build_mirror(self.mirror, (SynthRef(BRANCH, specs, layout=self.layout),))
+        self.specs = specs
+        self.forget_requests()
+
+    def forget_requests(self) -> None:
+        """Start counting requests afresh."""
+        if self.server is not None:
+            self.server.forget()
+
+    def report(self) -> dict[str, Any]:
+        """The report of the latest attempt at ``develop``."""
+        path = self.out / ".crawler" / "reports" / f"{BRANCH}.json"
+        data: dict[str, Any] = json.loads(path.read_bytes())
+        return data
+
+    def outcomes(self) -> Outcomes:
+        """Label -> (status, decoded) of each source in the latest report."""
+        return {s["label"]: (s["status"], s["decoded"]) for s in self.report()["sources"]}
+
+    def source(self, label: str) -> dict[str, Any]:
+        """One source's entry in the latest report."""
+        entry: dict[str, Any] = next(s for s in self.report()["sources"] if s["label"] == label)
+        return entry
+
+    def published(self, out: Path | None = None) -> Published:
+        """The published files that depend only on the mirror: index.json and the pages
+        (``report.json`` has times, ``changes.json`` compares with the previous publish),
+        mirror-neutral."""
+        files = tree_bytes((out or self.out) / BRANCH)
+        kept = {k: v for k, v in files.items() if k not in ("report.json", "changes.json")}
+        return neutral(kept, self.base)
+
+    async def start(self) -> Published:
+        """The first sync, into an empty output folder: a cold one. Returns what it published
+        (and keeps it as the cold output of this mirror content)."""
+        assert await self.sync() == 0
+        published = self.published()
+        _COLD.setdefault((self.layout, self.specs), published)
+        return published
+
+    async def cold(self, *, fresh: bool = False) -> Published:
+        """What a cold sync of the mirror as it is now publishes into a fresh output folder
+        (made now if ``fresh``, else possibly kept from another test), mirror-neutral."""
+        key = (self.layout, self.specs)
+        if fresh or key not in _COLD:
+            self.colds += 1
+            output = self.tmp / f"cold-{self.colds}"
+            calls = list(self.server.calls) if self.server is not None else []
+            assert await self.sync(out=output) == 0
+            if self.server is not None:
+                self.server.calls[:] = calls  # the cold run's requests are not the test's
+            _COLD[key] = self.published(output)
+        return _COLD[key]
+
+    def downloads(self) -> list[str]:
+        """Paths of the index files (not sidecars, not the discovery document) requested with
+        GET since the last reset, sorted."""
+        gets = self.http.gets()
+        return sorted(p for p, _ in gets if p != DISCOVERY and not p.endswith(".hash"))
+
+    def sent(self, label: str) -> list[str | None]:
+        """The If-None-Match of each GET of one index of the mirror as it is now."""
+        return [inm for p, inm in self.http.gets() if p == "/" + self.path(label)]
+
+    def path(self, label: str) -> str:
+        """The URL path of one index of the mirror as it is now."""
+        return index_path(self.layout, label, self.specs)
+
+    def paths(self, *labels: str) -> list[str]:
+        """Sorted request paths of these indexes of the mirror as it is now."""
+        return sorted("/" + self.path(label) for label in labels)
+
+    def file(self, label: str) -> Path:
+        """The mirror file of one index."""
+        return self.mirror / self.path(label)
+
+    def sidecar(self, label: str) -> Path:
+        """The v2 ``index.json.hash`` of one index."""
+        return self.mirror / (self.path(label) + ".hash")
+
+
+async def make_site(
+    tmp_path: Path,
+    serve: Serve | None,
+    *,
+    layout: str = "v2",
+    etags: bool = True,
+) -> Site:
+    """Build ``develop`` in ``layout``; serve it (unless ``serve`` is None: read the folder)."""
+    root = tmp_path / "mirror"
+    build_mirror(root, (SynthRef(BRANCH, SPECS, layout=layout),))
+    server = None
+    mirror, base = str(root), "file://" + str(root.resolve())
+    if serve is not None:
+        server = await serve(root)
+        server.etags = etags
+        mirror = base = server.url
+    out = tmp_path / "out"
+    config = tmp_path / "crawler.yaml"
+    config.write_text(yaml.safe_dump(fast_config(mirror, out)))
+    return Site(tmp_path, root, layout, config, out, base, server)
+
+
+# --- unchanged v3 blobs: nothing but the discovery document ---------------------------------------
+
+
+async def test_unchanged_v3_blobs_are_not_requested_again(tmp_path: Path, serve: Serve) -> None:
+    site = await make_site(tmp_path, serve, layout="v3")
+    await site.start()
+    assert site.outcomes() == FETCHED_AND_DECODED
+    first = tree_bytes(site.out / BRANCH)
+    site.forget_requests()
+
+    assert await site.sync() == 6
+
+    assert site.http.gets() == [(DISCOVERY, None)]  # no blob downloaded
+    checked = {method for method, path, _ in site.http.calls if path != DISCOVERY}
+    assert checked <= {"HEAD"}  # at most whether a blob is still there
+    assert site.report()["status"] == "unchanged"
+    assert site.outcomes() == UNCHANGED
+    assert tree_bytes(site.out / BRANCH) == first  # nothing rewritten, report.json included
+
+
+# --- unchanged v2 indexes over HTTP with ETags: If-None-Match, 304 --------------------------------
+
+
+async def test_unchanged_v2_indexes_are_revalidated_with_their_etag(
+    tmp_path: Path, serve: Serve
+) -> None:
+    site = await make_site(tmp_path, serve)
+    await site.start()
+    assert all(inm is None for _, inm in site.http.gets())  # nothing to revalidate yet
+    first = tree_bytes(site.out / BRANCH)
+    site.forget_requests()
+
+    assert await site.sync() == 6
+
+    etags = [("/" + site.path(x), server_etag(site.file(x).read_bytes())) for x in LABELS]
+    sidecars = [("/" + site.path(x) + ".hash", None) for x in LABELS]
+    assert site.http.gets() == sorted([(DISCOVERY, None), *etags, *sidecars])
+    assert site.outcomes() == UNCHANGED  # 304 each time: nothing downloaded, nothing decoded
+    assert site.report()["status"] == "unchanged"
+    assert tree_bytes(site.out / BRANCH) == first
+
+
+# --- one changed stack: only it (and the root) is downloaded and decoded --------------------------
+
+
+@pytest.mark.parametrize("layout", ["v2", "v3"])
+async def test_a_changed_stack_alone_is_read_again_and_matches_a_cold_sync(
+    tmp_path: Path, serve: Serve, layout: str
+) -> None:
+    site = await make_site(tmp_path, serve, layout=layout)
+    before = await site.start()
+    site.rebuild(MORE_SPECS)
+
+    assert await site.sync() == 0
+
+    assert site.report()["status"] == "published"
+    assert site.outcomes() == only_s2_changed(("unchanged", False))
+    if layout == "v2":  # s1 is revalidated (304); root and s2 answer with their new bytes
+        assert site.downloads() == site.paths(*LABELS)
+        assert site.sent("s1") == [server_etag(site.file("s1").read_bytes())]
+    else:  # s1's blob name vouches for it: not downloaded at all
+        assert site.downloads() == site.paths("root", "s2")
+    after = site.published()
+    assert after != before
+    assert b'"cmake"' in after["index.json"]
+    assert after == await site.cold(fresh=True)
+
+
+# --- a server that does not honour If-None-Match --------------------------------------------------
+
+
+async def test_a_server_ignoring_if_none_match_costs_downloads_but_never_gives_stale_data(
+    tmp_path: Path, serve: Serve
+) -> None:
+    site = await make_site(tmp_path, serve)
+    before = await site.start()
+    site.forget_requests()
+    site.http.etags = False  # never answers 304 (nor sends an ETag) from now on
+
+    assert await site.sync() == 6
+
+    sent = [inm for p, inm in site.http.gets() if p in site.paths(*LABELS)]
+    assert len(sent) == 3 and None not in sent  # asked conditionally, answered in full
+    assert site.outcomes() == FETCHED_NOT_DECODED
+    assert site.published() == before
+
+    site.rebuild(MORE_SPECS)
+    assert await site.sync() == 0
+
+    # s1: the last run learnt this server sends no ETag, so its unchanged sidecar is trusted
+    assert site.outcomes() == only_s2_changed(("unchanged", False))
+    after = site.published()
+    assert b'"cmake"' in after["index.json"]
+    assert after == await site.cold()
+
+
+async def test_a_new_etag_for_the_same_bytes_is_the_one_sent_next(
+    tmp_path: Path, serve: Serve
+) -> None:
+    """README: "over HTTP with an ETag from the last download: If-None-Match". s1 is answered
+    in full once (same bytes, new ETag: re-uploaded, or moved behind another CDN): nothing is
+    decoded or written. The next run must revalidate with the new ETag; sending the old one
+    again means a full download of s1 on every run from then on."""
+    site = await make_site(tmp_path, serve)
+    await site.start()
+    before = tree_bytes(site.out / BRANCH)
+    data = site.file("s1").read_bytes()
+    site.http.script(site.path("s1"), Fault(body=data, headers={"ETag": '"reuploaded"'}))
+
+    assert await site.sync() == 6
+
+    assert site.outcomes() == {**UNCHANGED, "s1": ("fetched", False)}
+    assert tree_bytes(site.out / BRANCH) == before
+    site.forget_requests()
+
+    assert await site.sync() == 6
+
+    assert site.sent("s1") == ['"reuploaded"']
+
+
+# --- a stale sidecar is not trusted where ETags exist ---------------------------------------------
+
+
+async def test_a_stale_sidecar_does_not_hide_a_changed_index_when_the_server_sends_etags(
+    tmp_path: Path, serve: Serve
+) -> None:
+    site = await make_site(tmp_path, serve)
+    await site.start()
+    stale = {x: site.sidecar(x).read_bytes() for x in LABELS}
+    site.rebuild(MORE_SPECS)
+    for label, old in stale.items():  # the new index.json files are up, their .hash not yet
+        site.sidecar(label).write_bytes(old)
+
+    assert await site.sync() == 0
+
+    assert site.outcomes() == only_s2_changed(("unchanged", False))
+    new = hashlib.sha256(site.file("root").read_bytes()).hexdigest()
+    root = site.source("root")
+    assert (root["sha256"], root["sidecar_matches"]) == (new, False)
+    after = site.published()
+    assert b'"cmake"' in after["index.json"]
+    assert after == await site.cold()
+
+
+# --- no ETags: sidecars trusted once downloaded; no validator at all: download, no decode ---------
+
+
+async def test_without_etags_unchanged_sidecars_spare_the_download_and_changed_ones_do_not(
+    tmp_path: Path, serve: Serve
+) -> None:
+    site = await make_site(tmp_path, serve, etags=False)
+    before = await site.start()
+    assert site.downloads() == site.paths(*LABELS)
+    site.forget_requests()
+
+    assert await site.sync() == 6
+
+    assert site.downloads() == []  # only the discovery document and the sidecars
+    assert site.http.hits(".hash") == 3
+    assert site.outcomes() == UNCHANGED
+    assert site.published() == before
+
+    site.rebuild(MORE_SPECS)  # index.json and .hash of root and s2 change, s1's stay
+    assert await site.sync() == 0
+
+    assert site.downloads() == site.paths("root", "s2")
+    assert site.outcomes() == only_s2_changed(("unchanged", False))
+    after = site.published()
+    assert b'"cmake"' in after["index.json"]
+    assert after == await site.cold()
+
+    for label in LABELS:  # no validator at all now: downloaded again, not decoded again
+        site.sidecar(label).unlink()
+    site.forget_requests()
+    assert await site.sync() == 6
+
+    assert site.downloads() == site.paths(*LABELS)
+    assert all(inm is None for _, inm in site.http.gets())
+    assert site.outcomes() == FETCHED_NOT_DECODED
+    assert site.report()["status"] == "unchanged"
+    assert site.published() == after
+
+
+# --- a local mirror is always hashed --------------------------------------------------------------
+
+
+async def test_a_local_mirror_is_hashed_every_time_and_decoded_only_when_changed(
+    tmp_path: Path,
+) -> None:
+    site = await make_site(tmp_path, None)
+    before = await site.start()
+
+    assert await site.sync() == 6
+    assert site.outcomes() == FETCHED_NOT_DECODED  # hashed, not trusted on the sidecar's word
+    assert site.published() == before
+
+    stale = {x: site.sidecar(x).read_bytes() for x in LABELS}
+    site.rebuild(MORE_SPECS)
+    for label, old in stale.items():  # even a stale sidecar cannot hide the change
+        site.sidecar(label).write_bytes(old)
+
+    assert await site.sync() == 0
+    assert site.outcomes() == only_s2_changed(("fetched", False))
+    after = site.published()
+    assert b'"cmake"' in after["index.json"]
+    assert after == await site.cold()
+
+
+async def test_a_local_v3_blob_is_hashed_too(tmp_path: Path) -> None:
+    """README: "a local mirror is always hashed". A blob rewritten in place (same name, other
+    bytes) fails its source on a cold sync (the name is its checksum), so it must on a warm one:
+    trusting the name would report "nothing changed" (exit 6) for a mirror that is broken."""
+    site = await make_site(tmp_path, None, layout="v3")
+    before = await site.start()
+    blob = site.file("s1")
+    checksum = blob.name
+    blob.write_bytes(site.file("s2").read_bytes())
+    assert await site.sync(out=tmp_path / "cold") == 4  # what a cold sync says
+
+    assert await site.sync() == 4
+
+    s1 = site.source("s1")
+    assert s1["status"] == "failed"
+    assert f"expected {checksum}" in s1["error"]
+    assert site.published() == before
+
+
+# --- damage to .crawler/ or to the published index ------------------------------------------------
+
+
+def delete(path: Path) -> None:
+    """Remove a file or a folder."""
+    if path.is_dir():
+        shutil.rmtree(path)
+    else:
+        path.unlink()
+
+
+def truncate(path: Path) -> None:
+    """Cut a file, or every file of a folder, to half its size."""
+    for file in [path] if path.is_file() else sorted(path.rglob("*")):
+        if file.is_file():
+            data = file.read_bytes()
+            file.write_bytes(data[: len(data) // 2])
+
+
+DAMAGE: dict[str, Callable[[Path], None]] = {"deleted": delete, "truncated": truncate}
+
+
+@pytest.mark.parametrize(
+    ("layout", "what", "how", "code", "outcomes"),
+    [
+        # summaries lost: the validators prove nothing any more, the indexes are read again
+        ("v2", "cache", "deleted", 6, FETCHED_AND_DECODED),
+        # summaries unreadable, but not needed yet (the branch state has their counts)
+        ("v2", "cache", "truncated", 6, UNCHANGED),
+        ("v3", "cache", "truncated", 6, UNCHANGED),
+        # the last publish is forgotten: rebuilt from the cached summaries; v2 indexes are
+        # downloaded to learn their checksum, v3 blobs name theirs
+        ("v2", "state", "truncated", 0, FETCHED_NOT_DECODED),
+        ("v3", "state", "deleted", 0, UNCHANGED),
+    ],
+)
+async def test_damaged_crawler_files_are_survived_and_the_output_stays_a_cold_syncs(
+    tmp_path: Path,
+    serve: Serve,
+    layout: str,
+    what: str,
+    how: str,
+    code: int,
+    outcomes: Outcomes,
+) -> None:
+    """Damage ``.crawler/<what>`` before a sync of the same mirror, then again before a sync of
+    a changed one: that one rebuilds the branch, so it needs every summary, including s1's
+    (unchanged on the mirror and proven so by its validator)."""
+    site = await make_site(tmp_path, serve, layout=layout)
+    before = await site.start()
+    damaged = site.out / ".crawler" / what
+    DAMAGE[how](damaged)
+
+    assert (await site.sync(), site.outcomes()) == (code, outcomes)
+    assert site.published() == before
+
+    DAMAGE[how](damaged)
+    site.rebuild(MORE_SPECS)
+
+    assert (await site.sync(), site.report()["error"]) == (0, None)
+    after = site.published()
+    assert b'"cmake"' in after["index.json"]
+    assert after == await site.cold()
+
+    assert (await site.sync(), site.outcomes()) == (6, UNCHANGED)  # and warm again
+
+
+async def test_a_deleted_or_damaged_published_index_is_republished(
+    tmp_path: Path, serve: Serve
+) -> None:
+    site = await make_site(tmp_path, serve)
+    before = await site.start()
+    index = site.out / BRANCH / "index.json"
+
+    for how, damage in DAMAGE.items():
+        damage(index)
+
+        assert (how, await site.sync()) == (how, 0)
+
+        assert site.report()["status"] == "published"
+        assert site.outcomes() == UNCHANGED  # the inputs were proven current: no download
+        assert site.published() == before
+
+    assert await site.sync() == 6
+
+
+# --- the output formats and the mirror are inputs too ---------------------------------------------
+
+
+async def test_adding_pages_to_an_unchanged_mirror_rebuilds_the_branch(
+    tmp_path: Path, serve: Serve
+) -> None:
+    site = await make_site(tmp_path, serve)
+    assert await site.sync("--format=json") == 0
+    index = (site.out / BRANCH / "index.json").read_bytes()
+    assert not (site.out / BRANCH / "pages").exists()
+    assert await site.sync("--format=json") == 6
+
+    assert await site.sync("--format=json,pages") == 0
+
+    assert site.report()["status"] == "published"
+    assert site.outcomes() == UNCHANGED
+    pages = sorted(p.parent.name for p in (site.out / BRANCH / "pages").glob("*/specs.md"))
+    assert pages == ["hdf5", "py-numpy", "zlib"]
+    assert (site.out / BRANCH / "index.json").read_bytes() == index
+    assert site.published() == await site.cold()
+
+    assert await site.sync("--format=json") == 0  # and dropping them again removes them
+    assert not (site.out / BRANCH / "pages").exists()
+
+
+async def test_the_same_content_from_another_mirror_is_published_under_its_name(
+    tmp_path: Path, serve: Serve
+) -> None:
+    """``index.json`` names the mirror (``"mirror"``), so a cold sync from another mirror
+    serving the same files writes other bytes, and so must an incremental one."""
+    site = await make_site(tmp_path, serve)
+    await site.start()
+    other = await serve(site.mirror)
+
+    code = await site.sync(f"--mirror={other.url}")
+
+    index = json.loads((site.out / BRANCH / "index.json").read_bytes())
+    assert (code, index["mirror"]) == (0, other.url)
