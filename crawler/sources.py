@@ -302,11 +302,32 @@ class SourceReader:
         Returns the file to decode, or None when a cached summary was taken.
         """
         source = outcome.source
-        if source.sidecar is not None:
-            outcome.sidecar = await self._sidecar(fetcher, source.sidecar)
         before = previous.source(source.label, source.url) if previous else None
         if before is not None:  # what the server is known for carries over to this run
             outcome.etag, outcome.downloaded = before.etag, before.downloaded
+        if source.sidecar is None:
+            return await self._fetch_index(fetcher, outcome, dest, before)
+        if before is None or before.etag is None:  # the sidecar may serve as the validator
+            outcome.sidecar = await self._sidecar(fetcher, source.sidecar)
+            return await self._fetch_index(fetcher, outcome, dest, before)
+        # With an ETag the sidecar is only reported: fetch it alongside, not before.
+        sidecar = asyncio.create_task(self._sidecar(fetcher, source.sidecar))
+        try:
+            path = await self._fetch_index(fetcher, outcome, dest, before)
+        except BaseException:
+            sidecar.cancel()
+            raise
+        outcome.sidecar = await sidecar
+        return path
+
+    async def _fetch_index(
+        self,
+        fetcher: Fetcher,
+        outcome: SourceOutcome,
+        dest: Path,
+        before: SourceState | None,
+    ) -> Path | None:
+        source = outcome.source
         etag = before.etag if before and self.store.has(outcome.kind, before.sha256) else None
         promised = self._promised(outcome, before)
         if promised is not None and self.store.has(outcome.kind, promised):

@@ -1,0 +1,164 @@
+"""What a mirror's discovery document may make the crawler do, and leftovers of earlier runs.
+
+A discovery document is the mirror's word, not the user's: its URLs may point at the mirror
+itself (``s3://`` mapped onto it, or the same host, or under the local folder), and elsewhere
+only through a rewrite the user configured. Its sidecars are used only when they are checksums.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from crawler.cli import main_async
+from crawler.synth import SynthRef, SynthSpec, build_mirror
+
+from .conftest import ServeMirror, fast_config, tree_bytes
+
+SPECS = (SynthSpec("zlib", "1.3.1", stacks=("s1",)), SynthSpec("cmake", "3.30.5"))
+BUCKET = "s3://spack-binaries/"
+
+
+def _mirror(root: Path, **ref: Any) -> dict[str, list[dict[str, str]]]:
+    return build_mirror(root, [SynthRef("develop", SPECS, **ref)])
+
+
+def _point(root: Path, label: str, url: str) -> None:
+    """Make the discovery document list ``url`` for ``label``."""
+    path = root / "cache_spack_io_index.json"
+    document = json.loads(path.read_text())
+    for entry in document["develop"]:
+        if entry["label"] == label:
+            entry["url"] = url
+    path.write_text(json.dumps(document))
+
+
+def _config(tmp_path: Path, mirror: str, **extra: object) -> str:
+    path = tmp_path / "crawler.yaml"
+    path.write_text(yaml.safe_dump(fast_config(mirror, tmp_path / "out", **extra)))
+    return str(path)
+
+
+def _report(tmp_path: Path) -> dict[str, Any]:
+    path = tmp_path / "out" / ".crawler" / "reports" / "develop.json"
+    report: dict[str, Any] = json.loads(path.read_text())
+    return report
+
+
+async def test_a_remote_mirror_cannot_send_the_crawler_to_local_files(
+    mirror_server: ServeMirror, tmp_path: Path
+) -> None:
+    root = tmp_path / "mirror"
+    _mirror(root)
+    secret = tmp_path / "secret" / "build_cache" / "index.json"
+    secret.parent.mkdir(parents=True)
+    secret.write_bytes((root / "develop" / "s1" / "build_cache" / "index.json").read_bytes())
+    _point(root, "s1", secret.as_uri())
+    server = await mirror_server(root)
+
+    code = await main_async(["sync", "--branch", "develop", "--config", _config(tmp_path, server.url)])
+
+    assert code == 4
+    error = _report(tmp_path)["error"]
+    assert f"URL {secret.as_uri()} is not on the mirror {server.url}" in error
+    assert not (tmp_path / "out" / "develop").exists()
+
+
+async def test_a_remote_mirror_cannot_send_the_crawler_to_another_host(
+    mirror_server: ServeMirror, tmp_path: Path
+) -> None:
+    root = tmp_path / "mirror"
+    _mirror(root)
+    server = await mirror_server(root)
+    elsewhere = server.url.replace("127.0.0.1", "localhost") + "/develop/s1/build_cache/index.json"
+    _point(root, "s1", elsewhere)
+
+    code = await main_async(["sync", "--branch", "develop", "--config", _config(tmp_path, server.url)])
+
+    assert code == 4
+    assert f"URL {elsewhere} is not on the mirror" in _report(tmp_path)["error"]
+    assert server.hits("/develop/build_cache/index.json") == 0  # the branch was refused whole
+
+
+async def test_a_configured_rewrite_may_point_elsewhere(
+    mirror_server: ServeMirror, tmp_path: Path
+) -> None:
+    """The user, not the mirror, decides: a rewrite sends the stack to another address."""
+    root = tmp_path / "mirror"
+    _mirror(root)
+    server = await mirror_server(root)
+    other = server.url.replace("127.0.0.1", "localhost")
+    _point(root, "s1", "s3://other-bucket/develop/s1/build_cache/index.json")
+    rewrites = [{"prefix": "s3://other-bucket/", "replacement": other + "/"}]
+
+    config = _config(tmp_path, server.url, rewrites=rewrites)
+    code = await main_async(["sync", "--branch", "develop", "--config", config, "-q"])
+
+    assert code == 0
+    s1 = next(s for s in _report(tmp_path)["sources"] if s["label"] == "s1")
+    assert (s1["status"], s1["location"]) == ("fetched", f"{other}/develop/s1/build_cache/index.json")
+
+
+async def test_a_local_mirror_only_reads_under_its_folder(tmp_path: Path) -> None:
+    root = tmp_path / "mirror"
+    _mirror(root)
+    outside = tmp_path / "outside" / "build_cache" / "index.json"
+    outside.parent.mkdir(parents=True)
+    outside.write_bytes((root / "develop" / "s1" / "build_cache" / "index.json").read_bytes())
+    inside = (root / "develop" / "s1" / "build_cache" / "index.json").as_uri()
+
+    _point(root, "s1", inside)
+    config = _config(tmp_path, str(root))
+    assert await main_async(["sync", "--branch", "develop", "--config", config, "-q"]) == 0
+
+    _point(root, "s1", outside.as_uri())
+    assert await main_async(["sync", "--branch", "develop", "--config", config, "-q"]) == 4
+    assert f"URL {outside.as_uri()} is not on the mirror" in _report(tmp_path)["error"]
+
+
+async def test_a_sidecar_that_is_not_a_checksum_is_never_used(
+    mirror_server: ServeMirror, tmp_path: Path
+) -> None:
+    """A 64-character sidecar that is not hex (here a path) is reported, not used as a key."""
+    root = tmp_path / "mirror"
+    _mirror(root)
+    sidecar = root / "develop" / "s1" / "build_cache" / "index.json.hash"
+    sidecar.write_text(("../" * 22)[:64])
+    server = await mirror_server(root)
+    server.etags = False  # the case where a sidecar would be trusted
+    config = _config(tmp_path, server.url)
+    argv = ["sync", "--branch", "develop", "--config", config, "-q"]
+
+    assert await main_async(argv) == 0
+    assert await main_async(argv) == 6
+
+    s1 = next(s for s in _report(tmp_path)["sources"] if s["label"] == "s1")
+    assert s1["sidecar_sha256"].startswith("invalid: ")
+    assert s1["status"] == "fetched"  # downloaded again: the sidecar vouches for nothing
+
+
+async def test_a_leftover_named_after_our_own_pid_does_not_block_a_publish(
+    tmp_path: Path,
+) -> None:
+    """Pids are reused (pid 1 in every container): a folder a dead run left aside under the
+    staging area, whatever pid it names, must not make a publish fail."""
+    root = tmp_path / "mirror"
+    _mirror(root)
+    config = _config(tmp_path, str(root))
+    argv = ["sync", "--branch", "develop", "--config", config, "-q"]
+    assert await main_async(argv) == 0
+    published = tree_bytes(tmp_path / "out" / "develop")
+    leftover = tmp_path / "out" / ".crawler" / "staging" / f"old-develop.{os.getpid()}"
+    (leftover / "pages").mkdir(parents=True)
+    (leftover / "index.json").write_text("{}")
+
+    build_mirror(root, [SynthRef("develop", (*SPECS, SynthSpec("curl", "8.10.1")))])
+    assert await main_async(argv) == 0
+
+    assert not leftover.exists()
+    assert tree_bytes(tmp_path / "out" / "develop") != published
+    assert b'"curl"' in (tmp_path / "out" / "develop" / "index.json").read_bytes()
