@@ -10,13 +10,9 @@ only cancellation propagates.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
-import itertools
 import logging
-import multiprocessing
 import os
 import re
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,8 +20,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .config import Config
+from .decodepool import ROOT_FIRST, STACKS_AFTER, DecodeQueue
 from .discovery import Source
-from .errors import ChecksumError, CrawlerError, FetchError, NotFoundError, WorkerError
+from .errors import ChecksumError, CrawlerError, FetchError, NotFoundError
 from .fetch import Fetcher
 from .progress import Reporter
 from .state import BranchState, SourceFacts, SourceState, Store
@@ -162,38 +159,6 @@ class SourceOutcome:
             self.facts,
             self.downloaded,
         )
-
-
-def _decode_pool(workers: int) -> concurrent.futures.ProcessPoolExecutor:
-    # forkserver: the event loop's threads are never forked; workers import the decoder once.
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["crawler.validate"])
-    return concurrent.futures.ProcessPoolExecutor(
-        max_workers=workers,
-        mp_context=context,
-        initializer=_exit_with,
-        initargs=(os.getpid(),),
-    )
-
-
-def _exit_with(crawler_pid: int) -> None:
-    """Worker initializer: exit when the crawler process is gone.
-
-    A crawler killed with SIGKILL cannot stop its pool, and idle workers would wait on their
-    queue forever (keeping the forkserver, and the run's stdout and stderr, alive with them).
-    """
-
-    def watch() -> None:
-        while True:
-            time.sleep(0.5)
-            try:
-                os.kill(crawler_pid, 0)
-            except ProcessLookupError:
-                os._exit(1)
-            except PermissionError:  # pid reused by another user's process: ours is gone
-                os._exit(1)
-
-    threading.Thread(target=watch, name="exit-with-crawler", daemon=True).start()
 
 
 class SourceReader:
@@ -375,81 +340,17 @@ class SourceReader:
             # ahead of any stack still queued.
             shards = self.decoder.workers
             jobs = [
-                self.decoder.run(_ROOT, summarize_root_shard, str(path), url, i, shards)
+                self.decoder.run(ROOT_FIRST, summarize_root_shard, str(path), url, i, shards)
                 for i in range(shards)
             ]
             parts = await asyncio.gather(*jobs)
             summary = merge_root([load_root_shard(p) for p in parts])
         else:
-            summary = load_summary(await self.decoder.run(_STACK, summarize_stack, str(path), url))
+            summary = load_summary(
+                await self.decoder.run(STACKS_AFTER, summarize_stack, str(path), url)
+            )
         outcome.use(summary)
         outcome.decoded = True
         outcome.decode_seconds = time.monotonic() - started
         if outcome.sha256 is not None and outcome.size is not None:
             self.store.save(kind, outcome.sha256, outcome.size, summary)
-
-
-_ROOT, _STACK = 0, 1
-
-
-class DecodeQueue:
-    """Runs decoding jobs on a process pool, at most one per worker, by priority.
-
-    A plain executor runs jobs in submission order; here a root shard submitted late still goes
-    before the stacks that are waiting, so the largest job is never last in line.
-    """
-
-    def __init__(self, workers: int) -> None:
-        self.workers = workers
-        self._queue: asyncio.PriorityQueue[tuple[int, int, _Job]] = asyncio.PriorityQueue()
-        self._order = itertools.count()
-        self._pool: concurrent.futures.ProcessPoolExecutor | None = None
-        self._runners: list[asyncio.Task[None]] = []
-
-    async def run(self, priority: int, fn: Callable[..., bytes], *args: object) -> bytes:
-        """Run ``fn(*args)`` in a worker process when a worker is free; lower priority first."""
-        if not self._runners:
-            self._pool = _decode_pool(self.workers)
-            self._runners = [asyncio.create_task(self._runner()) for _ in range(self.workers)]
-        done: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
-        await self._queue.put((priority, next(self._order), (fn, args, done)))
-        return await done
-
-    async def _runner(self) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            _, _, (fn, args, done) = await self._queue.get()
-            if done.cancelled():
-                continue
-            try:
-                result = await loop.run_in_executor(self._pool, fn, *args)
-            except concurrent.futures.process.BrokenProcessPool:
-                self._restart()
-                if not done.cancelled():
-                    done.set_exception(WorkerError(str(args[1])))
-            except Exception as err:  # handed to the waiting source, which reports it
-                if not done.cancelled():
-                    done.set_exception(err)
-            else:
-                if not done.cancelled():
-                    done.set_result(result)
-
-    def _restart(self) -> None:
-        """Replace a pool whose process died (the other jobs in it fail and are reported)."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-        self._pool = _decode_pool(self.workers)
-
-    def close(self) -> None:
-        """Stop the runners and the workers; a decode still running is abandoned."""
-        for runner in self._runners:
-            runner.cancel()
-        self._runners = []
-        if self._pool is not None:
-            for process in list(getattr(self._pool, "_processes", {}).values()):
-                process.terminate()
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
-
-
-_Job = tuple[Callable[..., bytes], tuple[object, ...], "asyncio.Future[bytes]"]
