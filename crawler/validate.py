@@ -37,6 +37,7 @@ import mmap
 import re
 import sys
 import zlib
+from array import array
 from collections.abc import Iterator
 from typing import Literal
 
@@ -235,24 +236,47 @@ class _Checker:
 
 
 class RootShard(msgspec.Struct, frozen=True, gc=False):
-    """One worker's share of a root index, before compilers are resolved across shards."""
+    """One worker's share of a root index, before compilers are resolved across shards.
+
+    The specs' text fields travel as indexes into ``strings``: a develop root repeats a few
+    thousand distinct strings (platforms, targets, compilers, variants) over a million times,
+    and sending each occurrence would make the receiving process build a string for each.
+    """
 
     db_version: str
     records: int
     hashes: list[str]  # valid records of this shard
     versions: list[str]  # "name@version" of each of ``hashes``, for compiler edges
-    specs: list[SpecRow]  # in the build cache; ``compiler`` is "" where ``edges`` has a say
-    edges: list[tuple[int, str, str]]  # (index in specs, edge hash, edge name)
+    strings: list[str]  # the distinct text of the rows
+    #: (hash, name/version/platform/os/target/compiler as indexes, variants as indexes); the
+    #: indexes are ``array("I")`` bytes; the compiler is "" where ``edges`` has a say.
+    rows: list[tuple[str, bytes, bytes]]
+    edges: list[tuple[int, str, str]]  # (index in rows, edge hash, edge name)
     invalid: list[InvalidRecord]
 
 
+class _Strings:
+    """Numbers each distinct string as it is first seen."""
+
+    def __init__(self) -> None:
+        self.numbers: dict[str, int] = {}
+
+    def pack(self, values: tuple[str, ...]) -> bytes:
+        numbers = self.numbers
+        return array("I", [numbers.setdefault(v, len(numbers)) for v in values]).tobytes()
+
+    def table(self) -> list[str]:
+        return list(self.numbers)  # dicts keep insertion order: position == number
+
+
 def _root_shard(
-    installs: dict[str, msgspec.Raw], shard: int, shards: int
-) -> tuple[list[str], list[str], list[SpecRow], list[tuple[int, str, str]], _Checker]:
+    installs: dict[str, msgspec.Raw], version: str, shard: int, shards: int
+) -> RootShard:
     check = _Checker(installs)
+    strings = _Strings()
     hashes: list[str] = []
     versions: list[str] = []
-    specs: list[SpecRow] = []
+    rows: list[tuple[str, bytes, bytes]] = []
     edges: list[tuple[int, str, str]] = []
     for position, (key, raw) in enumerate(installs.items()):
         if position % shards != shard:
@@ -280,10 +304,12 @@ def _root_shard(
         if compiler is None:
             edge = _compiler_edge(node.dependencies)
             assert edge is not None  # own_compiler returns None only when there is an edge
-            edges.append((len(specs), edge.hash, edge.name))
+            edges.append((len(rows), edge.hash, edge.name))
             compiler = ""
-        specs.append(SpecRow(key, *fields, compiler, variants))
-    return hashes, versions, specs, edges, check
+        rows.append((key, strings.pack((*fields, compiler)), strings.pack(variants)))
+    return RootShard(
+        version, len(installs), hashes, versions, strings.table(), rows, edges, check.invalid
+    )
 
 
 def merge_root(shards: list[RootShard]) -> SourceSummary:
@@ -296,16 +322,19 @@ def merge_root(shards: list[RootShard]) -> SourceSummary:
     for shard in shards:
         invalid += shard.invalid
         edges = {i: (h, name) for i, h, name in shard.edges}
-        for i, row in enumerate(shard.specs):
+        text = shard.strings.__getitem__
+        for i, (key, packed, variants) in enumerate(shard.rows):
+            name, version, platform, os, target, compiler = map(text, array("I", packed))
             if i in edges:
                 edge_hash, edge_name = edges[i]
-                compiler = valid.get(edge_hash)
-                if compiler is None:
+                found = valid.get(edge_hash)
+                if found is None:
                     reason = f"compiler dependency {edge_name}/{edge_hash} is not a valid record"
-                    invalid.append(InvalidRecord(row.hash, reason))
+                    invalid.append(InvalidRecord(key, reason))
                     continue
-                row = msgspec.structs.replace(row, compiler=compiler)
-            specs.append(row)
+                compiler = found
+            rendered = tuple(map(text, array("I", variants)))
+            specs.append(SpecRow(key, name, version, platform, os, target, compiler, rendered))
     invalid.sort(key=lambda r: (r.hash, r.reason))
     first = shards[0]
     hashes = [h for shard in shards for h in shard.hashes]
@@ -376,9 +405,7 @@ def summarize_root_shard(path: str, url: str, shard: int = 0, shards: int = 1) -
     but decodes only its own records, so a large root index is spread over every worker.
     """
     version, installs = read_index(path, url)
-    hashes, versions, specs, edges, check = _root_shard(installs, shard, shards)
-    result = RootShard(version, len(installs), hashes, versions, specs, edges, check.invalid)
-    return msgspec.msgpack.encode(result)
+    return msgspec.msgpack.encode(_root_shard(installs, version, shard, shards))
 
 
 def summarize_stack(path: str, url: str) -> bytes:
