@@ -110,7 +110,8 @@ class Fetcher:
         t = self.config.timeouts
         self._session = aiohttp.ClientSession(
             timeout=aiohttp.ClientTimeout(total=None, connect=t.connect, sock_read=t.read),
-            connector=aiohttp.TCPConnector(limit=self.config.concurrency),
+            # Twice the download bound: a source's small sidecar request runs beside its index.
+            connector=aiohttp.TCPConnector(limit=2 * self.config.concurrency),
             headers={"User-Agent": USER_AGENT},
             raise_for_status=False,
         )

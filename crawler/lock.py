@@ -55,6 +55,7 @@ import json
 import os
 import socket
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -166,29 +167,24 @@ class RunLock:
 
     def acquire(self) -> None:
         """Take the lock, waiting (blocking the thread) up to ``wait`` seconds."""
-        deadline = time.monotonic() + self.wait
-        started = time.monotonic()
-        while True:
-            holder = self._try()
-            if holder is None:
-                return
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise self._busy(holder, started)
-            time.sleep(min(self.poll, remaining))
+        for pause in self._attempts():
+            time.sleep(pause)
 
     async def acquire_async(self) -> None:
         """Take the lock, waiting (without blocking the event loop) up to ``wait`` seconds."""
-        deadline = time.monotonic() + self.wait
+        for pause in self._attempts():
+            await asyncio.sleep(pause)
+
+    def _attempts(self) -> Iterator[float]:
+        """Try to lock until done, yielding how long to pause between tries; raises when busy
+        past ``wait`` (the caller does the pausing, blocking or not)."""
         started = time.monotonic()
-        while True:
-            holder = self._try()
-            if holder is None:
-                return
+        deadline = started + self.wait
+        while (holder := self._try()) is not None:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise self._busy(holder, started)
-            await asyncio.sleep(min(self.poll, remaining))
+            yield min(self.poll, remaining)
 
     def _busy(self, holder: Holder, started: float) -> LockBusyError:
         waited = time.monotonic() - started if self.wait > 0 else 0.0

@@ -60,7 +60,9 @@ async def test_a_remote_mirror_cannot_send_the_crawler_to_local_files(
     _point(root, "s1", secret.as_uri())
     server = await mirror_server(root)
 
-    code = await main_async(["sync", "--branch", "develop", "--config", _config(tmp_path, server.url)])
+    code = await main_async(
+        ["sync", "--branch", "develop", "--config", _config(tmp_path, server.url)]
+    )
 
     assert code == 4
     error = _report(tmp_path)["error"]
@@ -77,7 +79,9 @@ async def test_a_remote_mirror_cannot_send_the_crawler_to_another_host(
     elsewhere = server.url.replace("127.0.0.1", "localhost") + "/develop/s1/build_cache/index.json"
     _point(root, "s1", elsewhere)
 
-    code = await main_async(["sync", "--branch", "develop", "--config", _config(tmp_path, server.url)])
+    code = await main_async(
+        ["sync", "--branch", "develop", "--config", _config(tmp_path, server.url)]
+    )
 
     assert code == 4
     assert f"URL {elsewhere} is not on the mirror" in _report(tmp_path)["error"]
@@ -100,7 +104,10 @@ async def test_a_configured_rewrite_may_point_elsewhere(
 
     assert code == 0
     s1 = next(s for s in _report(tmp_path)["sources"] if s["label"] == "s1")
-    assert (s1["status"], s1["location"]) == ("fetched", f"{other}/develop/s1/build_cache/index.json")
+    assert (s1["status"], s1["location"]) == (
+        "fetched",
+        f"{other}/develop/s1/build_cache/index.json",
+    )
 
 
 async def test_a_local_mirror_only_reads_under_its_folder(tmp_path: Path) -> None:
