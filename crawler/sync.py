@@ -45,17 +45,18 @@ from typing import Any, Literal
 import msgspec
 
 from . import __version__
-from .changes import SpecStacks, changes_between, load_spec_stacks, summary_line
+from .changes import SpecStacks, changes_between, summary_line
 from .config import Config
-from .consolidate import Conflict, PackageSummary, consolidate
+from .consolidate import PackageSummary, consolidate
 from .discovery import Discovery, Mirror, is_safe_name, parse_discovery
 from .errors import BranchError, CrawlerError, OutputError, UsageError
 from .fetch import Fetcher, Sleep
 from .lock import RunLock
 from .progress import Reporter
+from .report import branch_stats, findings, published_spec_stacks, spec_stacks_of
 from .sources import SourceOutcome, SourceReader
 from .state import BranchState, Store, fingerprint
-from .validate import InvalidRecord, SourceSummary
+from .validate import SourceSummary
 from .write import BranchStage, atomic_write, encode_json, recover, render_page, state_dir
 
 log = logging.getLogger(__name__)
@@ -98,30 +99,6 @@ class _Refused(CrawlerError):
 
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
-
-
-def _spec_stacks(packages: dict[str, PackageSummary]) -> SpecStacks:
-    """Every spec of new output as :func:`changes_between` compares them."""
-    shared: dict[tuple[str, ...], frozenset[str]] = {}
-    result: SpecStacks = {}
-    for name, package in packages.items():
-        for d in package.spec_details:
-            stacks = shared.get(d.stacks)
-            if stacks is None:
-                stacks = shared[d.stacks] = frozenset(d.stacks)
-            result[name, d.hash] = stacks
-    return result
-
-
-def _published_specs(path: Path) -> SpecStacks | None:
-    """Every spec of a branch's published index; None if there is none or it is unreadable."""
-    try:
-        return load_spec_stacks(path.read_bytes())
-    except FileNotFoundError:
-        return None
-    except (OSError, CrawlerError) as err:
-        log.warning("previous %s is unreadable (%s); comparing against nothing", path, err)
-        return None
 
 
 class Syncer:
@@ -258,14 +235,14 @@ class Syncer:
                 return self._done(branch, "unchanged", report, clock, "output is current")
             root, stacks = await self._summaries(reader, branch, outcomes, work)
             packages, conflicts = consolidate(root, stacks)
-            stats = self._stats(outcomes, packages, conflicts)
-            report.update(self._findings(outcomes, conflicts), stats=stats)
+            stats = branch_stats(outcomes, packages, conflicts)
+            report.update(findings(outcomes, conflicts), stats=stats)
             del root, stacks
             for o in outcomes:
                 o.release()  # the summaries are consolidated: free them before serialising
-            old = _published_specs(published)
+            old = published_spec_stacks(published)
             self._gate(branch, old, stats["specs"])
-            changes = changes_between(branch, old, _spec_stacks(packages))
+            changes = changes_between(branch, old, spec_stacks_of(packages))
             index = {
                 "schema_version": SCHEMA_VERSION,
                 "branch": branch,
@@ -387,39 +364,6 @@ class Syncer:
             summaries[o.source.label] = o.summary
         root = summaries.pop(outcomes[0].source.label)
         return root, summaries
-
-    @staticmethod
-    def _findings(outcomes: list[SourceOutcome], conflicts: list[Conflict]) -> dict[str, Any]:
-        invalid: list[dict[str, str]] = []
-        for o in outcomes:
-            records: list[InvalidRecord] = o.summary.invalid if o.summary else []
-            invalid += [
-                {"source": o.source.label, "hash": r.hash, "reason": r.reason} for r in records
-            ]
-        return {
-            "invalid_records": invalid,
-            "conflicts": conflicts,
-            "missing_stacks": [o.source.label for o in outcomes if o.status == "missing"],
-            "failed_stacks": [o.source.label for o in outcomes if o.status == "failed"],
-        }
-
-    @staticmethod
-    def _stats(
-        outcomes: list[SourceOutcome],
-        packages: dict[str, PackageSummary],
-        conflicts: list[Conflict],
-    ) -> dict[str, int]:
-        root = outcomes[0].summary
-        return {
-            "packages": len(packages),
-            "specs": sum(p.meta.num_specs for p in packages.values()),
-            "root_records": root.records if root else 0,
-            "sources": len(outcomes),
-            "sources_missing": sum(o.status == "missing" for o in outcomes),
-            "sources_failed": sum(o.status == "failed" for o in outcomes),
-            "invalid_records": sum(len(o.summary.invalid) for o in outcomes if o.summary),
-            "conflicts": len(conflicts),
-        }
 
     def _finish(self, report: dict[str, Any], clock: float) -> None:
         report["finished_at"] = _now()

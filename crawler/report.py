@@ -1,0 +1,76 @@
+"""Report: what a branch's run found, as ``report.json`` and ``index.json`` state it.
+
+Pure functions of the sources' outcomes and the consolidated packages: the findings (invalid
+records, conflicts, missing and failed stacks), the branch's ``stats``, and the specs as
+:func:`crawler.changes.changes_between` compares them (new output, and the published index).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from .changes import SpecStacks, load_spec_stacks
+from .consolidate import Conflict, PackageSummary
+from .errors import CrawlerError
+from .sources import SourceOutcome
+
+log = logging.getLogger(__name__)
+
+
+def findings(outcomes: list[SourceOutcome], conflicts: list[Conflict]) -> dict[str, Any]:
+    """Invalid records (with their source), conflicts, missing and failed stacks."""
+    invalid = [
+        {"source": o.source.label, "hash": r.hash, "reason": r.reason}
+        for o in outcomes
+        if o.summary is not None
+        for r in o.summary.invalid
+    ]
+    return {
+        "invalid_records": invalid,
+        "conflicts": conflicts,
+        "missing_stacks": [o.source.label for o in outcomes if o.status == "missing"],
+        "failed_stacks": [o.source.label for o in outcomes if o.status == "failed"],
+    }
+
+
+def branch_stats(
+    outcomes: list[SourceOutcome], packages: dict[str, PackageSummary], conflicts: list[Conflict]
+) -> dict[str, int]:
+    """The ``stats`` of ``index.json`` (root first in ``outcomes``)."""
+    root = outcomes[0].summary
+    return {
+        "packages": len(packages),
+        "specs": sum(p.meta.num_specs for p in packages.values()),
+        "root_records": root.records if root else 0,
+        "sources": len(outcomes),
+        "sources_missing": sum(o.status == "missing" for o in outcomes),
+        "sources_failed": sum(o.status == "failed" for o in outcomes),
+        "invalid_records": sum(len(o.summary.invalid) for o in outcomes if o.summary),
+        "conflicts": len(conflicts),
+    }
+
+
+def spec_stacks_of(packages: dict[str, PackageSummary]) -> SpecStacks:
+    """Every spec of new output as :func:`crawler.changes.changes_between` compares them."""
+    shared: dict[tuple[str, ...], frozenset[str]] = {}
+    result: SpecStacks = {}
+    for name, package in packages.items():
+        for d in package.spec_details:
+            stacks = shared.get(d.stacks)
+            if stacks is None:
+                stacks = shared[d.stacks] = frozenset(d.stacks)
+            result[name, d.hash] = stacks
+    return result
+
+
+def published_spec_stacks(path: Path) -> SpecStacks | None:
+    """Every spec of a branch's published index; None if there is none or it is unreadable."""
+    try:
+        return load_spec_stacks(path.read_bytes())
+    except FileNotFoundError:
+        return None
+    except (OSError, CrawlerError) as err:
+        log.warning("previous %s is unreadable (%s); comparing against nothing", path, err)
+        return None
