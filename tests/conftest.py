@@ -203,3 +203,26 @@ def slow_mirror_server(
         return mirror
 
     yield start
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Register the marker of tests that damage published output on purpose."""
+    config.addinivalue_line(
+        "markers", "damages_output: the test corrupts published files on purpose (not validated)"
+    )
+
+
+@pytest.fixture(autouse=True)
+def _published_indexes_match_the_schema(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[None]:
+    """Every ``index.json`` a test leaves published (next to its ``report.json``) must match
+    the JSON Schema shipped in crawler/schema, whatever the test itself checks."""
+    yield
+    if request.node.get_closest_marker("damages_output"):
+        return
+    from .schema import assert_valid_index
+
+    for index in tmp_path.rglob("index.json"):
+        if (index.parent / "report.json").is_file() and ".crawler" not in index.parts:
+            assert_valid_index(index)

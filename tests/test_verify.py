@@ -21,6 +21,9 @@ from .conftest import SAMPLE_MIRROR, fast_config
 
 Index = dict[str, Any]
 
+# Every test here corrupts a copy of a published branch on purpose.
+pytestmark = pytest.mark.damages_output
+
 
 @pytest.fixture(scope="module")
 def published(tmp_path_factory: pytest.TempPathFactory) -> Path:
