@@ -109,6 +109,9 @@ def build_parser() -> argparse.ArgumentParser:
         "sync",
         help="sync branches into the output folder",
         description="Fetch, validate and consolidate the indexes of branches, then publish them.",
+        epilog="exit codes: 0 published, 1 internal error, 2 usage or config error, 3 mirror "
+        "unusable, 4 a branch failed or was refused, 5 partial, 6 nothing changed, "
+        "7 output locked by another run, 130/143 interrupted (SIGINT/SIGTERM)",
     )
     sync.add_argument(
         "--branch", action="append", metavar="NAME", help="a ref to sync (repeatable)"
