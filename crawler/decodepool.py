@@ -84,10 +84,12 @@ class DecodeQueue:
             _, _, (fn, args, done) = await self._queue.get()
             if done.cancelled():
                 continue
+            pool = self._pool
             try:
-                result = await loop.run_in_executor(self._pool, fn, *args)
+                result = await loop.run_in_executor(pool, fn, *args)
             except concurrent.futures.process.BrokenProcessPool:
-                self._restart()
+                if pool is self._pool:  # the first runner to notice replaces it, once
+                    self._restart()
                 if not done.cancelled():
                     done.set_exception(WorkerError(str(args[1])))
             except Exception as err:  # handed to the waiting source, which reports it

@@ -12,6 +12,7 @@ reason, so that syncing it fails with that reason while the other refs go on.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,8 +71,10 @@ class Mirror:
         if ours.scheme == "file" or theirs.scheme == "file":
             if ours.scheme != theirs.scheme:
                 return False
-            root, path = Path(unquote(ours.path)), Path(unquote(theirs.path)).resolve()
-            return path == root or root in path.parents
+            # Lexically: ".." cannot climb out, and symlinks inside the mirror are the mirror's.
+            root = os.path.normpath(unquote(ours.path))
+            path = os.path.normpath(unquote(theirs.path))
+            return path == root or path.startswith(root.rstrip("/") + "/")
         return (ours.scheme, ours.netloc.lower()) == (theirs.scheme, theirs.netloc.lower())
 
     def join(self, path: str) -> str:

@@ -281,6 +281,7 @@ class SourceReader:
             path = await self._fetch_index(fetcher, outcome, dest, before)
         except BaseException:
             sidecar.cancel()
+            await asyncio.gather(sidecar, return_exceptions=True)
             raise
         outcome.sidecar = await sidecar
         return path

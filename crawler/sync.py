@@ -234,6 +234,9 @@ class Syncer:
                     return self._done(branch, "partial", report, clock, reason)
                 return self._done(branch, "unchanged", report, clock, "output is current")
             root, stacks = await self._summaries(reader, branch, outcomes, work)
+            # A source read again (unreadable cache) may have brought other bytes.
+            entries = [o.index_entry() for o in outcomes]
+            inputs = fingerprint(entries, formats, self.mirror.base, locations)
             packages, conflicts = consolidate(root, stacks)
             stats = branch_stats(outcomes, packages, conflicts)
             report.update(findings(outcomes, conflicts), stats=stats)

@@ -161,6 +161,11 @@ def own_compiler(node: Node) -> str | None:
 _MEMO_LIMIT = 20_000
 
 
+def _memo_key(value: bool | int | float | str) -> tuple[type, object]:
+    """A dict key that tells apart values Python deems equal but that print differently."""
+    return (type(value), repr(value) if isinstance(value, float) else value)
+
+
 class _Checker:
     """Per-index record checks, with the repetitive parts (names, variants) memoised."""
 
@@ -219,10 +224,11 @@ class _Checker:
     def _render(self, name: str, value: ParamValue) -> str:
         """:func:`render_variant`, memoised per name and value (values repeat a lot)."""
         # The type is part of the key: True == 1 == 1.0 as dict keys, but they render differently.
+        # Floats by repr: 0.0 == -0.0 but they print differently.
         if isinstance(value, list):
-            key: tuple[object, ...] = (name, list, tuple((type(v), v) for v in value))
+            key: tuple[object, ...] = (name, list, tuple(map(_memo_key, value)))
         else:
-            key = (name, type(value), value)
+            key = (name, *_memo_key(value))
         text = self._items.get(key)
         if text is None:
             text = render_variant(name, value)

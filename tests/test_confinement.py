@@ -169,3 +169,23 @@ async def test_a_leftover_named_after_our_own_pid_does_not_block_a_publish(
     assert not leftover.exists()
     assert tree_bytes(tmp_path / "out" / "develop") != published
     assert b'"curl"' in (tmp_path / "out" / "develop" / "index.json").read_bytes()
+
+
+async def test_a_symlinked_folder_inside_a_local_mirror_is_part_of_it(tmp_path: Path) -> None:
+    """A stack folder that is a symlink to another disk is still the mirror's; ``..`` is not."""
+    root = tmp_path / "mirror"
+    _mirror(root)
+    elsewhere = tmp_path / "other-disk" / "s1"
+    elsewhere.parent.mkdir()
+    (root / "develop" / "s1").rename(elsewhere)
+    (root / "develop" / "s1").symlink_to(elsewhere)
+    _point(root, "s1", (root / "develop" / "s1" / "build_cache" / "index.json").as_uri())
+    config = _config(tmp_path, str(root))
+    argv = ["sync", "--branch", "develop", "--config", config, "-q"]
+
+    assert await main_async(argv) == 0
+
+    escape = f"{root.as_uri()}/develop/../../other-disk/s1/build_cache/index.json"
+    _point(root, "s1", escape)
+    assert await main_async(argv) == 4
+    assert "is not on the mirror" in _report(tmp_path)["error"]
