@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import subprocess
+import sys
+import time
 from collections import defaultdict, deque
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
@@ -226,3 +229,59 @@ def _published_indexes_match_the_schema(
     for index in tmp_path.rglob("index.json"):
         if (index.parent / "report.json").is_file() and ".crawler" not in index.parts:
             assert_valid_index(index)
+
+
+_HOLDER_SCRIPT = """
+import sys, time
+from pathlib import Path
+from crawler.lock import RunLock
+
+lock = RunLock(Path(sys.argv[1]))
+lock.acquire()
+Path(sys.argv[2]).write_text("ready")
+time.sleep(float(sys.argv[3]))
+lock.release()
+"""
+
+
+class LockHolder:
+    """Another process that took the lock of ``output`` and keeps it for ``seconds``."""
+
+    def __init__(self, output: Path, seconds: float) -> None:
+        ready = output.parent / f"holder-ready-{time.monotonic_ns()}"
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", _HOLDER_SCRIPT, str(output), str(ready), str(seconds)],
+            cwd=REPO,
+        )
+        deadline = time.monotonic() + 10
+        while not ready.exists():
+            assert self.process.poll() is None, f"holder exited with {self.process.returncode}"
+            assert time.monotonic() < deadline, "the lock holder never signalled readiness"
+            time.sleep(0.01)
+
+    @property
+    def pid(self) -> int:
+        """The holder's process id."""
+        return self.process.pid
+
+    def stop(self) -> None:
+        """Kill the holder if it still runs, and reap it."""
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait(timeout=10)
+
+
+@pytest.fixture
+def holders() -> Iterator[list[LockHolder]]:
+    """Lock holders started by a test, killed (by pid) at its end if still running."""
+    started: list[LockHolder] = []
+    yield started
+    for holder in started:
+        holder.stop()
+
+
+def dead_pid() -> int:
+    """The pid of a process that has exited and been reaped."""
+    process = subprocess.Popen([sys.executable, "-c", "pass"])
+    process.wait()
+    return process.pid

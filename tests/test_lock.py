@@ -7,56 +7,14 @@ import os
 import pickle
 import signal
 import socket
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from crawler.lock import Holder, LockBusyError, RunLock
 
-REPO = Path(__file__).resolve().parent.parent
-
-HOLDER_SCRIPT = """
-import sys, time
-from pathlib import Path
-from crawler.lock import RunLock
-
-lock = RunLock(Path(sys.argv[1]))
-lock.acquire()
-Path(sys.argv[2]).write_text("ready")
-time.sleep(float(sys.argv[3]))
-lock.release()
-"""
-
-
-class Holding:
-    """A child process that took the lock of ``output`` and holds it for ``seconds``."""
-
-    def __init__(self, output: Path, seconds: float) -> None:
-        ready = output.parent / f"ready-{time.monotonic_ns()}"
-        self.process = subprocess.Popen(
-            [sys.executable, "-c", HOLDER_SCRIPT, str(output), str(ready), str(seconds)],
-            cwd=REPO,
-        )
-        deadline = time.monotonic() + 10
-        while not ready.exists():
-            if self.process.poll() is not None:
-                raise AssertionError(f"holder exited early with {self.process.returncode}")
-            if time.monotonic() > deadline:
-                raise AssertionError("holder never signalled readiness")
-            time.sleep(0.01)
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-        self.process.wait(timeout=10)
+from .conftest import LockHolder, dead_pid
 
 
 @pytest.fixture
@@ -64,25 +22,10 @@ def output(tmp_path: Path) -> Path:
     return tmp_path / "out"
 
 
-@pytest.fixture
-def holders() -> Iterator[list[Holding]]:
-    started: list[Holding] = []
-    yield started
-    for holding in started:
-        holding.stop()
-
-
-def hold(holders: list[Holding], output: Path, seconds: float = 30) -> Holding:
-    holding = Holding(output, seconds)
-    holders.append(holding)
-    return holding
-
-
-def dead_pid() -> int:
-    """The pid of a process that has exited (and been reaped)."""
-    process = subprocess.Popen([sys.executable, "-c", "pass"])
-    process.wait()
-    return process.pid
+def hold(holders: list[LockHolder], output: Path, seconds: float = 30) -> LockHolder:
+    holder = LockHolder(output, seconds)
+    holders.append(holder)
+    return holder
 
 
 def lock_content(output: Path) -> bytes:
@@ -125,56 +68,57 @@ async def test_async_context_manager(output: Path) -> None:
     assert lock_content(output) == b""
 
 
-def test_held_by_another_process_is_busy_at_once(output: Path, holders: list[Holding]) -> None:
-    holding = hold(holders, output)
+def test_held_by_another_process_is_busy_at_once(output: Path, holders: list[LockHolder]) -> None:
+    holder = hold(holders, output)
     started = time.monotonic()
     with pytest.raises(LockBusyError) as caught:
         RunLock(output, wait=0).acquire()
     assert time.monotonic() - started < 0.5
     err = caught.value
-    assert err.holder.pid == holding.pid
+    assert err.holder.pid == holder.pid
     assert err.holder.host == socket.gethostname()
     assert err.path == str(output / ".crawler" / "lock")
     message = str(err)
     assert message.startswith("output folder is locked by another crawler run: ")
-    assert f"pid {holding.pid} on {socket.gethostname()} (started " in message
+    assert f"pid {holder.pid} on {socket.gethostname()} (started " in message
     assert f"(lock file {output / '.crawler' / 'lock'})" in message
     assert "waiting" not in message
 
 
-async def test_busy_after_waiting(output: Path, holders: list[Holding]) -> None:
-    holding = hold(holders, output)
+async def test_busy_after_waiting(output: Path, holders: list[LockHolder]) -> None:
+    holder = hold(holders, output)
     started = time.monotonic()
     with pytest.raises(LockBusyError) as caught:
         await RunLock(output, wait=0.3).acquire_async()
     elapsed = time.monotonic() - started
     assert 0.3 <= elapsed < 1.5
     assert caught.value.waited >= 0.3
-    assert f"pid {holding.pid}" in str(caught.value)
+    assert f"pid {holder.pid}" in str(caught.value)
     assert "after waiting 0.3s" in str(caught.value)
 
 
-async def test_waiting_succeeds_once_the_holder_exits(output: Path, holders: list[Holding]) -> None:
-    holding = hold(holders, output, seconds=0.4)
+async def test_waiting_succeeds_once_the_holder_exits(
+    output: Path, holders: list[LockHolder]
+) -> None:
+    holder = hold(holders, output, seconds=0.4)
     started = time.monotonic()
     async with RunLock(output, wait=10) as lock:
         assert time.monotonic() - started < 5
-        assert holding.process.wait(timeout=5) == 0
+        assert holder.process.wait(timeout=5) == 0
         assert lock.broken is None  # the holder released cleanly
         assert json.loads(lock_content(output))["pid"] == os.getpid()
 
 
 def test_killed_holder_leaves_a_stale_lock_that_is_broken(
-    output: Path, holders: list[Holding]
+    output: Path, holders: list[LockHolder]
 ) -> None:
-    holding = hold(holders, output)
+    holder = hold(holders, output)
     started_at = json.loads(lock_content(output))["started_at"]
-    os.kill(holding.pid, signal.SIGKILL)
-    holding.process.wait(timeout=5)
+    os.kill(holder.pid, signal.SIGKILL)
+    holder.process.wait(timeout=5)
     with RunLock(output, wait=0) as lock:  # the kernel dropped the flock with the process
         assert lock.broken == (
-            f"broke stale lock of pid {holding.pid} on {socket.gethostname()} "
-            f"(started {started_at})"
+            f"broke stale lock of pid {holder.pid} on {socket.gethostname()} (started {started_at})"
         )
 
 
@@ -212,7 +156,7 @@ def test_other_host_without_flock_is_taken(output: Path) -> None:
         )
 
 
-def test_other_host_with_flock_held_is_busy(output: Path, holders: list[Holding]) -> None:
+def test_other_host_with_flock_held_is_busy(output: Path, holders: list[LockHolder]) -> None:
     hold(holders, output)
     # Whatever the file says, the flock decides: rewrite it as if another host held it.
     (output / ".crawler" / "lock").write_text(
@@ -244,7 +188,7 @@ def test_garbage_content_is_an_unknown_holder(output: Path, content: bytes) -> N
 
 
 def test_garbage_content_while_held_names_an_unknown_holder(
-    output: Path, holders: list[Holding]
+    output: Path, holders: list[LockHolder]
 ) -> None:
     hold(holders, output)
     (output / ".crawler" / "lock").write_bytes(b"\x00garbage")

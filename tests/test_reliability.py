@@ -19,7 +19,6 @@ import re
 import shutil
 import signal
 import socket
-import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
@@ -35,7 +34,15 @@ from crawler.cli import main_async
 from crawler.synth import SynthRef, SynthSpec, build_mirror, generate_specs
 from crawler.verify import verify_branch
 
-from .conftest import REPO, Fault, ServeSlowMirror, SlowMirrorServer, fast_config, tree_bytes
+from .conftest import (
+    Fault,
+    LockHolder,
+    ServeSlowMirror,
+    SlowMirrorServer,
+    dead_pid,
+    fast_config,
+    tree_bytes,
+)
 
 BUCKET = "s3://spack-binaries/"
 TIMEOUT = 30.0
@@ -300,62 +307,6 @@ async def kill9(proc: asyncio.subprocess.Process) -> tuple[Done, list[str]]:
     survivors = [describe_process(pid) for pid in group_members(proc.pid)]
     end_group(proc.pid)
     return await finish(proc), survivors
-
-
-HOLDER_SCRIPT = """
-import sys, time
-from pathlib import Path
-from crawler.lock import RunLock
-
-lock = RunLock(Path(sys.argv[1]))
-lock.acquire()
-Path(sys.argv[2]).write_text("ready")
-time.sleep(float(sys.argv[3]))
-lock.release()
-"""
-
-
-class Holder:
-    """Another process that took the output folder's lock and keeps it for ``seconds``."""
-
-    def __init__(self, output: Path, seconds: float) -> None:
-        ready = output.parent / f"holder-ready-{time.monotonic_ns()}"
-        self.process = subprocess.Popen(
-            [sys.executable, "-c", HOLDER_SCRIPT, str(output), str(ready), str(seconds)],
-            cwd=REPO,
-        )
-        deadline = time.monotonic() + 10
-        while not ready.exists():
-            assert self.process.poll() is None, f"holder exited with {self.process.returncode}"
-            assert time.monotonic() < deadline, "the lock holder never signalled readiness"
-            time.sleep(0.01)
-
-    @property
-    def pid(self) -> int:
-        """The holder's process id."""
-        return self.process.pid
-
-    def stop(self) -> None:
-        """Kill the holder if it still runs, and reap it."""
-        if self.process.poll() is None:
-            self.process.kill()
-        self.process.wait(timeout=10)
-
-
-@pytest.fixture
-def holders() -> Iterator[list[Holder]]:
-    """Lock holders started by a test, killed (by pid) at its end if still running."""
-    started: list[Holder] = []
-    yield started
-    for holder in started:
-        holder.stop()
-
-
-def dead_pid() -> int:
-    """The pid of a process that has exited and been reaped."""
-    process = subprocess.Popen([sys.executable, "-c", "pass"])
-    process.wait()
-    return process.pid
 
 
 def metric_samples(text: str) -> dict[str, float]:
@@ -653,12 +604,12 @@ async def test_changes_json_and_the_last_log_line_say_what_changed(site: MakeSit
 
 
 async def test_a_live_lock_holder_makes_sync_exit_7_at_once(
-    site: MakeSite, tmp_path: Path, holders: list[Holder]
+    site: MakeSite, tmp_path: Path, holders: list[LockHolder]
 ) -> None:
     s = await site((ref("a"),))
     before = (await s.publish("a"))["a"]
     s.rebuild(ref("a", NEXT))
-    holder = Holder(s.out, 30)
+    holder = LockHolder(s.out, 30)
     holders.append(holder)
 
     started = time.monotonic()
@@ -677,10 +628,10 @@ async def test_a_live_lock_holder_makes_sync_exit_7_at_once(
 
 
 async def test_lock_wait_outlasts_a_holder_that_finishes(
-    site: MakeSite, holders: list[Holder]
+    site: MakeSite, holders: list[LockHolder]
 ) -> None:
     s = await site((ref("a"),), lock_wait=2)
-    holder = Holder(s.out, 0.5)
+    holder = LockHolder(s.out, 0.5)
     holders.append(holder)
 
     started = time.monotonic()
