@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
 import subprocess
 import sys
 import time
@@ -285,3 +286,47 @@ def dead_pid() -> int:
     process = subprocess.Popen([sys.executable, "-c", "pass"])
     process.wait()
     return process.pid
+
+
+CLI_TIMEOUT = 30.0
+
+
+@dataclass(frozen=True)
+class Done:
+    """What a finished ``crawler`` process left: exit code, stdout, stderr."""
+
+    code: int
+    out: str
+    err: str
+
+
+def cli_env() -> dict[str, str]:
+    """The environment of a ``crawler`` subprocess: no terminal sizing, colour or warnings."""
+    env = dict(os.environ)
+    for name in ("COLUMNS", "LINES", "FORCE_COLOR", "PYTHONWARNINGS"):
+        env.pop(name, None)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+async def start_cli(*args: str, cwd: Path, new_session: bool = False) -> asyncio.subprocess.Process:
+    """Start ``python -m crawler ARGS`` without blocking the event loop (servers run in it);
+    ``new_session`` makes it lead a process group of its own."""
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "crawler",
+        *args,
+        cwd=cwd,
+        env=cli_env(),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        start_new_session=new_session,
+    )
+
+
+async def finish(proc: asyncio.subprocess.Process) -> Done:
+    """Wait for a process started by :func:`start_cli` and everything holding its pipes."""
+    out, err = await asyncio.wait_for(proc.communicate(), CLI_TIMEOUT)
+    assert proc.returncode is not None
+    return Done(proc.returncode, out.decode(), err.decode())

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 import signal
 import socket
@@ -18,7 +17,6 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,26 +27,18 @@ from crawler import __version__
 from crawler.cli import main, main_async
 from crawler.synth import SynthRef, SynthSpec, build_mirror
 
-from .conftest import SAMPLE_MIRROR, Fault, ServeMirror, fast_config, tree_bytes
-
-TIMEOUT = 30.0
-
-
-@dataclass(frozen=True)
-class Done:
-    """What a finished ``crawler`` process left behind."""
-
-    code: int
-    out: str
-    err: str
-
-
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    for name in ("COLUMNS", "LINES", "FORCE_COLOR", "PYTHONWARNINGS"):
-        env.pop(name, None)
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
+from .conftest import (
+    CLI_TIMEOUT,
+    SAMPLE_MIRROR,
+    Done,
+    Fault,
+    ServeMirror,
+    cli_env,
+    fast_config,
+    finish,
+    start_cli,
+    tree_bytes,
+)
 
 
 def run_cli(*args: str, cwd: Path) -> Done:
@@ -56,34 +46,13 @@ def run_cli(*args: str, cwd: Path) -> Done:
     proc = subprocess.run(
         [sys.executable, "-m", "crawler", *args],
         cwd=cwd,
-        env=_env(),
+        env=cli_env(),
         capture_output=True,
         text=True,
-        timeout=TIMEOUT,
+        timeout=CLI_TIMEOUT,
         check=False,
     )
     return Done(proc.returncode, proc.stdout, proc.stderr)
-
-
-async def start_cli(*args: str, cwd: Path) -> asyncio.subprocess.Process:
-    """Start ``python -m crawler ARGS`` without blocking the event loop."""
-    return await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "crawler",
-        *args,
-        cwd=cwd,
-        env=_env(),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-
-
-async def finish(proc: asyncio.subprocess.Process) -> Done:
-    """Wait for a process started by :func:`start_cli`."""
-    out, err = await asyncio.wait_for(proc.communicate(), TIMEOUT)
-    assert proc.returncode is not None
-    return Done(proc.returncode, out.decode(), err.decode())
 
 
 async def run_cli_async(*args: str, cwd: Path) -> Done:

@@ -19,7 +19,6 @@ import re
 import shutil
 import signal
 import socket
-import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -35,17 +34,19 @@ from crawler.synth import SynthRef, SynthSpec, build_mirror, generate_specs
 from crawler.verify import verify_branch
 
 from .conftest import (
+    Done,
     Fault,
     LockHolder,
     ServeSlowMirror,
     SlowMirrorServer,
     dead_pid,
     fast_config,
+    finish,
     tree_bytes,
 )
+from .conftest import start_cli as conftest_start_cli
 
 BUCKET = "s3://spack-binaries/"
-TIMEOUT = 30.0
 Discovery = dict[str, list[dict[str, str]]]
 #: Timeouts for tests whose server holds answers back (longer than fast_config's 2 s reads).
 SLOW = {"connect": 2, "read": 60, "source": 120}
@@ -70,15 +71,6 @@ class SleepRecorder:
 
     async def __call__(self, seconds: float) -> None:
         self.waits.append(seconds)
-
-
-@dataclass(frozen=True)
-class Done:
-    """What a finished ``crawler`` run left: exit code, stdout, stderr."""
-
-    code: int
-    out: str
-    err: str
 
 
 @dataclass
@@ -201,44 +193,16 @@ def ref(name: str = "a", specs: tuple[SynthSpec, ...] = SPECS, layout: str = "v2
     return SynthRef(name, specs, layout=layout)
 
 
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    for name in ("COLUMNS", "LINES", "FORCE_COLOR", "PYTHONWARNINGS"):
-        env.pop(name, None)
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
-
-
 #: Process groups of the crawler processes started by the running test (see ``crawlers``).
 _GROUPS: list[int] = []
 
 
 async def start_cli(*args: str, cwd: Path) -> asyncio.subprocess.Process:
-    """Start ``python -m crawler ARGS`` without blocking the event loop (the server runs in it).
-
-    The process leads a new process group, so that whatever it starts (decoding workers) can be
-    found, and ended, even after it died.
-    """
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "crawler",
-        *args,
-        cwd=cwd,
-        env=_env(),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        start_new_session=True,
-    )
+    """conftest's :func:`start_cli`, leading a new process group, so that whatever the crawler
+    starts (decoding workers) can be found, and ended, even after it died."""
+    proc = await conftest_start_cli(*args, cwd=cwd, new_session=True)
     _GROUPS.append(proc.pid)
     return proc
-
-
-async def finish(proc: asyncio.subprocess.Process) -> Done:
-    """Wait for a process started by :func:`start_cli` and everything holding its pipes."""
-    out, err = await asyncio.wait_for(proc.communicate(), TIMEOUT)
-    assert proc.returncode is not None
-    return Done(proc.returncode, out.decode(), err.decode())
 
 
 async def run_cli(*args: str, cwd: Path) -> Done:
