@@ -78,9 +78,7 @@ class Node(msgspec.Struct, gc=False):
     arch: Arch
     hash: str
     compiler: CompilerField | None = None
-    #: Kept raw: nodes of one package often share the same parameters, whose rendering is
-    #: then memoised on these bytes (decoded with :data:`PARAMETERS_DECODER` on a miss).
-    parameters: msgspec.Raw = msgspec.Raw(b"{}")
+    parameters: dict[str, ParamValue] = {}
     dependencies: list[Dependency] = []
     annotations: Annotations | None = None
 
@@ -117,7 +115,6 @@ class _Document(msgspec.Struct, gc=False):
 
 
 ROOT_DECODER = msgspec.json.Decoder(Record)
-PARAMETERS_DECODER = msgspec.json.Decoder(dict[str, ParamValue])
 STACK_DECODER = msgspec.json.Decoder(StackRecord)
 _DOCUMENT_DECODER = msgspec.json.Decoder(_Document)
 

@@ -38,13 +38,11 @@ import re
 import sys
 import zlib
 from array import array
-from collections.abc import Iterator
 from typing import Literal
 
 import msgspec
 
 from .decode import (
-    PARAMETERS_DECODER,
     ROOT_DECODER,
     STACK_DECODER,
     Dependency,
@@ -173,7 +171,6 @@ class _Checker:
         self.installs = installs
         self.invalid: list[InvalidRecord] = []
         self._names: dict[str, bool] = {}
-        self._variants: dict[bytes, tuple[str, ...]] = {}
         self._items: dict[tuple[object, ...], str] = {}
 
     def problem(self, key: str, spec_hash: str, fields: Identity) -> str | None:
@@ -204,22 +201,9 @@ class _Checker:
                 return f"dependency {dep.name}/{dep.hash} is not in this index"
         return None
 
-    def variants(self, parameters: msgspec.Raw) -> tuple[str, ...]:
-        """:func:`render_variants` of raw ``parameters``, memoised on their bytes.
-
-        Raises ``msgspec.ValidationError`` for values of the wrong type.
-        """
-        raw = bytes(parameters)
-        rendered = self._variants.get(raw)
-        if rendered is None:
-            rendered = tuple(self._render(name, value) for name, value in self._params(raw))
-            if len(self._variants) < _MEMO_LIMIT:  # bounded: distinct sets can be many
-                self._variants[raw] = rendered
-        return rendered
-
-    @staticmethod
-    def _params(raw: bytes) -> Iterator[tuple[str, ParamValue]]:
-        return (item for item in PARAMETERS_DECODER.decode(raw).items() if item[0] not in FLAGS)
+    def variants(self, parameters: dict[str, ParamValue]) -> tuple[str, ...]:
+        """:func:`render_variants`, each name and value memoised (they repeat a lot)."""
+        return tuple(self._render(k, v) for k, v in parameters.items() if k not in FLAGS)
 
     def _render(self, name: str, value: ParamValue) -> str:
         """:func:`render_variant`, memoised per name and value (values repeat a lot)."""
@@ -295,7 +279,6 @@ def _root_shard(
             problem = check.problem(key, node.hash, fields) or check.missing_dependency(
                 node.dependencies
             )
-            variants = check.variants(node.parameters)  # checks the values' types too
         except msgspec.ValidationError as err:
             check.reject(key, f"bad record: {err}")
             continue
@@ -312,6 +295,7 @@ def _root_shard(
             assert edge is not None  # own_compiler returns None only when there is an edge
             edges.append((len(rows), edge.hash, edge.name))
             compiler = ""
+        variants = check.variants(node.parameters)
         rows.append((key, strings.pack((*fields, compiler)), strings.pack(variants)))
     return RootShard(
         version, len(installs), hashes, versions, strings.table(), rows, edges, check.invalid
