@@ -318,9 +318,9 @@ class Syncer:
             state = msgspec.structs.replace(previous, sources=sources)
             self._after_publish(lambda: self.store.save_branch(branch, state))
 
-    def _current(self, branch: str, previous: BranchState | None, inputs: str) -> bool:
+    def _current(self, branch: str, previous: BranchState, inputs: str) -> bool:
         """True when the published branch was made from exactly these inputs and is intact."""
-        if previous is None or previous.fingerprint != inputs:
+        if previous.fingerprint != inputs:
             return False
         return self.store.published_sha256(self.output / branch / "index.json") == (
             previous.index_sha256
