@@ -267,6 +267,18 @@ def test_unknown_key(tmp_path: Path, text: str, key: str) -> None:
         ("mirror: ftp://x\n", "mirror", "unsupported URL scheme 'ftp'"),
         ("mirror: s3://spack-binaries\n", "mirror", "unsupported URL scheme 's3'"),
         ("output: ''\n", "output", "Expected 'str' of length >= 1"),
+        ("publish:\n  max_drop: 1.5\n", "publish.max_drop", "Expected 'float' <= 1.0"),
+        ("publish:\n  max_drop: -0.1\n", "publish.max_drop", "Expected 'float' >= 0.0"),
+        (
+            "publish:\n  max_failed_stacks: -1\n",
+            "publish.max_failed_stacks",
+            "Expected 'int' >= 0",
+        ),
+        ("publish:\n  bogus: 1\n", "publish.bogus", "unknown key"),
+        ("immutable_refs: develop\n", "immutable_refs", "Expected 'array', got 'str'"),
+        ("mutable_refs: [1]\n", "mutable_refs[0]", "Expected 'str', got 'int'"),
+        ("lock_wait: -1\n", "lock_wait", "Expected 'float' >= 0.0"),
+        ("metrics: [a]\n", "metrics", "Expected 'str | null', got 'array'"),
     ],
 )
 def test_bad_value(tmp_path: Path, text: str, key: str, reason: str) -> None:

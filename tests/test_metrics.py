@@ -8,8 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
+from crawler.cli import main_async
 from crawler.metrics import load_last_success, render_metrics, write_metrics
+
+from .conftest import SAMPLE_MIRROR, fast_config
 
 NOW = 1_745_116_200.5
 EARLIER = 1_745_029_800.0
@@ -328,3 +332,22 @@ def test_parsed_by_prometheus_client() -> None:
             nasty: NOW,
         }
         assert families["spack_cache_crawler_run_exit_code"].samples[0].value == 5
+
+
+async def test_an_unwritable_metrics_file_does_not_fail_the_sync(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Monitoring is a side output: the sync publishes, and says why there are no metrics."""
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the metrics folder should be")
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump(fast_config(str(SAMPLE_MIRROR), tmp_path / "out")))
+    metrics = blocker / "crawler.prom"
+
+    argv = ["sync", "--branch", "develop", "--config", str(config), "--metrics", str(metrics)]
+    assert await main_async([*argv, "-q"]) == 0
+
+    err = capsys.readouterr().err
+    assert f"metrics not written: cannot write {blocker}" in err
+    assert (tmp_path / "out" / "develop" / "index.json").is_file()
+    assert not metrics.exists()
