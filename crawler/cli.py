@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import ctypes
 import logging
 import signal
 import sys
@@ -43,6 +44,7 @@ from .progress import LiveReporter, LogReporter, setup_logging, wants_live
 from .sync import RunResult, Syncer
 
 log = logging.getLogger("crawler")
+_M_MMAP_THRESHOLD = -3  # glibc malloc.h
 
 EXIT_OK = 0
 EXIT_INTERNAL = 1
@@ -336,8 +338,24 @@ def _signals() -> Iterator[list[signal.Signals]]:
             loop.remove_signal_handler(signum)
 
 
+def _return_large_blocks() -> None:
+    """Have glibc give every block of 128 KiB or more back to the system when it is freed.
+
+    By default glibc raises that threshold each time such a block is freed (up to 32 MiB), so
+    later downloads' buffers and workers' results are carved from the heap instead, where freed
+    space stays in the process: a develop-sized sync then peaks about 50 MB higher. Elsewhere
+    (musl, macOS) this does nothing.
+    """
+    try:
+        libc = ctypes.CDLL(None)
+        libc.mallopt(_M_MMAP_THRESHOLD, 128 << 10)
+    except (OSError, AttributeError):
+        pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
+    _return_large_blocks()
     try:
         return asyncio.run(main_async(argv))
     except KeyboardInterrupt:
