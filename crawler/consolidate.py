@@ -10,8 +10,10 @@ kept; the stack still counts for that spec, since it holds the same hash.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 import msgspec
 
@@ -64,35 +66,59 @@ class Conflict(msgspec.Struct, frozen=True, gc=False):
     stack: str
 
 
-def hash_stacks(summaries: Mapping[str, SourceSummary]) -> dict[str, tuple[str, ...]]:
-    """For every hash, the sorted labels of the indexes that hold it.
+@contextlib.contextmanager
+def paused_gc() -> Iterator[None]:
+    """No cyclic garbage collection inside the block.
 
-    Equal label tuples are shared: a develop ref has 60,000+ hashes but few distinct
-    combinations of stacks.
+    Building a branch's summaries allocates hundreds of thousands of tuples, strings and
+    structs, and each few hundred allocations start a collection that walks the live
+    containers: paused, the work takes about a third less time. None of it forms reference
+    cycles, so nothing is left for the collector when it resumes.
     """
-    where: dict[str, list[str]] = defaultdict(list)
-    for label in sorted(summaries):
-        for key in summaries[label].hashes:
-            where[key].append(label)
-    shared: dict[tuple[str, ...], tuple[str, ...]] = {}
-    return {key: shared.setdefault(tuple(labels), tuple(labels)) for key, labels in where.items()}
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
-def find_conflicts(root: SourceSummary, stacks: Mapping[str, SourceSummary]) -> list[Conflict]:
-    """Every field on which a stack's record differs from the root's record of the same hash."""
+def _stacks_and_conflicts(
+    root: SourceSummary, stacks: Mapping[str, SourceSummary], root_label: str
+) -> tuple[dict[str, tuple[str, ...]], list[Conflict]]:
+    """For every root spec, the sorted labels of the indexes that hold it; and every field on
+    which a stack's record differs from the root's record of the same hash.
+
+    Hashes that only stacks hold are skipped at once. Equal label tuples are shared: a develop
+    ref has 60,000+ specs but few distinct combinations of stacks.
+    """
+    where = {row.hash: [root_label] for row in root.specs}
     ours = {row.hash: row.identity() for row in root.specs}
     conflicts = []
-    for label, summary in sorted(stacks.items()):
+    for label in sorted(stacks):
+        summary = stacks[label]
         for key, theirs in zip(summary.hashes, summary.identities, strict=True):
-            mine = ours.get(key)
-            if mine is None or mine == theirs:
+            found = where.get(key)
+            if found is None:
                 continue
-            for field, a, b in zip(
-                IDENTITY_FIELDS, mine.split("\x1f"), theirs.split("\x1f"), strict=True
-            ):
-                if a != b:
-                    conflicts.append(Conflict(key, label, field, a, b))
-    return conflicts
+            found.append(label)
+            mine = ours[key]
+            if mine != theirs:
+                for field, a, b in zip(
+                    IDENTITY_FIELDS, mine.split("\x1f"), theirs.split("\x1f"), strict=True
+                ):
+                    if a != b:
+                        conflicts.append(Conflict(key, label, field, a, b))
+    shared: dict[tuple[str, ...], tuple[str, ...]] = {}
+    labels = {}
+    for key, held in where.items():
+        unsorted = tuple(held)
+        sorted_labels = shared.get(unsorted)
+        if sorted_labels is None:
+            sorted_labels = shared[unsorted] = tuple(sorted(unsorted))
+        labels[key] = sorted_labels
+    return labels, conflicts
 
 
 def _package(rows: Iterable[tuple[SpecRow, tuple[str, ...]]]) -> PackageSummary:
@@ -132,9 +158,9 @@ def consolidate(
     root: SourceSummary, stacks: Mapping[str, SourceSummary], root_label: str = "root"
 ) -> tuple[dict[str, PackageSummary], list[Conflict]]:
     """Per-package summaries of a ref (sorted by name) and the conflicts between its indexes."""
-    where = hash_stacks({root_label: root, **stacks})
+    where, conflicts = _stacks_and_conflicts(root, stacks, root_label)
     by_package: dict[str, list[tuple[SpecRow, tuple[str, ...]]]] = defaultdict(list)
     for row in root.specs:
         by_package[row.name].append((row, where[row.hash]))
     packages = {name: _package(rows) for name, rows in sorted(by_package.items())}
-    return packages, find_conflicts(root, stacks)
+    return packages, conflicts

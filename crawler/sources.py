@@ -19,22 +19,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from .chunks import BadCut
 from .config import Config
+from .consolidate import paused_gc
 from .decodepool import ROOT_FIRST, STACKS_AFTER, DecodeQueue
 from .discovery import Source
 from .errors import ChecksumError, CrawlerError, FetchError, NotFoundError
 from .fetch import Fetcher
 from .progress import Reporter
-from .state import BranchState, SourceFacts, SourceState, Store
-from .validate import (
-    Kind,
-    SourceSummary,
+from .state import BranchState, SourceFacts, SourceState, Store, summary_of
+from .summarize import (
     load_root_shard,
-    load_summary,
     merge_root,
+    root_gaps,
     summarize_root_shard,
     summarize_stack,
 )
+from .validate import Kind, SourceSummary
 
 log = logging.getLogger(__name__)
 
@@ -303,6 +304,8 @@ class SourceReader:
                 raise NotFoundError(source.location)
             if there and self._reuse(outcome, promised, "unchanged", before):
                 return None
+        if etag is None:  # a body will come: workers start while it downloads
+            self.decoder.start()
         fetched = await fetcher.download(source.location, dest, etag=etag)
         outcome.attempts, outcome.etag, outcome.downloaded = fetched.attempts, fetched.etag, True
         if fetched.not_modified:
@@ -333,25 +336,53 @@ class SourceReader:
             return None
         return text if is_sha256(text) else f"invalid: {text[:80]!r}"
 
+    async def _root_summary(self, path: str, url: str) -> tuple[list[bytes], SourceSummary]:
+        """Summarise a root index on every worker at once (see :mod:`crawler.summarize`); returns
+        the shards as the workers encoded them, and the summary.
+
+        The root is the largest index and everything waits for it: its shards go ahead of any
+        stack still queued. Shards read in pieces are read again whole if a piece does not
+        decode or two pieces hold the same key, and again with the missing hashes if records
+        point at dependencies that no shard holds.
+        """
+        shards = self.decoder.workers
+        whole = False
+        missing: tuple[str, ...] = ()
+        while True:
+            jobs = [
+                self.decoder.run(
+                    ROOT_FIRST, summarize_root_shard, path, url, i, shards, missing, whole
+                )
+                for i in range(shards)
+            ]
+            try:
+                results = await asyncio.gather(*jobs)
+            except BadCut as err:
+                log.info("reading %s whole: %s", url, err)
+                whole = True
+                continue
+            with paused_gc():
+                loaded = [load_root_shard(p) for p in results]
+                gaps = root_gaps(loaded)
+            if gaps is None:
+                log.info("reading %s whole: a key occurs in two of its pieces", url)
+                whole = True
+            elif gaps and not missing:
+                missing = tuple(gaps)
+            else:
+                with paused_gc():
+                    return results, merge_root(loaded)
+
     async def _decode(self, path: Path, outcome: SourceOutcome) -> None:
         started = time.monotonic()
         kind, url = outcome.kind, outcome.source.url
         if kind == "root":
-            # The root is the largest index and everything waits for it: all workers share it,
-            # ahead of any stack still queued.
-            shards = self.decoder.workers
-            jobs = [
-                self.decoder.run(ROOT_FIRST, summarize_root_shard, str(path), url, i, shards)
-                for i in range(shards)
-            ]
-            parts = await asyncio.gather(*jobs)
-            summary = merge_root([load_root_shard(p) for p in parts])
+            parts, summary = await self._root_summary(str(path), url)
         else:
-            summary = load_summary(
-                await self.decoder.run(STACKS_AFTER, summarize_stack, str(path), url)
-            )
+            parts = [await self.decoder.run(STACKS_AFTER, summarize_stack, str(path), url)]
+            summary = summary_of(kind, parts)
         outcome.use(summary)
         outcome.decoded = True
         outcome.decode_seconds = time.monotonic() - started
         if outcome.sha256 is not None and outcome.size is not None:
-            self.store.save(kind, outcome.sha256, outcome.size, summary)
+            self.store.save(kind, outcome.sha256, outcome.size, parts)

@@ -2,9 +2,11 @@
 
 Next to the output, under ``<output>/.crawler/``:
 
-* ``cache/<kind>-<sha256>.msgpack``: the :class:`~crawler.validate.SourceSummary` of an index
-  file with that SHA-256 (a pure function of the bytes and of whether it is a root or a stack
-  index, so it can be reused whenever the same bytes come back);
+* ``cache/<kind>-<sha256>.msgpack``: the summary of an index file with that SHA-256 (a pure
+  function of the bytes and of whether it is a root or a stack index, so it can be reused
+  whenever the same bytes come back), stored as the decoding workers returned it (the shards
+  of a root index, the :class:`~crawler.validate.SourceSummary` of a stack), so that saving it
+  costs no encoding;
 * ``state/<branch>.json``: per source of the last published sync, its URL, SHA-256, size, ETag
   and counts, plus a fingerprint of the inputs and the SHA-256 of the published ``index.json``.
 
@@ -25,7 +27,8 @@ from typing import Any
 import msgspec
 
 from . import __version__
-from .validate import Kind, SourceSummary, compact
+from .summarize import load_root_shard, load_summary, merge_root
+from .validate import Kind, SourceSummary
 from .write import atomic_write, encode_json, state_dir
 
 log = logging.getLogger(__name__)
@@ -36,6 +39,21 @@ class CachedSummary(msgspec.Struct, frozen=True, gc=False):
 
     size: int
     summary: SourceSummary
+
+
+class _Cached(msgspec.Struct, frozen=True, gc=False, array_like=True):
+    """A cache file: the size of the bytes, and what the workers returned for them."""
+
+    size: int
+    parts: list[bytes]
+
+
+def summary_of(kind: Kind, parts: list[bytes]) -> SourceSummary:
+    """The summary of what the decoding workers returned for one index."""
+    if kind == "root":
+        return merge_root([load_root_shard(part) for part in parts])
+    (part,) = parts
+    return load_summary(part)
 
 
 class SourceFacts(msgspec.Struct, frozen=True, gc=False):
@@ -84,7 +102,7 @@ class BranchState(msgspec.Struct, frozen=True, gc=False):
         return None
 
 
-_DECODE_CACHED = msgspec.msgpack.Decoder(CachedSummary)
+_DECODE_CACHED = msgspec.msgpack.Decoder(_Cached)
 
 
 def fingerprint(
@@ -115,7 +133,7 @@ class Store:
         """A cached summary, or None when it is absent or unreadable (then it is re-fetched)."""
         try:
             cached = _DECODE_CACHED.decode(self._summary_path(kind, sha256).read_bytes())
-            return msgspec.structs.replace(cached, summary=compact(cached.summary))
+            return CachedSummary(cached.size, summary_of(kind, cached.parts))
         except FileNotFoundError:
             return None
         except (OSError, msgspec.DecodeError, msgspec.ValidationError) as err:
@@ -123,11 +141,11 @@ class Store:
             self._summary_path(kind, sha256).unlink(missing_ok=True)
             return None
 
-    def save(self, kind: Kind, sha256: str, size: int, summary: SourceSummary) -> None:
-        """Cache the summary of bytes with this SHA-256."""
+    def save(self, kind: Kind, sha256: str, size: int, parts: list[bytes]) -> None:
+        """Cache the summary of bytes with this SHA-256, as the workers returned it."""
         atomic_write(
             self._summary_path(kind, sha256),
-            msgspec.msgpack.encode(CachedSummary(size, summary)),
+            msgspec.msgpack.encode(_Cached(size, parts)),
             durable=False,
         )
 

@@ -47,7 +47,7 @@ import msgspec
 from . import __version__
 from .changes import SpecStacks, changes_between, summary_line
 from .config import Config
-from .consolidate import PackageSummary, consolidate
+from .consolidate import PackageSummary, consolidate, paused_gc
 from .discovery import Discovery, Mirror, is_safe_name, parse_discovery
 from .errors import BranchError, CrawlerError, OutputError, UsageError
 from .fetch import Fetcher, Sleep
@@ -237,26 +237,27 @@ class Syncer:
             # A source read again (unreadable cache) may have brought other bytes.
             entries = [o.index_entry() for o in outcomes]
             inputs = fingerprint(entries, formats, self.mirror.base, locations)
-            packages, conflicts = consolidate(root, stacks)
-            stats = branch_stats(outcomes, packages, conflicts)
-            report.update(findings(outcomes, conflicts), stats=stats)
-            del root, stacks
-            for o in outcomes:
-                o.release()  # the summaries are consolidated: free them before serialising
-            old = published_spec_stacks(published)
-            self._gate(branch, old, stats["specs"])
-            changes = changes_between(branch, old, spec_stacks_of(packages))
-            index = {
-                "schema_version": SCHEMA_VERSION,
-                "branch": branch,
-                "mirror": self.mirror.base,
-                "sources": entries,
-                "stats": stats,
-                "packages": packages,
-            }
-            status: BranchStatus = "partial" if failed else "published"
-            report.update(status=status, error=None, changes=changes["totals"])
-            digest = self._publish(branch, index, packages, changes, report, clock)
+            with paused_gc():  # everything up to the publish builds acyclic data
+                packages, conflicts = consolidate(root, stacks)
+                stats = branch_stats(outcomes, packages, conflicts)
+                report.update(findings(outcomes, conflicts), stats=stats)
+                del root, stacks
+                for o in outcomes:
+                    o.release()  # the summaries are consolidated: free them before serialising
+                old = published_spec_stacks(published)
+                self._gate(branch, old, stats["specs"])
+                changes = changes_between(branch, old, spec_stacks_of(packages))
+                index = {
+                    "schema_version": SCHEMA_VERSION,
+                    "branch": branch,
+                    "mirror": self.mirror.base,
+                    "sources": entries,
+                    "stats": stats,
+                    "packages": packages,
+                }
+                status: BranchStatus = "partial" if failed else "published"
+                report.update(status=status, error=None, changes=changes["totals"])
+                digest = self._publish(branch, index, packages, changes, report, clock)
             state = BranchState(
                 __version__, inputs, digest, formats, [o.state() for o in outcomes], stats
             )

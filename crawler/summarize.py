@@ -1,0 +1,403 @@
+"""Summarize: reduce one index file to what its branch needs, in a decoding worker.
+
+:func:`summarize_stack` and :func:`summarize_root_shard` run in worker processes (see
+:mod:`crawler.decodepool`): they read an index file, decode its records (:mod:`crawler.decode`),
+check each one (:mod:`crawler.validate`) and return a compact summary as msgpack bytes, cheap
+to send back. A root index is shared by every worker and joined by :func:`merge_root`.
+
+Reading. An index with Spack's usual envelope is read in pieces of whole records
+(:mod:`crawler.chunks`): a root shard reads only its share of the file, a few MB at a time, and
+each piece is decoded in one pass straight into typed records. When a piece holds a record of
+the wrong shape, that piece alone is decoded again record by record, so the bad record is
+listed and the others kept. Anything else (gzip data, another envelope, a cut that turns out to
+fall inside a record, a key repeated across pieces) is read whole, as one document, and gives
+the same summary.
+
+Dependencies. A record is invalid when a dependency's hash is not a key of the index. A shard
+that reads a share of the file cannot tell on its own, so it accepts such records and lists the
+hashes it did not hold (``foreign``); :func:`root_gaps` looks them up among every shard's keys,
+and when some are absent the shards are run again with that list, which then rejects the
+records pointing at them.
+"""
+
+from __future__ import annotations
+
+import gzip
+import mmap
+import zlib
+from array import array
+from collections.abc import Container, Iterable, Iterator
+from typing import Generic, TypeVar
+
+import msgspec
+
+from . import chunks
+from .decode import (
+    SUPPORTED_VERSIONS,
+    Dependency,
+    ParamValue,
+    Record,
+    StackRecord,
+    decode_document,
+)
+from .errors import IndexFormatError, UnsupportedVersionError
+from .validate import (
+    FLAGS,
+    InvalidRecord,
+    SourceSummary,
+    SpecRow,
+    _Checker,
+    compact,
+    compiler_edge,
+    identity,
+    own_compiler,
+    render_variant,
+)
+
+R = TypeVar("R", Record, StackRecord)
+_RAW = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_MEMO_LIMIT = 50_000
+
+
+class _Decoders(Generic[R]):
+    """A piece's records in one pass, or one record at a time."""
+
+    def __init__(self, kind: type[R]) -> None:
+        self.piece: msgspec.json.Decoder[dict[str, R]] = msgspec.json.Decoder(
+            dict[str, kind]  # type: ignore[valid-type]
+        )
+        self.one: msgspec.json.Decoder[R] = msgspec.json.Decoder(kind)
+
+
+_ROOT = _Decoders(Record)
+_STACK = _Decoders(StackRecord)
+#: A piece's records: typed, or raw when one of them has the wrong shape.
+Records = dict[str, R] | dict[str, msgspec.Raw]
+
+
+class Overlap(Exception):
+    """The pieces of an index hold the same key twice (the file is read whole instead)."""
+
+
+def read_index(path: str, url: str) -> tuple[str, dict[str, msgspec.Raw]]:
+    """Read a whole index file (gunzipped if it is gzip data, FORMAT.md section 1) and decode
+    its envelope: the DB version and the raw records.
+
+    The file is memory-mapped rather than read, so its pages are the page cache's.
+    """
+    with open(path, "rb") as file:
+        try:
+            body: bytes | mmap.mmap = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
+        except ValueError:  # an empty file cannot be mapped
+            body = b""
+    if body[:2] == b"\x1f\x8b":
+        try:
+            body = gzip.decompress(body)
+        except (OSError, EOFError, zlib.error) as err:
+            raise IndexFormatError(url, f"bad gzip data: {err}") from None
+    return decode_document(body, url)
+
+
+def _pieces(
+    fd: int, span: chunks.Layout, url: str, decoders: _Decoders[R], part: int, parts: int
+) -> Iterator[Records[R]]:
+    """The records of part ``part`` of ``parts`` of a file, one piece at a time."""
+    if span.version not in SUPPORTED_VERSIONS:
+        raise UnsupportedVersionError(url, span.version)
+    for start, stop in chunks.pieces(fd, span, part, parts):
+        records: Records[R]
+        with chunks.mapped_piece(fd, start, stop) as data:
+            try:
+                try:
+                    records = decoders.piece.decode(data)
+                except msgspec.ValidationError:  # raw records point into their buffer: copy
+                    records = _RAW.decode(bytes(data))
+            except msgspec.DecodeError as err:
+                raise chunks.BadCut(f"piece at byte {start} of {url}: {err}") from None
+        yield records
+
+
+def _typed(records: Records[R], decoders: _Decoders[R], check: _Checker) -> Iterator[tuple[str, R]]:
+    """The records of a piece, raw ones decoded one by one (a bad one is rejected)."""
+    for key, value in records.items():
+        if isinstance(value, msgspec.Raw):
+            try:
+                value = decoders.one.decode(value)
+            except msgspec.ValidationError as err:
+                check.reject(key, f"bad record: {err}")
+                continue
+        yield key, value
+
+
+class RootShard(msgspec.Struct, frozen=True, gc=False):
+    """One worker's share of a root index, before compilers are resolved across shards.
+
+    The specs' text fields travel as indexes into ``strings``: a develop root repeats a few
+    thousand distinct strings (platforms, targets, compilers, variants) over a million times,
+    and sending each occurrence would make the receiving process build a string for each.
+    """
+
+    db_version: str
+    records: int  # records this shard read, valid or not
+    hashes: list[str]  # valid records of this shard
+    versions: list[str]  # "name@version" of each of ``hashes``, for compiler edges
+    strings: list[str]  # the distinct text of the specs
+    specs: list[str]  # the hash of each valid record in the build cache
+    #: ``array("I")`` bytes: name, version, platform, os, target, compiler of each spec ("" as
+    #: compiler where ``edges`` has a say)
+    fields: bytes
+    variants: bytes  # ``array("I")`` bytes: the variants of every spec, one after the other
+    counts: bytes  # ``array("I")`` bytes: how many variants each spec has
+    edges: list[tuple[int, str, str]]  # (index in specs, edge hash, edge name)
+    invalid: list[InvalidRecord]
+    foreign: list[str]  # dependency hashes not among this shard's records
+
+
+class _RootPart:
+    """Builds a :class:`RootShard`, piece after piece."""
+
+    def __init__(self, keys: Container[str] | None, missing: frozenset[str]) -> None:
+        self.check = _Checker()
+        #: Every key of the index when the shard read it whole; else the keys seen so far.
+        self.complete = keys is not None
+        self.keys: Container[str] = keys if keys is not None else set()
+        self.missing = missing
+        self.foreign: set[str] = set()
+        self.records = 0
+        self.numbers: dict[str, int] = {}
+        self.memo: dict[tuple[object, ...], int] = {}
+        self.hashes: list[str] = []
+        self.versions: list[str] = []
+        self.specs: list[str] = []
+        self.fields = array("I")
+        self.variants = array("I")
+        self.counts = array("I")
+        self.edges: list[tuple[int, str, str]] = []
+
+    def add(self, records: Records[Record]) -> None:
+        """Check and reduce every record of a piece."""
+        self.records += len(records)
+        if not self.complete:
+            keys = self.keys
+            assert isinstance(keys, set)
+            keys.update(records)
+        check, number = self.check, self.numbers.setdefault
+        for key, record in _typed(records, _ROOT, check):
+            node = record.spec
+            arch = node.arch
+            fields = (node.name, node.version, arch.platform, arch.platform_os, arch.target_name)
+            problem = check.problem(key, node.hash, fields) or self._dependencies(node.dependencies)
+            if problem:
+                check.reject(key, problem)
+                continue
+            self.hashes.append(key)
+            self.versions.append(f"{node.name}@{node.version}")
+            if not record.in_buildcache:
+                continue
+            compiler = own_compiler(node)
+            if compiler is None:
+                edge = compiler_edge(node.dependencies)
+                assert edge is not None  # own_compiler returns None only when there is an edge
+                self.edges.append((len(self.specs), edge.hash, edge.name))
+                compiler = ""
+            self.specs.append(key)
+            self.fields.extend([number(text, len(self.numbers)) for text in (*fields, compiler)])
+            self._variants(node.parameters)
+
+    def _dependencies(self, dependencies: list[Dependency]) -> str | None:
+        """Why the edges make a record invalid, or None (see the module docstring)."""
+        keys = self.keys
+        for dep in dependencies:
+            found = dep.hash
+            if found in keys:
+                continue
+            if self.complete or found in self.missing:
+                return f"dependency {dep.name}/{found} is not in this index"
+            self.foreign.add(found)
+        return None
+
+    def _variants(self, parameters: dict[str, ParamValue]) -> None:
+        """Append a spec's variants (their numbers in ``strings``) and their count.
+
+        Each (name, value) pair is rendered once. The memo's key holds the value's type, since
+        True == 1 == 1.0 as keys but each renders differently, and floats and lists by their
+        text (0.0 == -0.0, [1] == [True]).
+        """
+        memo, numbers, out = self.memo, self.numbers, []
+        key: tuple[object, ...]
+        for name, value in parameters.items():
+            kind = type(value)
+            if kind is str:
+                key = (name, value)
+            elif kind is bool or kind is int:
+                key = (name, kind, value)
+            else:
+                key = (name, kind, repr(value))
+            found = memo.get(key)
+            if found is None:
+                found = (
+                    -1
+                    if name in FLAGS
+                    else numbers.setdefault(render_variant(name, value), len(numbers))
+                )
+                if len(memo) < _MEMO_LIMIT:  # values unique to each record would not repeat
+                    memo[key] = found
+            if found >= 0:
+                out.append(found)
+        self.counts.append(len(out))
+        self.variants.extend(out)
+
+    def shard(self, version: str) -> RootShard:
+        """The finished shard."""
+        check = self.check
+        foreign = [] if self.complete else sorted(self.foreign - self.keys)  # type: ignore[operator]
+        return RootShard(
+            version,
+            self.records,
+            self.hashes,
+            self.versions,
+            list(self.numbers),  # dicts keep insertion order: position == number
+            self.specs,
+            self.fields.tobytes(),
+            self.variants.tobytes(),
+            self.counts.tobytes(),
+            self.edges,
+            check.invalid,
+            foreign,
+        )
+
+
+def summarize_root_shard(
+    path: str,
+    url: str,
+    shard: int = 0,
+    shards: int = 1,
+    missing: tuple[str, ...] = (),
+    whole: bool = False,
+) -> bytes:
+    """Check and reduce shard ``shard`` of ``shards`` of a root index (a worker's job).
+
+    Read in pieces, a shard is a contiguous share of the file; read ``whole`` (or when the file
+    cannot be cut), every shard decodes the whole envelope and takes every ``shards``-th record.
+    ``missing`` lists dependency hashes known to be absent from the index (see
+    :func:`root_gaps`). Returns msgpack of :class:`RootShard`; raises :class:`chunks.BadCut`
+    when a piece does not decode (the caller then asks for ``whole``).
+    """
+    with open(path, "rb") as file:
+        span = None if whole else chunks.layout(file.fileno())
+        if span is not None:
+            part = _RootPart(None, frozenset(missing))
+            for piece in _pieces(file.fileno(), span, url, _ROOT, shard, shards):
+                part.add(piece)
+            return msgspec.msgpack.encode(part.shard(span.version))
+    version, installs = read_index(path, url)
+    mine = {k: v for i, (k, v) in enumerate(installs.items()) if i % shards == shard}
+    part = _RootPart(installs, frozenset(missing))
+    part.add(mine)
+    return msgspec.msgpack.encode(part.shard(version))
+
+
+def load_root_shard(data: bytes) -> RootShard:
+    """Decode what :func:`summarize_root_shard` returned."""
+    return msgspec.msgpack.decode(data, type=RootShard)
+
+
+def root_gaps(shards: list[RootShard]) -> list[str] | None:
+    """Dependency hashes that no shard holds, or None when shards hold the same key twice."""
+    keys: set[str] = set()
+    for shard in shards:
+        keys.update(shard.hashes)
+        keys.update(r.hash for r in shard.invalid)
+    if len(keys) != sum(shard.records for shard in shards):
+        return None
+    return sorted({h for shard in shards for h in shard.foreign if h not in keys})
+
+
+def merge_root(shards: list[RootShard]) -> SourceSummary:
+    """Join the shards of a root index and resolve compiler edges against all its records."""
+    valid: dict[str, str] = {}
+    for shard in shards:
+        valid.update(zip(shard.hashes, shard.versions, strict=True))
+    specs: list[SpecRow] = []
+    invalid: list[InvalidRecord] = []
+    for shard in shards:
+        invalid += shard.invalid
+        edges = {i: (h, name) for i, h, name in shard.edges}
+        text = shard.strings.__getitem__
+        fields = list(map(text, array("I", shard.fields)))
+        variants = list(map(text, array("I", shard.variants)))
+        at = 0
+        for i, (key, count) in enumerate(zip(shard.specs, array("I", shard.counts), strict=True)):
+            name, version, platform, os_, target, compiler = fields[6 * i : 6 * i + 6]
+            rendered = tuple(variants[at : at + count])
+            at += count
+            if i in edges:
+                edge_hash, edge_name = edges[i]
+                found = valid.get(edge_hash)
+                if found is None:
+                    reason = f"compiler dependency {edge_name}/{edge_hash} is not a valid record"
+                    invalid.append(InvalidRecord(key, reason))
+                    continue
+                compiler = found
+            specs.append(SpecRow(key, name, version, platform, os_, target, compiler, rendered))
+    invalid.sort(key=lambda r: (r.hash, r.reason))
+    records = sum(shard.records for shard in shards)
+    hashes = [h for shard in shards for h in shard.hashes]
+    summary = SourceSummary(shards[0].db_version, records, len(specs), hashes, specs, [], invalid)
+    return compact(summary)
+
+
+def _stack(version: str, pieces: Iterable[Records[StackRecord]]) -> SourceSummary:
+    check = _Checker()
+    hashes: list[str] = []
+    identities: list[str] = []
+    records = 0
+    for piece in pieces:
+        records += len(piece)
+        keys, nodes = [], []
+        for key, record in _typed(piece, _STACK, check):
+            keys.append(key)
+            nodes.append(record.spec)
+        fields = [
+            (n.name, n.version, n.arch.platform, n.arch.platform_os, n.arch.target_name)
+            for n in nodes
+        ]
+        texts = [identity(*f) for f in fields]
+        if check.all_pass(keys, [n.hash for n in nodes], texts, {f[0] for f in fields}):
+            hashes += keys
+            identities += texts
+            continue
+        for key, node, these, text in zip(keys, nodes, fields, texts, strict=True):
+            problem = check.problem(key, node.hash, these)
+            if problem:
+                check.reject(key, problem)
+                continue
+            hashes.append(key)
+            identities.append(text)
+    if len(set(hashes).union(r.hash for r in check.invalid)) != records:
+        raise Overlap
+    invalid = sorted(check.invalid, key=lambda r: (r.hash, r.reason))
+    return SourceSummary(version, records, 0, hashes, [], identities, invalid)
+
+
+def summarize_stack(path: str, url: str) -> bytes:
+    """Check and reduce a stack index (a worker's job); msgpack of :class:`SourceSummary`.
+
+    A stack index only contributes which hashes it holds and what it says they are, so its
+    records' edges and parameters are not read.
+    """
+    with open(path, "rb") as file:
+        span = chunks.layout(file.fileno())
+        if span is not None:
+            try:
+                summary = _stack(span.version, _pieces(file.fileno(), span, url, _STACK, 0, 1))
+                return msgspec.msgpack.encode(summary)
+            except (chunks.BadCut, Overlap):
+                pass  # read whole below
+    version, installs = read_index(path, url)
+    return msgspec.msgpack.encode(_stack(version, [installs]))
+
+
+def load_summary(data: bytes) -> SourceSummary:
+    """Decode what :func:`summarize_stack` returned."""
+    return compact(msgspec.msgpack.decode(data, type=SourceSummary))
