@@ -14,8 +14,11 @@ that decodes ends at a true record boundary (JSON is read left to right, and a p
 inside a string or a nested value cannot be closed by one brace). A caller that meets a piece
 that does not decode treats the cut as unusable and reads the file whole (:class:`BadCut`).
 
-A file whose envelope is anything else (gzip data, other keys in ``database``, ``version``
-after ``installs``, a number for ``version``) has no :func:`layout`, and is read whole too.
+A file whose envelope is anything else (gzip data, other keys before ``installs``,
+``version`` after ``installs``, a number for ``version``) has no :func:`layout`, and is read
+whole too. (A key after ``installs`` whose value is an object ending the file, as in
+``..., "installs": {...}, "x": {}}}``, does pass for a layout, with the records running up to
+that last object; the last piece then does not decode, and the file is read whole.)
 """
 
 from __future__ import annotations

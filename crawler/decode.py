@@ -132,6 +132,8 @@ def decode_document(
     except msgspec.DecodeError as err:
         reason = "truncated JSON" if "truncated" in str(err) else "not valid JSON"
         raise IndexFormatError(url, f"{reason}: {err}") from None
+    except UnicodeDecodeError as err:  # a key or the version
+        raise IndexFormatError(url, f"not valid UTF-8 at byte {err.start}: {err.reason}") from None
     version = document.database.version
     if not isinstance(version, str):
         raise UnsupportedVersionError(url, version)

@@ -110,9 +110,9 @@ def _pieces(
             try:
                 try:
                     records = decoders.piece.decode(data)
-                except msgspec.ValidationError:  # raw records point into their buffer: copy
-                    records = _RAW.decode(bytes(data))
-            except msgspec.DecodeError as err:
+                except (msgspec.ValidationError, UnicodeDecodeError):
+                    records = _RAW.decode(bytes(data))  # raw records point into their buffer
+            except (msgspec.DecodeError, UnicodeDecodeError) as err:  # a key is not UTF-8
                 raise chunks.BadCut(f"piece at byte {start} of {url}: {err}") from None
         yield records
 
@@ -125,6 +125,9 @@ def _typed(records: Records[R], decoders: _Decoders[R], check: _Checker) -> Iter
                 value = decoders.one.decode(value)
             except msgspec.ValidationError as err:
                 check.reject(key, f"bad record: {err}")
+                continue
+            except UnicodeDecodeError as err:
+                check.reject(key, f"bad record: a string is not UTF-8 ({err.reason})")
                 continue
         yield key, value
 
@@ -318,11 +321,12 @@ def merge_root(shards: list[RootShard]) -> SourceSummary:
     valid: dict[str, str] = {}
     for shard in shards:
         valid.update(zip(shard.hashes, shard.versions, strict=True))
+    rejected = _unresolved_compilers(shards, valid)
     specs: list[SpecRow] = []
-    invalid: list[InvalidRecord] = []
+    invalid: list[InvalidRecord] = [InvalidRecord(k, reason) for k, reason in rejected.items()]
     for shard in shards:
         invalid += shard.invalid
-        edges = {i: (h, name) for i, h, name in shard.edges}
+        edges = {i: h for i, h, _ in shard.edges}
         text = shard.strings.__getitem__
         fields = list(map(text, array("I", shard.fields)))
         variants = list(map(text, array("I", shard.variants)))
@@ -331,20 +335,35 @@ def merge_root(shards: list[RootShard]) -> SourceSummary:
             name, version, platform, os_, target, compiler = fields[6 * i : 6 * i + 6]
             rendered = tuple(variants[at : at + count])
             at += count
+            if key in rejected:
+                continue
             if i in edges:
-                edge_hash, edge_name = edges[i]
-                found = valid.get(edge_hash)
-                if found is None:
-                    reason = f"compiler dependency {edge_name}/{edge_hash} is not a valid record"
-                    invalid.append(InvalidRecord(key, reason))
-                    continue
-                compiler = found
+                compiler = valid[edges[i]]
             specs.append(SpecRow(key, name, version, platform, os_, target, compiler, rendered))
     invalid.sort(key=lambda r: (r.hash, r.reason))
     records = sum(shard.records for shard in shards)
-    hashes = [h for shard in shards for h in shard.hashes]
+    hashes = [h for shard in shards for h in shard.hashes if h not in rejected]
     summary = SourceSummary(shards[0].db_version, records, len(specs), hashes, specs, [], invalid)
     return compact(summary)
+
+
+def _unresolved_compilers(shards: list[RootShard], valid: dict[str, str]) -> dict[str, str]:
+    """The specs whose compiler edge points at a record that is absent or invalid, and why.
+
+    A spec rejected this way is invalid in turn, so a spec whose compiler it was is rejected
+    too: the search goes on until a pass rejects nothing new (usually the first).
+    """
+    edges = [(shard.specs[i], h, name) for shard in shards for i, h, name in shard.edges]
+    rejected: dict[str, str] = {}
+    while True:
+        newly = {
+            key: f"compiler dependency {name}/{h} is not a valid record"
+            for key, h, name in edges
+            if key not in rejected and (h not in valid or h in rejected)
+        }
+        if not newly:
+            return rejected
+        rejected.update(newly)
 
 
 def _stack(version: str, pieces: Iterable[Records[StackRecord]]) -> SourceSummary:
