@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import contextlib
 import gc
-from collections import defaultdict
-from collections.abc import Iterable, Iterator, Mapping
+from collections import Counter, defaultdict
+from collections.abc import Iterator, Mapping
+from operator import attrgetter
 
 import msgspec
 
@@ -90,30 +91,32 @@ def _stacks_and_conflicts(
     """For every root spec, the sorted labels of the indexes that hold it; and every field on
     which a stack's record differs from the root's record of the same hash.
 
-    Hashes that only stacks hold are skipped at once. Equal label tuples are shared: a develop
-    ref has 60,000+ specs but few distinct combinations of stacks.
+    Conflicts are listed by stack, then hash. Equal label tuples are shared: a develop ref has
+    60,000+ specs but few distinct combinations of stacks.
     """
-    where = {row.hash: [root_label] for row in root.specs}
     ours = {row.hash: row.identity() for row in root.specs}
+    agreed = set(ours.items())
+    where = {key: [root_label] for key in ours}
     conflicts = []
     for label in sorted(stacks):
         summary = stacks[label]
-        for key, theirs in zip(summary.hashes, summary.identities, strict=True):
-            found = where.get(key)
-            if found is None:
-                continue
-            found.append(label)
-            mine = ours[key]
-            if mine != theirs:
-                for field, a, b in zip(
-                    IDENTITY_FIELDS, mine.split("\x1f"), theirs.split("\x1f"), strict=True
-                ):
-                    if a != b:
-                        conflicts.append(Conflict(key, label, field, a, b))
+        held = ours.keys() & summary.hashes
+        for key in held:
+            where[key].append(label)
+        same = agreed.intersection(zip(summary.hashes, summary.identities, strict=True))
+        if len(same) == len(held):
+            continue  # the usual case, found with set operations alone
+        theirs = dict(zip(summary.hashes, summary.identities, strict=True))
+        for key in sorted(held - {key for key, _ in same}):
+            for field, a, b in zip(
+                IDENTITY_FIELDS, ours[key].split("\x1f"), theirs[key].split("\x1f"), strict=True
+            ):
+                if a != b:
+                    conflicts.append(Conflict(key, label, field, a, b))
     shared: dict[tuple[str, ...], tuple[str, ...]] = {}
     labels = {}
-    for key, held in where.items():
-        unsorted = tuple(held)
+    for key, holders in where.items():
+        unsorted = tuple(holders)
         sorted_labels = shared.get(unsorted)
         if sorted_labels is None:
             sorted_labels = shared[unsorted] = tuple(sorted(unsorted))
@@ -121,35 +124,35 @@ def _stacks_and_conflicts(
     return labels, conflicts
 
 
-def _package(rows: Iterable[tuple[SpecRow, tuple[str, ...]]]) -> PackageSummary:
-    details = []
-    by_stack: dict[str, int] = defaultdict(int)
-    for row, stacks in rows:
-        for label in stacks:
-            by_stack[label] += 1
-        details.append(
-            SpecDetail(
-                compiler=row.compiler,
-                hash=row.hash,
-                os=row.os,
-                platform=row.platform,
-                size=SIZE_UNKNOWN,
-                stacks=stacks,
-                target=row.target,
-                variants=row.variants,
-                versions=(row.version,),
-            )
+def _package(rows: list[tuple[SpecRow, tuple[str, ...]]]) -> PackageSummary:
+    """A package's summary from its rows, which come sorted by hash."""
+    details = [
+        SpecDetail(
+            row.compiler,
+            row.hash,
+            row.os,
+            row.platform,
+            SIZE_UNKNOWN,
+            stacks,
+            row.target,
+            row.variants,
+            (row.version,),
         )
-    details.sort(key=lambda d: d.hash)
+        for row, stacks in rows
+    ]
+    by_stack: Counter[str] = Counter()
+    for stacks, count in Counter(stacks for _, stacks in rows).items():
+        for label in stacks:
+            by_stack[label] += count
     meta = PackageMeta(
-        compilers=sorted({d.compiler for d in details}),
+        compilers=sorted({row.compiler for row, _ in rows}),
         num_specs=len(details),
         num_specs_by_stack=dict(sorted(by_stack.items())),
-        oss=sorted({d.os for d in details}),
-        platforms=sorted({d.platform for d in details}),
+        oss=sorted({row.os for row, _ in rows}),
+        platforms=sorted({row.platform for row, _ in rows}),
         stacks=sorted(by_stack),
-        targets=sorted({d.target for d in details}),
-        versions=sorted({d.versions[0] for d in details}),
+        targets=sorted({row.target for row, _ in rows}),
+        versions=sorted({row.version for row, _ in rows}),
     )
     return PackageSummary(meta, details)
 
@@ -160,7 +163,7 @@ def consolidate(
     """Per-package summaries of a ref (sorted by name) and the conflicts between its indexes."""
     where, conflicts = _stacks_and_conflicts(root, stacks, root_label)
     by_package: dict[str, list[tuple[SpecRow, tuple[str, ...]]]] = defaultdict(list)
-    for row in root.specs:
+    for row in sorted(root.specs, key=attrgetter("hash")):  # spec_details are sorted by hash
         by_package[row.name].append((row, where[row.hash]))
     packages = {name: _package(rows) for name, rows in sorted(by_package.items())}
     return packages, conflicts
