@@ -33,6 +33,8 @@ from dataclasses import dataclass
 
 #: Target size of a piece: big enough that per-piece costs vanish, small enough to bound memory.
 PIECE_BYTES = 4 << 20
+#: How much of a file's start :func:`header` needs (Spack's header is about 45 bytes).
+HEADER_BYTES = 4096
 _WINDOW = 64 << 10
 _OVERLAP = 1 << 10
 _WS = rb"[ \t\n\r]*"  # JSON's whitespace (``\s`` would also accept \x0b and \x0c)
@@ -61,33 +63,45 @@ class Layout:
     size: int  # of the file
 
 
+def header(head: bytes) -> tuple[str, int] | None:
+    """From a file's first :data:`HEADER_BYTES` bytes: its DB version, and where its records
+    start (just after the ``{`` that opens ``installs``); None for any other envelope."""
+    match = _HEADER.match(head)
+    return None if match is None else (match.group(1).decode(), match.end())
+
+
+def records_end(fd: int, size: int, start: int) -> int | None:
+    """Where ``installs`` closes in a complete file of ``size`` bytes whose records start at
+    ``start`` (the first of the three closing braces), or None."""
+    tail_at = max(start, size - 4096)
+    closing = _TRAILER.search(os.pread(fd, size - tail_at, tail_at))
+    return None if closing is None else tail_at + closing.start()
+
+
 def layout(fd: int) -> Layout | None:
     """The records' span of an uncompressed index with Spack's envelope, or None."""
     size = os.fstat(fd).st_size
-    head = os.pread(fd, 4096, 0)
-    match = _HEADER.match(head)
-    if match is None:
+    found = header(os.pread(fd, HEADER_BYTES, 0))
+    if found is None:
         return None
-    tail_at = max(match.end(), size - 4096)
-    tail = os.pread(fd, size - tail_at, tail_at)
-    closing = _TRAILER.search(tail)
-    if closing is None:
-        return None
-    return Layout(match.group(1).decode(), match.end(), tail_at + closing.start(), size)
+    version, start = found
+    end = records_end(fd, size, start)
+    return None if end is None else Layout(version, start, end, size)
 
 
-def _cut_after(fd: int, span: Layout, offset: int) -> int:
-    """The first comma between two records at or after ``offset``; ``span.end`` if none."""
+def cut_after(fd: int, offset: int, limit: int) -> int | None:
+    """The first comma between two records at or after ``offset``, its pattern wholly before
+    ``limit`` (the file may still be growing past it); None if there is none."""
     at = offset
-    while at < span.end:
-        window = os.pread(fd, min(_WINDOW, span.end - at), at)
+    while at < limit:
+        window = os.pread(fd, min(_WINDOW, limit - at), at)
         match = _BOUNDARY.search(window)
         if match is not None:
             return at + match.start(1)
-        if at + len(window) >= span.end:
+        if at + len(window) >= limit:
             break
         at += len(window) - _OVERLAP  # a separator may straddle two windows
-    return span.end
+    return None
 
 
 def pieces(fd: int, span: Layout, part: int, parts: int) -> list[tuple[int, int]]:
@@ -105,10 +119,24 @@ def pieces(fd: int, span: Layout, part: int, parts: int) -> list[tuple[int, int]
             return span.start
         if i >= count:
             return span.end + 1
-        return _cut_after(fd, span, span.start + i * length // count) + 1
+        found = cut_after(fd, span.start + i * length // count, span.end)
+        return (span.end if found is None else found) + 1
 
     bounds = [cut(i) for i in range(first, last + 1)]
     return [(a, b - 1) for a, b in itertools.pairwise(bounds) if b > a]
+
+
+def split(fd: int, start: int, stop: int) -> list[tuple[int, int]]:
+    """A run of whole records ``[start, stop)`` as pieces of about :data:`PIECE_BYTES`."""
+    ranges = []
+    while stop - start > PIECE_BYTES:
+        cut = cut_after(fd, start + PIECE_BYTES, stop)
+        if cut is None:
+            break
+        ranges.append((start, cut))
+        start = cut + 1
+    ranges.append((start, stop))
+    return ranges
 
 
 @contextlib.contextmanager

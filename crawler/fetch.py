@@ -38,6 +38,8 @@ USER_AGENT = f"spack-cache-crawler/{__version__}"
 _WRITE_BATCH = 2 << 20
 T = TypeVar("T")
 Sleep = Callable[[float], Awaitable[None]]
+#: Told how many bytes of a download are on disk (0 when an attempt starts over).
+Progress = Callable[[int], None]
 
 
 @dataclass(frozen=True)
@@ -232,11 +234,19 @@ class Fetcher:
         body, _ = await self._bounded(location, attempt)
         return body
 
-    async def download(self, location: str, dest: Path, etag: str | None = None) -> Fetched:
+    async def download(
+        self,
+        location: str,
+        dest: Path,
+        etag: str | None = None,
+        progress: Progress | None = None,
+    ) -> Fetched:
         """Stream an index file to ``dest`` (local files are used in place), hashing it.
 
         With ``etag``, the request is conditional; a 304 answer gives a result whose
-        :attr:`Fetched.not_modified` is true and nothing is written.
+        :attr:`Fetched.not_modified` is true and nothing is written. ``progress`` is called
+        with 0 as each attempt starts writing ``dest``, then with how many bytes are on disk
+        after each write (not for local files: they are complete from the start).
         """
         started = time.monotonic()
         if location.startswith("file://"):
@@ -250,14 +260,16 @@ class Fetcher:
                 if etag and resp.status == 304:
                     return Fetched(location, None, 0, None, 0, 0.0, etag)
                 self._check_status(location, resp)
-                size, digest = await _stream_to(resp, dest)
+                size, digest = await _stream_to(resp, dest, progress)
                 return Fetched(location, dest, size, digest, 0, 0.0, resp.headers.get("ETag"))
 
         fetched, tries = await self._bounded(location, attempt)
         return dataclasses.replace(fetched, attempts=tries, seconds=time.monotonic() - started)
 
 
-async def _stream_to(resp: aiohttp.ClientResponse, dest: Path) -> tuple[int, str]:
+async def _stream_to(
+    resp: aiohttp.ClientResponse, dest: Path, progress: Progress | None = None
+) -> tuple[int, str]:
     """Write a response body to ``dest`` while hashing it, off the event loop.
 
     Chunks are gathered into batches of about ``_WRITE_BATCH`` bytes; each batch is hashed and
@@ -269,31 +281,43 @@ async def _stream_to(resp: aiohttp.ClientResponse, dest: Path) -> tuple[int, str
     batch: list[bytes] = []
     pending = 0
     try:
-        out = await asyncio.to_thread(dest.open, "wb")
+        out = await asyncio.to_thread(_create, dest)
     except OSError as err:
         raise OutputError(str(dest), err.strerror or str(err)) from None
+    tell = progress or (lambda _: None)
     try:
+        tell(0)
         async for chunk in resp.content.iter_any():  # what arrived, without joining copies
             batch.append(chunk)
             pending += len(chunk)
             if pending >= _WRITE_BATCH:
                 await asyncio.to_thread(_hash_and_write, digest, out, batch)
                 size, batch, pending = size + pending, [], 0
+                tell(size)
         if batch:
             await asyncio.to_thread(_hash_and_write, digest, out, batch)
             size += pending
+            tell(size)
     finally:
         await asyncio.to_thread(out.close)
     return size, digest.hexdigest()
 
 
+def _create(dest: Path) -> BinaryIO:
+    """A new, empty file at ``dest``. An earlier attempt's file is unlinked, not truncated: a
+    decoding worker may still have it mapped, and a mapping past a file's end faults."""
+    dest.unlink(missing_ok=True)
+    return dest.open("wb")
+
+
 def _hash_and_write(digest: hashlib._Hash, out: BinaryIO, chunks: list[bytes]) -> None:
-    for chunk in chunks:
-        digest.update(chunk)
-        try:
+    try:
+        for chunk in chunks:
+            digest.update(chunk)
             out.write(chunk)
-        except OSError as err:  # disk full, quota: the output's problem, not the mirror's
-            raise OutputError(out.name, err.strerror or str(err)) from None
+        out.flush()  # what the progress callback is told is on disk must be in the file
+    except OSError as err:  # disk full, quota: the output's problem, not the mirror's
+        raise OutputError(out.name, err.strerror or str(err)) from None
 
 
 async def _read_local(location: str) -> bytes:

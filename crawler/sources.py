@@ -27,6 +27,7 @@ from .discovery import Source
 from .errors import ChecksumError, CrawlerError, FetchError, NotFoundError
 from .fetch import Fetcher
 from .progress import Reporter
+from .progressive import RootParts
 from .state import BranchState, SourceFacts, SourceState, Store, summary_of
 from .summarize import (
     load_root_shard,
@@ -171,6 +172,7 @@ class SourceReader:
         self.store = store
         self.reporter = reporter
         self._slot = asyncio.Semaphore(config.concurrency)
+        self._parts: dict[Path, RootParts] = {}  # root downloads decoding as they come
         self.decoder = DecodeQueue(config.decode_workers or min(os.cpu_count() or 1, 8))
 
     def close(self) -> None:
@@ -198,6 +200,9 @@ class SourceReader:
             log.exception("internal error on %s", source.location)
             outcome.status, outcome.error = "failed", f"internal error: {err!r}"
         finally:
+            parts = self._parts.pop(dest, None)
+            if parts is not None:
+                parts.abandon()
             dest.unlink(missing_ok=True)  # noqa: ASYNC240 - one unlink, not worth a thread hop
             outcome.retries = fetcher.retries.get(source.location, 0)
         if outcome.status in ("missing", "failed"):
@@ -306,7 +311,11 @@ class SourceReader:
                 return None
         if etag is None:  # a body will come: workers start while it downloads
             self.decoder.start()
-        fetched = await fetcher.download(source.location, dest, etag=etag)
+        progress = None
+        if source.is_root and not source.location.startswith("file://"):
+            parts = self._parts[dest] = RootParts(self.decoder, dest, source.url)
+            progress = parts.written
+        fetched = await fetcher.download(source.location, dest, etag=etag, progress=progress)
         outcome.attempts, outcome.etag, outcome.downloaded = fetched.attempts, fetched.etag, True
         if fetched.not_modified:
             assert before is not None and before.sha256 is not None
@@ -336,27 +345,45 @@ class SourceReader:
             return None
         return text if is_sha256(text) else f"invalid: {text[:80]!r}"
 
-    async def _root_summary(self, path: str, url: str) -> tuple[list[bytes], SourceSummary]:
+    async def _root_summary(
+        self, path: Path, url: str, size: int
+    ) -> tuple[list[bytes], SourceSummary]:
         """Summarise a root index on every worker at once (see :mod:`crawler.summarize`); returns
-        the shards as the workers encoded them, and the summary.
+        what the workers encoded, and the summary.
 
-        The root is the largest index and everything waits for it: its shards go ahead of any
-        stack still queued. Shards read in pieces are read again whole if a piece does not
+        The root is the largest index and everything waits for it: its jobs go ahead of any
+        stack still queued. A root downloaded from a server was cut into parts that were
+        decoding while it downloaded (:mod:`crawler.progressive`); otherwise each worker takes
+        a shard. Parts or shards read in pieces are read again whole if a piece does not
         decode or two pieces hold the same key, and again with the missing hashes if records
-        point at dependencies that no shard holds.
+        point at dependencies that none of them holds.
         """
+        parts = self._parts.pop(path, None)
+        if parts is not None and not parts.complete(size):
+            parts = None
         shards = self.decoder.workers
         whole = False
         missing: tuple[str, ...] = ()
         while True:
-            jobs = [
-                self.decoder.run(
-                    ROOT_FIRST, summarize_root_shard, path, url, i, shards, missing, whole
-                )
-                for i in range(shards)
-            ]
             try:
-                results = await asyncio.gather(*jobs)
+                if parts is not None and not whole:
+                    results = await parts.results(missing)
+                else:
+                    results = await asyncio.gather(
+                        *(
+                            self.decoder.run(
+                                ROOT_FIRST,
+                                summarize_root_shard,
+                                str(path),
+                                url,
+                                i,
+                                shards,
+                                missing,
+                                whole,
+                            )
+                            for i in range(shards)
+                        )
+                    )
             except BadCut as err:
                 log.info("reading %s whole: %s", url, err)
                 whole = True
@@ -377,7 +404,7 @@ class SourceReader:
         started = time.monotonic()
         kind, url = outcome.kind, outcome.source.url
         if kind == "root":
-            parts, summary = await self._root_summary(str(path), url)
+            parts, summary = await self._root_summary(path, url, outcome.size or 0)
         else:
             parts = [await self.decoder.run(STACKS_AFTER, summarize_stack, str(path), url)]
             summary = summary_of(kind, parts)

@@ -99,12 +99,12 @@ def read_index(path: str, url: str) -> tuple[str, dict[str, msgspec.Raw]]:
 
 
 def _pieces(
-    fd: int, span: chunks.Layout, url: str, decoders: _Decoders[R], part: int, parts: int
+    fd: int, ranges: list[tuple[int, int]], version: str, url: str, decoders: _Decoders[R]
 ) -> Iterator[Records[R]]:
-    """The records of part ``part`` of ``parts`` of a file, one piece at a time."""
-    if span.version not in SUPPORTED_VERSIONS:
-        raise UnsupportedVersionError(url, span.version)
-    for start, stop in chunks.pieces(fd, span, part, parts):
+    """The records of these ranges of a file (see :mod:`crawler.chunks`), a piece at a time."""
+    if version not in SUPPORTED_VERSIONS:
+        raise UnsupportedVersionError(url, version)
+    for start, stop in ranges:
         records: Records[R]
         with chunks.mapped_piece(fd, start, stop) as data:
             try:
@@ -270,6 +270,26 @@ class _RootPart:
         )
 
 
+def summarize_root_part(
+    path: str, url: str, version: str, start: int, stop: int, missing: tuple[str, ...] = ()
+) -> bytes:
+    """Check and reduce the records ``[start, stop)`` of a root index of DB ``version`` (a
+    worker's job): a part cut while the file was downloading (see :mod:`crawler.progressive`).
+    Returns msgpack of :class:`RootShard`; raises :class:`chunks.BadCut` as a shard does."""
+    with open(path, "rb") as file:
+        fd = file.fileno()
+        return _root_ranges(fd, chunks.split(fd, start, stop), version, url, missing)
+
+
+def _root_ranges(
+    fd: int, ranges: list[tuple[int, int]], version: str, url: str, missing: tuple[str, ...]
+) -> bytes:
+    part = _RootPart(None, frozenset(missing))
+    for piece in _pieces(fd, ranges, version, url, _ROOT):
+        part.add(piece)
+    return msgspec.msgpack.encode(part.shard(version))
+
+
 def summarize_root_shard(
     path: str,
     url: str,
@@ -287,12 +307,11 @@ def summarize_root_shard(
     when a piece does not decode (the caller then asks for ``whole``).
     """
     with open(path, "rb") as file:
-        span = None if whole else chunks.layout(file.fileno())
+        fd = file.fileno()
+        span = None if whole else chunks.layout(fd)
         if span is not None:
-            part = _RootPart(None, frozenset(missing))
-            for piece in _pieces(file.fileno(), span, url, _ROOT, shard, shards):
-                part.add(piece)
-            return msgspec.msgpack.encode(part.shard(span.version))
+            ranges = chunks.pieces(fd, span, shard, shards)
+            return _root_ranges(fd, ranges, span.version, url, missing)
     version, installs = read_index(path, url)
     mine = {k: v for i, (k, v) in enumerate(installs.items()) if i % shards == shard}
     part = _RootPart(installs, frozenset(missing))
@@ -409,7 +428,9 @@ def summarize_stack(path: str, url: str) -> bytes:
         span = chunks.layout(file.fileno())
         if span is not None:
             try:
-                summary = _stack(span.version, _pieces(file.fileno(), span, url, _STACK, 0, 1))
+                ranges = chunks.pieces(file.fileno(), span, 0, 1)
+                pieces = _pieces(file.fileno(), ranges, span.version, url, _STACK)
+                summary = _stack(span.version, pieces)
                 return msgspec.msgpack.encode(summary)
             except (chunks.BadCut, Overlap):
                 pass  # read whole below
