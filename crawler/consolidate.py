@@ -18,7 +18,7 @@ from operator import attrgetter
 
 import msgspec
 
-from .validate import IDENTITY_FIELDS, SourceSummary, SpecRow
+from .validate import IDENTITY_FIELDS, IDENTITY_SEPARATOR, SourceSummary, SpecRow
 
 SIZE_UNKNOWN = "-"
 
@@ -109,7 +109,10 @@ def _stacks_and_conflicts(
         theirs = dict(zip(summary.hashes, summary.identities, strict=True))
         for key in sorted(held - {key for key, _ in same}):
             for field, a, b in zip(
-                IDENTITY_FIELDS, ours[key].split("\x1f"), theirs[key].split("\x1f"), strict=True
+                IDENTITY_FIELDS,
+                ours[key].split(IDENTITY_SEPARATOR),
+                theirs[key].split(IDENTITY_SEPARATOR),
+                strict=True,
             ):
                 if a != b:
                     conflicts.append(Conflict(key, label, field, a, b))

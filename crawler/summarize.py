@@ -43,13 +43,13 @@ from .decode import (
 from .errors import IndexFormatError, UnsupportedVersionError
 from .validate import (
     FLAGS,
+    IDENTITY_SEPARATOR,
     InvalidRecord,
     SourceSummary,
     SpecRow,
     _Checker,
     compact,
     compiler_edge,
-    identity,
     own_compiler,
     render_variant,
 )
@@ -57,6 +57,7 @@ from .validate import (
 R = TypeVar("R", Record, StackRecord)
 _RAW = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _MEMO_LIMIT = 50_000
+_SEPARATOR = IDENTITY_SEPARATOR
 
 
 class _Decoders(Generic[R]):
@@ -392,15 +393,23 @@ def _stack(version: str, pieces: Iterable[Records[StackRecord]]) -> SourceSummar
     records = 0
     for piece in pieces:
         records += len(piece)
-        keys, nodes = [], []
-        for key, record in _typed(piece, _STACK, check):
-            keys.append(key)
-            nodes.append(record.spec)
-        fields = [
-            (n.name, n.version, n.arch.platform, n.arch.platform_os, n.arch.target_name)
-            for n in nodes
-        ]
-        texts = [identity(*f) for f in fields]
+        typed = dict(_typed(piece, _STACK, check))
+        keys = list(typed)
+        nodes = [record.spec for record in typed.values()]
+        archs = [node.arch for node in nodes]
+        # Column by column: a few comprehensions over a whole piece cost less than a loop body
+        # per record.
+        fields = list(
+            zip(
+                [node.name for node in nodes],
+                [node.version for node in nodes],
+                [arch.platform for arch in archs],
+                [arch.platform_os for arch in archs],
+                [a.target if type(a.target) is str else a.target.name for a in archs],  # type: ignore[union-attr]
+                strict=True,
+            )
+        )
+        texts = list(map(_SEPARATOR.join, fields))
         if check.all_pass(keys, [n.hash for n in nodes], texts, {f[0] for f in fields}):
             hashes += keys
             identities += texts

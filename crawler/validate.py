@@ -86,6 +86,7 @@ class SourceSummary(msgspec.Struct, frozen=True, gc=False):
 
 
 IDENTITY_FIELDS = ("name", "version", "platform", "os", "target")
+IDENTITY_SEPARATOR = "\x1f"
 #: name, version, platform, os, target
 Identity = tuple[str, str, str, str, str]
 
@@ -95,7 +96,7 @@ def identity(name: str, version: str, platform: str, os: str, target: str) -> st
 
     Records whose fields hold control characters are rejected, so the separator is unambiguous.
     """
-    return "\x1f".join((name, version, platform, os, target))
+    return IDENTITY_SEPARATOR.join((name, version, platform, os, target))
 
 
 def render_variant(name: str, value: ParamValue) -> str:
@@ -175,10 +176,10 @@ class _Checker:
             return False
         if spec_hashes != keys:
             return False
-        text = "\x1f".join(identities)
-        if identities and text.count("\x1f") != 5 * len(identities) - 1:
+        text = IDENTITY_SEPARATOR.join(identities)
+        if identities and text.count(IDENTITY_SEPARATOR) != 5 * len(identities) - 1:
             return False  # a field holds the separator itself
-        if not text.replace("\x1f", "").isprintable():
+        if not text.replace(IDENTITY_SEPARATOR, "").isprintable():
             return False
         return all(self._safe(name) for name in names)
 
