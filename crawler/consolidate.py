@@ -95,12 +95,13 @@ def _stacks_and_conflicts(
     60,000+ specs but few distinct combinations of stacks.
     """
     ours = {row.hash: row.identity() for row in root.specs}
+    specs = set(ours)
     agreed = set(ours.items())
     where = {key: [root_label] for key in ours}
     conflicts = []
     for label in sorted(stacks):
         summary = stacks[label]
-        held = ours.keys() & summary.hashes
+        held = specs.intersection(summary.hashes)
         for key in held:
             where[key].append(label)
         same = agreed.intersection(zip(summary.hashes, summary.identities, strict=True))
