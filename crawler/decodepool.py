@@ -67,6 +67,15 @@ def _ready() -> bytes:
     return b""
 
 
+def _warm_up(pool: concurrent.futures.ProcessPoolExecutor, workers: int) -> None:
+    """Have the pool start its workers (the pool may be shut down meanwhile: then nothing)."""
+    try:
+        for _ in range(workers):
+            pool.submit(_ready)
+    except (RuntimeError, concurrent.futures.process.BrokenProcessPool):
+        pass
+
+
 class DecodeQueue:
     """Runs decoding jobs on a process pool, at most one per worker, by priority.
 
@@ -90,10 +99,10 @@ class DecodeQueue:
         """
         if self._runners:
             return
-        self._pool = _decode_pool(self.workers)
+        pool = self._pool = _decode_pool(self.workers)
         self._runners = [asyncio.create_task(self._runner()) for _ in range(self.workers)]
-        for _ in range(self.workers):
-            self._pool.submit(_ready)
+        # Starting a process waits for the forkserver to answer: not on the event loop.
+        threading.Thread(target=_warm_up, args=(pool, self.workers), daemon=True).start()
 
     async def run(self, priority: int, fn: Callable[..., bytes], *args: object) -> bytes:
         """Run ``fn(*args)`` in a worker process when a worker is free; lower priority first."""

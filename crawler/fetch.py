@@ -287,7 +287,8 @@ async def _stream_to(
     tell = progress or (lambda _: None)
     try:
         tell(0)
-        async for chunk in resp.content.iter_any():  # what arrived, without joining copies
+        # iter_chunks hands over each received block as is (iter_any joins what is buffered)
+        async for chunk, _ in resp.content.iter_chunks():
             batch.append(chunk)
             pending += len(chunk)
             if pending >= _WRITE_BATCH:
