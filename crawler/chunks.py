@@ -6,13 +6,14 @@ worker reads and decodes only its share, a few MB at a time.
 
 The cut needs no parse: Spack writes ``{"database": {"version": "8", "installs": {...}}}``, so
 the records sit between a short header and a ``}}}`` trailer, and two records meet where a
-closing brace, a comma and a quoted 32-character hash followed by ``: {`` occur in a row. Such a
-pattern could also occur inside a string value; a cut there is caught because the piece before
-it is then not a complete JSON object: pieces are decoded in file order, each wrapped in
-``{`` and ``}``, and the first piece starts at the true start of ``installs``, so every piece
-that decodes ends at a true record boundary (JSON is read left to right, and a piece that stops
-inside a string or a nested value cannot be closed by one brace). A caller that meets a piece
-that does not decode treats the cut as unusable and reads the file whole (:class:`BadCut`).
+closing brace, a comma and a quoted 32-character hash followed by ``: {`` occur in a row. In
+valid JSON the pattern cannot occur inside a string (its quotes would be escaped), but it does
+occur inside a record that holds an object keyed by hash-like strings. A cut there is caught
+because the piece before it is then not a complete JSON object: each piece is decoded wrapped
+in ``{`` and ``}``, the first piece starts at the true start of ``installs``, and a piece that
+stops inside a nested value cannot be closed by one brace, so every piece that decodes ends at
+a true record boundary. A caller that meets a piece that does not decode treats the cut as
+unusable and reads the file whole (:class:`BadCut`).
 
 A file whose envelope is anything else (gzip data, other keys before ``installs``,
 ``version`` after ``installs``, a number for ``version``) has no :func:`layout`, and is read
@@ -36,7 +37,8 @@ PIECE_BYTES = 4 << 20
 #: How much of a file's start :func:`header` needs (Spack's header is about 45 bytes).
 HEADER_BYTES = 4096
 _WINDOW = 64 << 10
-_OVERLAP = 1 << 10
+#: How far back a search resumes, since a separator may straddle where the last one stopped.
+OVERLAP = 1 << 10
 _WS = rb"[ \t\n\r]*"  # JSON's whitespace (``\s`` would also accept \x0b and \x0c)
 _HEADER = re.compile(
     _WS + rb'\{' + _WS + rb'"database"' + _WS + rb":" + _WS + rb"\{" + _WS + rb'"version"'
@@ -94,13 +96,14 @@ def cut_after(fd: int, offset: int, limit: int) -> int | None:
     ``limit`` (the file may still be growing past it); None if there is none."""
     at = offset
     while at < limit:
-        window = os.pread(fd, min(_WINDOW, limit - at), at)
+        wanted = min(_WINDOW, limit - at)
+        window = os.pread(fd, wanted, at)
         match = _BOUNDARY.search(window)
         if match is not None:
             return at + match.start(1)
-        if at + len(window) >= limit:
+        if len(window) < wanted or at + wanted >= limit:  # the end (or a file cut short)
             break
-        at += len(window) - _OVERLAP  # a separator may straddle two windows
+        at += wanted - OVERLAP  # a separator may straddle two windows
     return None
 
 
@@ -114,15 +117,15 @@ def pieces(fd: int, span: Layout, part: int, parts: int) -> list[tuple[int, int]
     count = max(parts, -(-length // PIECE_BYTES))
     first, last = part * count // parts, (part + 1) * count // parts
 
-    def cut(i: int) -> int:  # where piece i starts: after the cut before it
+    bounds = []
+    for i in range(first, last + 1):  # where piece i starts: after the cut before it
         if i == 0:
-            return span.start
-        if i >= count:
-            return span.end + 1
-        found = cut_after(fd, span.start + i * length // count, span.end)
-        return (span.end if found is None else found) + 1
-
-    bounds = [cut(i) for i in range(first, last + 1)]
+            bounds.append(span.start)
+        elif i >= count or (bounds and bounds[-1] > span.end):
+            bounds.append(span.end + 1)  # no boundary after an earlier target: none after this
+        else:
+            found = cut_after(fd, span.start + i * length // count, span.end)
+            bounds.append((span.end if found is None else found) + 1)
     return [(a, b - 1) for a, b in itertools.pairwise(bounds) if b > a]
 
 

@@ -114,8 +114,6 @@ class _Document(msgspec.Struct, gc=False):
     database: _Database
 
 
-ROOT_DECODER = msgspec.json.Decoder(Record)
-STACK_DECODER = msgspec.json.Decoder(StackRecord)
 _DOCUMENT_DECODER = msgspec.json.Decoder(_Document)
 
 
@@ -133,7 +131,9 @@ def decode_document(
         reason = "truncated JSON" if "truncated" in str(err) else "not valid JSON"
         raise IndexFormatError(url, f"{reason}: {err}") from None
     except UnicodeDecodeError as err:  # a key or the version
-        raise IndexFormatError(url, f"not valid UTF-8 at byte {err.start}: {err.reason}") from None
+        raise IndexFormatError(
+            url, f"a key or the version is not valid UTF-8 ({err.reason})"
+        ) from None
     version = document.database.version
     if not isinstance(version, str):
         raise UnsupportedVersionError(url, version)

@@ -280,13 +280,13 @@ async def _stream_to(
     size = 0
     batch: list[bytes] = []
     pending = 0
+    tell = progress or (lambda _: None)
+    tell(0)  # before an earlier attempt's file is replaced
     try:
         out = await asyncio.to_thread(_create, dest)
     except OSError as err:
         raise OutputError(str(dest), err.strerror or str(err)) from None
-    tell = progress or (lambda _: None)
     try:
-        tell(0)
         # iter_chunks hands over each received block as is (iter_any joins what is buffered)
         async for chunk, _ in resp.content.iter_chunks():
             batch.append(chunk)

@@ -6,12 +6,14 @@ decode it once it is all on disk, :class:`RootParts` cuts it into parts of about
 what is already written) and hands each part to a decoding worker at once, ahead of any stack
 still queued; when the last byte lands, most of the file is decoded already.
 
-Parts are only kept from a download's first attempt: when an attempt starts over (a retry),
-the new bytes may differ, so the parts are abandoned and the complete file is decoded as any
-other. So are they when the file does not start with Spack's usual envelope, names a DB
-version this tool does not read, or does not end like one. The caller checks the parts'
-results as it checks a root's shards (:func:`crawler.summarize.root_gaps`): a part that does
-not decode or a key in two parts sends it back to reading the file whole.
+Parts are only kept from the first attempt that writes any bytes (an attempt answered 503
+writes none): when another attempt starts writing (a retry), its bytes may differ, so the
+parts are abandoned before the file is replaced, and the complete file is decoded as any
+other; each part job also checks that the file is still the one it was cut from. Parts are
+abandoned too when the file does not start with Spack's usual envelope, names a DB version
+this tool does not read, or does not end like one. The caller checks the parts' results as it
+checks a root's shards (:func:`crawler.summarize.root_gaps`): a part that does not decode or a
+key in two parts sends it back to reading the file whole.
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ class RootParts:
         self._path = path
         self._url = url
         self._fd: int | None = None
+        self._file_id: tuple[int, int] | None = None
+        self._searched = 0  # how far a search for a cut found none (the file was shorter)
         self._attempts = 0
         self._version: str | None = None
         self._next = 0  # where the next part starts (once the header is read)
@@ -112,8 +116,12 @@ class RootParts:
     def _cut(self, size: int) -> None:
         fd = self._open()
         while size - self._next > PART_BYTES:
-            cut = chunks.cut_after(fd, self._next + PART_BYTES, size)
+            # Resume where the last search gave up, not from the target again: a file without
+            # boundaries would otherwise be scanned from the same place at every write.
+            offset = max(self._next + PART_BYTES, self._searched - chunks.OVERLAP)
+            cut = chunks.cut_after(fd, offset, size)
             if cut is None:
+                self._searched = size
                 return
             self._submit(self._next, cut)
             self._next = cut + 1
@@ -134,6 +142,7 @@ class RootParts:
                 start,
                 stop,
                 missing,
+                self._file_id,
             )
         )
         job.add_done_callback(_retrieve)
@@ -142,6 +151,8 @@ class RootParts:
     def _open(self) -> int:
         if self._fd is None:
             self._fd = os.open(self._path, os.O_RDONLY)
+            stat = os.fstat(self._fd)
+            self._file_id = (stat.st_dev, stat.st_ino)
         return self._fd
 
     def _close(self) -> None:

@@ -14,7 +14,7 @@ import logging
 import os
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -163,6 +163,18 @@ class SourceOutcome:
         )
 
 
+async def _all_or_none(jobs: Iterable[Awaitable[bytes]]) -> list[bytes]:
+    """Every job's result, in order; at the first failure the others are cancelled."""
+    tasks = [asyncio.ensure_future(job) for job in jobs]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+
+
 class SourceReader:
     """Reads the sources of a run: one fetcher, one cache, one pool of decoding processes."""
 
@@ -309,19 +321,21 @@ class SourceReader:
                 raise NotFoundError(source.location)
             if there and self._reuse(outcome, promised, "unchanged", before):
                 return None
-        if etag is None:  # a body will come: workers start while it downloads
-            self.decoder.start()
         progress = None
-        if source.is_root and not source.location.startswith("file://"):
-            parts = self._parts[dest] = RootParts(self.decoder, dest, source.url)
-            progress = parts.written
+        if not source.location.startswith("file://"):  # local files are only hashed here
+            if etag is None:  # a body will come: workers start while it downloads
+                self.decoder.start()
+            if source.is_root:
+                parts = self._parts[dest] = RootParts(self.decoder, dest, source.url)
+                progress = parts.written
         fetched = await fetcher.download(source.location, dest, etag=etag, progress=progress)
         outcome.attempts, outcome.etag, outcome.downloaded = fetched.attempts, fetched.etag, True
         if fetched.not_modified:
             assert before is not None and before.sha256 is not None
             if self._reuse(outcome, before.sha256, "unchanged", before):
                 return None
-            fetched = await fetcher.download(source.location, dest)  # cache lost meanwhile
+            # The cache was lost meanwhile (the 304 wrote nothing: the parts are still unused).
+            fetched = await fetcher.download(source.location, dest, progress=progress)
         outcome.sha256, outcome.size, outcome.status = fetched.sha256, fetched.size, "fetched"
         if source.checksum is not None and fetched.sha256 != source.checksum:
             raise ChecksumError(source.location, source.checksum, fetched.sha256 or "")
@@ -361,6 +375,16 @@ class SourceReader:
         parts = self._parts.pop(path, None)
         if parts is not None and not parts.complete(size):
             parts = None
+        try:
+            return await self._root_rounds(path, url, parts)
+        finally:
+            if parts is not None:
+                parts.abandon()  # parts still running after a failure are of no use
+
+    async def _root_rounds(
+        self, path: Path, url: str, parts: RootParts | None
+    ) -> tuple[list[bytes], SourceSummary]:
+        """The rounds of :meth:`_root_summary`: parts or shards, then again if need be."""
         shards = self.decoder.workers
         whole = False
         missing: tuple[str, ...] = ()
@@ -369,29 +393,31 @@ class SourceReader:
                 if parts is not None and not whole:
                     results = await parts.results(missing)
                 else:
-                    results = await asyncio.gather(
-                        *(
-                            self.decoder.run(
-                                ROOT_FIRST,
-                                summarize_root_shard,
-                                str(path),
-                                url,
-                                i,
-                                shards,
-                                missing,
-                                whole,
-                            )
-                            for i in range(shards)
+                    results = await _all_or_none(
+                        self.decoder.run(
+                            ROOT_FIRST,
+                            summarize_root_shard,
+                            str(path),
+                            url,
+                            i,
+                            shards,
+                            missing,
+                            whole,
                         )
+                        for i in range(shards)
                     )
             except BadCut as err:
                 log.info("reading %s whole: %s", url, err)
+                if parts is not None:
+                    parts.abandon()
                 whole = True
                 continue
             with paused_gc():
                 loaded = [load_root_shard(p) for p in results]
                 gaps = root_gaps(loaded)
             if gaps is None:
+                if whole:  # shards of one decoded document cannot share a key
+                    raise AssertionError(f"{url}: a key in two shards of a whole read")
                 log.info("reading %s whole: a key occurs in two of its pieces", url)
                 whole = True
             elif gaps and not missing:

@@ -2,7 +2,7 @@
 
 Next to the output, under ``<output>/.crawler/``:
 
-* ``cache/<kind>-<sha256>.msgpack``: the summary of an index file with that SHA-256 (a pure
+* ``cache/<kind>-<sha256>.parts.msgpack``: the summary of an index file with that SHA-256 (a pure
   function of the bytes and of whether it is a root or a stack index, so it can be reused
   whenever the same bytes come back), stored as the decoding workers returned it (the shards
   of a root index, the :class:`~crawler.validate.SourceSummary` of a stack), so that saving it
@@ -103,6 +103,9 @@ class BranchState(msgspec.Struct, frozen=True, gc=False):
 
 
 _DECODE_CACHED = msgspec.msgpack.Decoder(_Cached)
+#: Cache files hold the workers' bytes since 0.2 (0.1 stored ``CachedSummary``): the suffix
+#: keeps another version's files from being read, and :meth:`Store.prune` deletes them.
+_CACHE_SUFFIX = ".parts.msgpack"
 
 
 def fingerprint(
@@ -123,7 +126,7 @@ class Store:
         self.states = self.root / "state"
 
     def _summary_path(self, kind: Kind, sha256: str) -> Path:
-        return self.cache / f"{kind}-{sha256}.msgpack"
+        return self.cache / f"{kind}-{sha256}{_CACHE_SUFFIX}"
 
     def has(self, kind: Kind, sha256: str | None) -> bool:
         """True when the summary of these bytes is cached."""
@@ -136,7 +139,8 @@ class Store:
             return CachedSummary(cached.size, summary_of(kind, cached.parts))
         except FileNotFoundError:
             return None
-        except (OSError, msgspec.DecodeError, msgspec.ValidationError) as err:
+        # ValueError, IndexError, KeyError: decodable, yet not what the workers returned
+        except (OSError, msgspec.DecodeError, ValueError, IndexError, KeyError) as err:
             log.warning("dropping unreadable cached summary %s-%s: %s", kind, sha256, err)
             self._summary_path(kind, sha256).unlink(missing_ok=True)
             return None
@@ -173,8 +177,10 @@ class Store:
             state = self.branch(path.stem)
             if state is not None:
                 keep.update(s.sha256 for s in state.sources if s.sha256)
-        for path in self.cache.glob("*.msgpack"):
-            if path.stem.partition("-")[2] not in keep:
+        for path in self.cache.glob("*"):
+            name = path.name
+            current = name.endswith(_CACHE_SUFFIX)  # else another version's file, or a leftover
+            if not current or name.removesuffix(_CACHE_SUFFIX).partition("-")[2] not in keep:
                 try:
                     path.unlink(missing_ok=True)
                 except OSError as err:  # only a cache: the next prune tries again

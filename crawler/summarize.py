@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import gzip
 import mmap
+import os
 import zlib
 from array import array
 from collections.abc import Container, Iterable, Iterator
@@ -272,13 +273,29 @@ class _RootPart:
 
 
 def summarize_root_part(
-    path: str, url: str, version: str, start: int, stop: int, missing: tuple[str, ...] = ()
+    path: str,
+    url: str,
+    version: str,
+    start: int,
+    stop: int,
+    missing: tuple[str, ...] = (),
+    file_id: tuple[int, int] | None = None,
 ) -> bytes:
     """Check and reduce the records ``[start, stop)`` of a root index of DB ``version`` (a
     worker's job): a part cut while the file was downloading (see :mod:`crawler.progressive`).
-    Returns msgpack of :class:`RootShard`; raises :class:`chunks.BadCut` as a shard does."""
+
+    ``file_id`` is the ``(st_dev, st_ino)`` of the file the part was cut from: a download that
+    starts over replaces the file, and a job still queued then must not read the new one.
+    Returns msgpack of :class:`RootShard`; raises :class:`chunks.BadCut` as a shard does, and
+    when the file is not (or no longer) the one the part was cut from.
+    """
     with open(path, "rb") as file:
         fd = file.fileno()
+        stat = os.fstat(fd)
+        if file_id is not None and (stat.st_dev, stat.st_ino) != file_id:
+            raise chunks.BadCut(f"{path} was replaced since its part was cut")
+        if stat.st_size <= stop:
+            raise chunks.BadCut(f"{path} is shorter than its part ({stop} bytes)")
         return _root_ranges(fd, chunks.split(fd, start, stop), version, url, missing)
 
 

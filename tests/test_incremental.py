@@ -615,3 +615,28 @@ async def test_the_same_content_from_another_mirror_is_published_under_its_name(
 
     index = json.loads((site.out / BRANCH / "index.json").read_bytes())
     assert (code, index["mirror"]) == (0, other.url)
+
+
+async def test_cache_files_of_another_version_are_neither_read_nor_kept(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """0.1 cached a summary as ``<kind>-<sha256>.msgpack``; 0.2 caches the workers' bytes under
+    another suffix. An old file for the very bytes the mirror serves is not read (no warning,
+    nothing dropped), and the next prune deletes it with any other stray file."""
+    site = await make_site(tmp_path, None)
+    await site.start()
+    cache = site.out / ".crawler" / "cache"
+    current = sorted(p.name for p in cache.iterdir())
+    assert current and all(name.endswith(".parts.msgpack") for name in current)
+    (s1_sha,) = [s["sha256"] for s in site.report()["sources"] if s["label"] == "s1"]
+    old = cache / f"stack-{s1_sha}.msgpack"  # s1 stays unchanged: its summary is needed
+    old.write_bytes(b"\x82\xa4size\x01\xa7summary\xc0")  # a 0.1-style map
+    stray = cache / "leftover.tmp"
+    stray.write_bytes(b"")
+
+    site.rebuild(MORE_SPECS)
+    assert await site.sync() == 0
+    assert site.outcomes() == only_s2_changed(("fetched", False))
+    assert "dropping unreadable cached summary" not in caplog.text
+    assert not old.exists() and not stray.exists()
+    assert all(p.name.endswith(".parts.msgpack") for p in cache.iterdir())

@@ -54,6 +54,7 @@ from crawler.summarize import (
     load_summary,
     merge_root,
     root_gaps,
+    summarize_root_part,
     summarize_root_shard,
     summarize_stack,
 )
@@ -1028,7 +1029,7 @@ def test_a_key_that_is_not_utf8_fails_the_index_as_a_whole_read_does(tmp_path: P
     key = next(iter(json.loads(data)["database"]["installs"]))
     path = _write(tmp_path, data.replace(key.encode(), b"\xff" + key[1:].encode(), 1))
     assert _attempt(path, 1) is None  # the piece does not decode: read whole
-    with pytest.raises(IndexFormatError, match="not valid UTF-8 at byte"):
+    with pytest.raises(IndexFormatError, match="a key or the version is not valid UTF-8"):
         _whole(path)
 
 
@@ -1053,3 +1054,29 @@ def test_a_compiler_that_is_invalid_through_its_own_compiler_invalidates_the_spe
             f"compiler dependency clang/{clang} is not a valid record"
         )
         assert clang not in summary.hashes
+
+
+# --- parts cut while downloading, and files that are not what a part expects -------------------
+
+
+def test_a_search_for_a_cut_ends_at_the_end_of_a_shorter_file(tmp_path: Path) -> None:
+    """A limit past the end of the file (a file replaced or cut short) ends the search."""
+    path = Path(_write(tmp_path, b'{"database": {"version": "8", "installs": {' + b" " * 3000))
+    with path.open("rb") as file:
+        assert chunks.cut_after(file.fileno(), 0, 20 << 20) is None
+        assert chunks.cut_after(file.fileno(), 2500, 20 << 20) is None
+
+
+def test_a_part_refuses_a_file_that_is_not_the_one_it_was_cut_from(tmp_path: Path) -> None:
+    data = index_document([SynthSpec("zlib", "1.3.1"), SynthSpec("xz", "5.4.6")], 8)
+    path = _write(tmp_path, data)
+    span = _span(path)
+    assert span is not None
+    stat = Path(path).stat()
+    same = (stat.st_dev, stat.st_ino)
+    part = load_root_shard(summarize_root_part(path, URL, "8", span.start, span.end, (), same))
+    assert sorted(part.specs) == sorted(_built(json.loads(data)["database"]["installs"]))
+    with pytest.raises(chunks.BadCut, match="was replaced"):
+        summarize_root_part(path, URL, "8", span.start, span.end, (), (same[0], same[1] + 1))
+    with pytest.raises(chunks.BadCut, match="shorter than its part"):
+        summarize_root_part(path, URL, "8", span.start, len(data) + 10, (), same)

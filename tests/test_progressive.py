@@ -22,8 +22,9 @@ import yaml
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from crawler import fetch, progressive
-from crawler.cli import main_async
+from crawler import chunks, fetch, progressive
+from crawler.cli import main, main_async
+from crawler.decodepool import DecodeQueue
 from crawler.progressive import RootParts
 from crawler.synth import SynthRef, build_mirror, generate_specs, index_document
 
@@ -164,3 +165,57 @@ async def test_a_download_that_starts_over_abandons_its_parts(
     assert _content(over_http) == _content(from_disk)
     names = {spec.name for spec in SPECS}
     assert set(over_http["packages"]) == names
+
+
+def test_a_file_without_boundaries_is_searched_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As a download grows, each search for a cut resumes where the last one gave up: a root
+    without record boundaries (one huge record) is not scanned again at every write."""
+    monkeypatch.setattr(progressive, "PART_BYTES", 1000)
+    searched: list[tuple[int, int]] = []
+    cut_after = chunks.cut_after
+
+    def spy(fd: int, offset: int, limit: int) -> int | None:
+        searched.append((offset, limit))
+        return cut_after(fd, offset, limit)
+
+    monkeypatch.setattr(chunks, "cut_after", spy)
+    path = tmp_path / "index.json"
+    head = b'{"database": {"version": "8", "installs": {"' + b"a" * 32 + b'": {"x": "'
+    parts = RootParts(DecodeQueue(1), path, "u")
+    with path.open("wb") as out:
+        out.write(head)
+        parts.written(0)
+        for _ in range(50):
+            out.write(b"y" * 100_000)
+            out.flush()
+            parts.written(out.tell())
+        size = out.tell()
+    assert len(searched) == 50
+    scanned = sum(limit - offset for offset, limit in searched)
+    assert scanned < size + 50 * chunks.OVERLAP  # linear, not 50 times the file
+    parts.abandon()
+
+
+def test_a_warm_sync_of_a_local_mirror_starts_no_decoding_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mirror = tmp_path / "mirror"
+    build_mirror(mirror, [SynthRef("develop", SPECS)])
+    started: list[DecodeQueue] = []
+    start = DecodeQueue.start
+
+    def count(self: DecodeQueue) -> None:
+        if not self._runners:
+            started.append(self)
+        start(self)
+
+    monkeypatch.setattr(DecodeQueue, "start", count)
+    config = tmp_path / "local.yaml"
+    config.write_text(yaml.safe_dump(fast_config(mirror.as_uri(), tmp_path / "out")))
+    argv = ["sync", "--branch", "develop", "--config", str(config), "-q"]
+    assert main(argv) == 0
+    assert len(started) == 1
+    assert main(argv) == 6  # unchanged
+    assert len(started) == 1
