@@ -73,6 +73,8 @@ class SourceOutcome:
     decoded: bool = False
     downloaded: bool = False  # this URL has been downloaded at least once (carried over runs)
     fetch_seconds: float = 0.0
+    #: From the end of the download to the summary (a root decoded while it downloads spent
+    #: most of its decoding inside ``fetch_seconds``); waiting for a free worker included.
     decode_seconds: float = 0.0
     _summary: SourceSummary | None = None
     _loader: Callable[[], SourceSummary | None] | None = None
