@@ -1,10 +1,12 @@
 """Decode: typed views of Spack's Database JSON (FORMAT.md section 2), read with msgspec.
 
-The document is decoded in two steps so that one bad record cannot sink the whole index: first
-the envelope (``database.version`` and ``installs`` with every record kept as raw JSON), then each
-record on its own into the smallest struct the summary needs; fields not named here are skipped by
-the decoder without building Python objects. Root records need the whole node (variants,
-dependencies, compiler); a stack's records only contribute their hash and identity.
+Each record is decoded into the smallest struct the summary needs; fields not named here are
+skipped by the decoder without building Python objects. Root records need the whole node
+(variants, dependencies, compiler); a stack's records only contribute their hash and identity.
+:mod:`crawler.summarize` decodes an index a piece of records at a time (the common case first,
+:class:`PlainRecord`, then :class:`Record`, then record by record, so that one bad record
+cannot sink the others); :func:`decode_document` decodes a whole document's envelope, with
+each record kept as raw JSON.
 
 The structs are ``gc=False``: they hold no reference cycles, and keeping tens of thousands of
 them out of the cyclic garbage collector roughly halves decoding time on a develop-sized index.
@@ -88,6 +90,23 @@ class Record(msgspec.Struct, gc=False):
 
     spec: Node
     in_buildcache: bool = False
+
+
+#: What parameters hold in practice: strings, booleans and lists of them (Spack writes variant
+#: values so). Lists decode as tuples, so that every (name, value) pair can key a dict.
+PlainValue = str | bool | tuple[str | bool, ...]
+
+
+class PlainNode(Node, gc=False):
+    """A :class:`Node` whose parameters are all :data:`PlainValue` (no numbers)."""
+
+    parameters: dict[str, PlainValue] = {}  # type: ignore[assignment]
+
+
+class PlainRecord(Record, gc=False):
+    """A :class:`Record` of a :class:`PlainNode`: the common case, decoded first."""
+
+    spec: PlainNode
 
 
 class StackNode(msgspec.Struct, gc=False):

@@ -37,6 +37,9 @@ from .decode import (
     SUPPORTED_VERSIONS,
     Dependency,
     ParamValue,
+    PlainNode,
+    PlainRecord,
+    PlainValue,
     Record,
     StackRecord,
     decode_document,
@@ -58,20 +61,23 @@ from .validate import (
 R = TypeVar("R", Record, StackRecord)
 _RAW = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _MEMO_LIMIT = 50_000
+_FLAG = -1  # what a memo gives for compiler flags, which are not variants
 _SEPARATOR = IDENTITY_SEPARATOR
 
 
 class _Decoders(Generic[R]):
-    """A piece's records in one pass, or one record at a time."""
+    """A piece's records in one pass (as the first of ``kinds`` that fits them all), or one
+    record at a time as the last."""
 
-    def __init__(self, kind: type[R]) -> None:
-        self.piece: msgspec.json.Decoder[dict[str, R]] = msgspec.json.Decoder(
-            dict[str, kind]  # type: ignore[valid-type]
-        )
-        self.one: msgspec.json.Decoder[R] = msgspec.json.Decoder(kind)
+    def __init__(self, *kinds: type[R]) -> None:
+        self.pieces: list[msgspec.json.Decoder[dict[str, R]]] = [
+            msgspec.json.Decoder(dict[str, kind])  # type: ignore[valid-type]
+            for kind in kinds
+        ]
+        self.one: msgspec.json.Decoder[R] = msgspec.json.Decoder(kinds[-1])
 
 
-_ROOT = _Decoders(Record)
+_ROOT = _Decoders(PlainRecord, Record)
 _STACK = _Decoders(StackRecord)
 #: A piece's records: typed, or raw when one of them has the wrong shape.
 Records = dict[str, R] | dict[str, msgspec.Raw]
@@ -110,13 +116,19 @@ def _pieces(
         records: Records[R]
         with chunks.mapped_piece(fd, start, stop) as data:
             try:
-                try:
-                    records = decoders.piece.decode(data)
-                except (msgspec.ValidationError, UnicodeDecodeError):
-                    records = _RAW.decode(bytes(data))  # raw records point into their buffer
+                records = _decode_piece(data, decoders)
             except (msgspec.DecodeError, UnicodeDecodeError) as err:  # a key is not UTF-8
                 raise chunks.BadCut(f"piece at byte {start} of {url}: {err}") from None
         yield records
+
+
+def _decode_piece(data: memoryview, decoders: _Decoders[R]) -> Records[R]:
+    for decoder in decoders.pieces:
+        try:
+            return decoder.decode(data)
+        except (msgspec.ValidationError, UnicodeDecodeError):
+            continue  # a record that does not fit: try the next kind
+    return _RAW.decode(bytes(data))  # raw records point into their buffer: copy it
 
 
 def _typed(records: Records[R], decoders: _Decoders[R], check: _Checker) -> Iterator[tuple[str, R]]:
@@ -171,6 +183,7 @@ class _RootPart:
         self.records = 0
         self.numbers: dict[str, int] = {}
         self.memo: dict[tuple[object, ...], int] = {}
+        self.plain: dict[tuple[str, PlainValue], int] = {}
         self.hashes: list[str] = []
         self.versions: list[str] = []
         self.specs: list[str] = []
@@ -207,7 +220,10 @@ class _RootPart:
                 compiler = ""
             self.specs.append(key)
             self.fields.extend([number(text, len(self.numbers)) for text in (*fields, compiler)])
-            self._variants(node.parameters)
+            if type(node) is PlainNode:
+                self._plain_variants(node.parameters)
+            else:
+                self._variants(node.parameters)
 
     def _dependencies(self, dependencies: list[Dependency]) -> str | None:
         """Why the edges make a record invalid, or None (see the module docstring)."""
@@ -220,6 +236,33 @@ class _RootPart:
                 return f"dependency {dep.name}/{found} is not in this index"
             self.foreign.add(found)
         return None
+
+    def _plain_variants(self, parameters: dict[str, PlainValue]) -> None:
+        """:meth:`_variants` for the common case: strings, booleans and tuples of them.
+
+        Such (name, value) pairs never compare equal across types, so the items themselves key
+        the memo and are looked up in one pass in C; only pairs seen for the first time are
+        rendered.
+        """
+        found = list(map(self.plain.get, parameters.items()))
+        if None in found:
+            for i, item in enumerate(parameters.items()):
+                if found[i] is None:
+                    found[i] = self._plain_miss(item)
+        self.counts.append(len(found) - found.count(_FLAG))
+        self.variants.extend(filter(_FLAG.__ne__, found))  # type: ignore[arg-type]
+
+    def _plain_miss(self, item: tuple[str, PlainValue]) -> int:
+        name, value = item
+        numbers = self.numbers
+        found = (
+            _FLAG
+            if name in FLAGS
+            else numbers.setdefault(render_variant(name, value), len(numbers))
+        )
+        if len(self.plain) < _MEMO_LIMIT:  # values unique to each record would not repeat
+            self.plain[item] = found
+        return found
 
     def _variants(self, parameters: dict[str, ParamValue]) -> None:
         """Append a spec's variants (their numbers in ``strings``) and their count.

@@ -37,7 +37,7 @@ from typing import Literal
 
 import msgspec
 
-from .decode import Dependency, Node, ParamValue
+from .decode import Dependency, Node, ParamValue, PlainValue
 from .discovery import is_safe_name
 
 HASH = re.compile(r"[a-z2-7]{32}")
@@ -99,11 +99,11 @@ def identity(name: str, version: str, platform: str, os: str, target: str) -> st
     return IDENTITY_SEPARATOR.join((name, version, platform, os, target))
 
 
-def render_variant(name: str, value: ParamValue) -> str:
+def render_variant(name: str, value: ParamValue | PlainValue) -> str:
     """One variant as the reference pages print it."""
     if isinstance(value, bool):
         return ("+" if value else "~") + name
-    if isinstance(value, list):
+    if isinstance(value, list | tuple):
         if name == "patches":
             return "patches=" + ",".join(str(v)[:7] for v in value)
         return f"{name}=" + ",".join(_scalar(v) for v in value)
