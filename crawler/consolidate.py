@@ -85,47 +85,74 @@ def paused_gc() -> Iterator[None]:
             gc.enable()
 
 
-def _stacks_and_conflicts(
-    root: SourceSummary, stacks: Mapping[str, SourceSummary], root_label: str
-) -> tuple[dict[str, tuple[str, ...]], list[Conflict]]:
-    """For every root spec, the sorted labels of the indexes that hold it; and every field on
-    which a stack's record differs from the root's record of the same hash.
+class Consolidator:
+    """Consolidates a ref: its root summary first, then its stacks one by one, in any order.
 
-    Conflicts are listed by stack, then hash. Equal label tuples are shared: a develop ref has
-    60,000+ specs but few distinct combinations of stacks.
+    A sync folds each stack in as soon as both it and the root are decoded, while other stacks
+    are still decoding, so that little is left to do once the last one is in. The result does
+    not depend on the order: labels are sorted, conflicts are listed by stack, then hash.
     """
-    ours = {row.hash: row.identity() for row in root.specs}
-    specs = set(ours)
-    agreed = set(ours.items())
-    where = {key: [root_label] for key in ours}
-    conflicts = []
-    for label in sorted(stacks):
-        summary = stacks[label]
-        held = specs.intersection(summary.hashes)
+
+    def __init__(self, root: SourceSummary, root_label: str = "root") -> None:
+        with paused_gc():
+            self.root = root
+            self._ours = {row.hash: row.identity() for row in root.specs}
+            self._specs = set(self._ours)
+            self._agreed = set(self._ours.items())
+            self._where = {key: [root_label] for key in self._ours}
+            self._conflicts: dict[str, list[Conflict]] = {}
+
+    @property
+    def folded(self) -> set[str]:
+        """The labels of the stacks folded in so far."""
+        return set(self._conflicts)
+
+    def add(self, label: str, summary: SourceSummary) -> None:
+        """Fold in one stack: which root specs it holds, where it disagrees with the root."""
+        if label in self._conflicts:
+            raise ValueError(f"stack {label!r} is already consolidated")
+        with paused_gc():
+            self._conflicts[label] = self._add(label, summary)
+
+    def _add(self, label: str, summary: SourceSummary) -> list[Conflict]:
+        held = self._specs.intersection(summary.hashes)
+        where = self._where
         for key in held:
             where[key].append(label)
-        same = agreed.intersection(zip(summary.hashes, summary.identities, strict=True))
+        same = self._agreed.intersection(zip(summary.hashes, summary.identities, strict=True))
         if len(same) == len(held):
-            continue  # the usual case, found with set operations alone
+            return []  # the usual case, found with set operations alone
         theirs = dict(zip(summary.hashes, summary.identities, strict=True))
+        conflicts = []
         for key in sorted(held - {key for key, _ in same}):
             for field, a, b in zip(
                 IDENTITY_FIELDS,
-                ours[key].split(IDENTITY_SEPARATOR),
+                self._ours[key].split(IDENTITY_SEPARATOR),
                 theirs[key].split(IDENTITY_SEPARATOR),
                 strict=True,
             ):
                 if a != b:
                     conflicts.append(Conflict(key, label, field, a, b))
-    shared: dict[tuple[str, ...], tuple[str, ...]] = {}
-    labels = {}
-    for key, holders in where.items():
-        unsorted = tuple(holders)
-        sorted_labels = shared.get(unsorted)
-        if sorted_labels is None:
-            sorted_labels = shared[unsorted] = tuple(sorted(unsorted))
-        labels[key] = sorted_labels
-    return labels, conflicts
+        return conflicts
+
+    def finish(self) -> tuple[dict[str, PackageSummary], list[Conflict]]:
+        """Per-package summaries (sorted by name) and the conflicts, from what was folded in."""
+        with paused_gc():
+            # Equal label tuples are shared: 60,000+ specs hold few distinct combinations.
+            shared: dict[tuple[str, ...], tuple[str, ...]] = {}
+            labels = {}
+            for key, holders in self._where.items():
+                unsorted = tuple(holders)
+                sorted_labels = shared.get(unsorted)
+                if sorted_labels is None:
+                    sorted_labels = shared[unsorted] = tuple(sorted(unsorted))
+                labels[key] = sorted_labels
+            by_package: dict[str, list[tuple[SpecRow, tuple[str, ...]]]] = defaultdict(list)
+            for row in sorted(self.root.specs, key=attrgetter("hash")):  # details by hash
+                by_package[row.name].append((row, labels[row.hash]))
+            packages = {name: _package(rows) for name, rows in sorted(by_package.items())}
+        conflicts = [c for label in sorted(self._conflicts) for c in self._conflicts[label]]
+        return packages, conflicts
 
 
 def _package(rows: list[tuple[SpecRow, tuple[str, ...]]]) -> PackageSummary:
@@ -165,9 +192,7 @@ def consolidate(
     root: SourceSummary, stacks: Mapping[str, SourceSummary], root_label: str = "root"
 ) -> tuple[dict[str, PackageSummary], list[Conflict]]:
     """Per-package summaries of a ref (sorted by name) and the conflicts between its indexes."""
-    where, conflicts = _stacks_and_conflicts(root, stacks, root_label)
-    by_package: dict[str, list[tuple[SpecRow, tuple[str, ...]]]] = defaultdict(list)
-    for row in sorted(root.specs, key=attrgetter("hash")):  # spec_details are sorted by hash
-        by_package[row.name].append((row, where[row.hash]))
-    packages = {name: _package(rows) for name, rows in sorted(by_package.items())}
-    return packages, conflicts
+    consolidator = Consolidator(root, root_label)
+    for label, summary in stacks.items():
+        consolidator.add(label, summary)
+    return consolidator.finish()

@@ -47,8 +47,8 @@ import msgspec
 from . import __version__
 from .changes import SpecStacks, changes_between, summary_line
 from .config import Config
-from .consolidate import PackageSummary, consolidate, paused_gc
-from .discovery import Discovery, Mirror, is_safe_name, parse_discovery
+from .consolidate import Conflict, Consolidator, PackageSummary, consolidate, paused_gc
+from .discovery import Discovery, Mirror, Source, is_safe_name, parse_discovery
 from .errors import BranchError, CrawlerError, OutputError, UsageError
 from .fetch import Fetcher, Sleep
 from .lock import RunLock
@@ -95,6 +95,46 @@ class RunResult:
 
 class _Refused(CrawlerError):
     """The publish gate said no (an internal signal, reported as status ``refused``)."""
+
+
+class _EarlyConsolidation:
+    """Consolidates a branch's sources as they come in, while others still download or decode.
+
+    Only summaries decoded by this run are folded in early (a summary proven unchanged is not
+    even loaded unless the branch must be rebuilt); :meth:`finish` folds in the rest. Nothing
+    is published from it before every source is in and the branch passed its checks.
+    """
+
+    def __init__(self) -> None:
+        self._consolidator: Consolidator | None = None
+        self._waiting: list[SourceOutcome] = []
+
+    def offer(self, outcome: SourceOutcome) -> None:
+        """A source is read: fold it in now if it was decoded and the root is known."""
+        if not outcome.decoded or outcome.summary is None:
+            return
+        if outcome.source.is_root:
+            self._consolidator = Consolidator(outcome.summary)
+            waiting, self._waiting = self._waiting, []
+            for stack in waiting:
+                self.offer(stack)
+        elif self._consolidator is None:
+            self._waiting.append(outcome)
+        else:
+            self._consolidator.add(outcome.source.label, outcome.summary)
+
+    def finish(
+        self, root: SourceSummary, stacks: dict[str, SourceSummary]
+    ) -> tuple[dict[str, PackageSummary], list[Conflict]]:
+        """:func:`crawler.consolidate.consolidate` of the final summaries."""
+        consolidator = self._consolidator
+        if consolidator is None or consolidator.root is not root:
+            return consolidate(root, stacks)
+        if not consolidator.folded <= stacks.keys():
+            return consolidate(root, stacks)  # not expected: then start afresh
+        for label in stacks.keys() - consolidator.folded:
+            consolidator.add(label, stacks[label])
+        return consolidator.finish()
 
 
 def _now() -> str:
@@ -211,14 +251,15 @@ class Syncer:
                 return self._done(branch, "skipped", report, clock, "immutable and published")
             sources = discovery.refs[branch]
             self.reporter.branch_started(branch, len(sources))
-            outcomes = list(
-                await asyncio.gather(
-                    *(
-                        reader.read(branch, s, work / f"{i}.json", previous)
-                        for i, s in enumerate(sources)
-                    )
-                )
-            )
+            early = _EarlyConsolidation()
+
+            async def read(i: int, source: Source) -> SourceOutcome:
+                # Per branch: a worker may still map the previous branch's file of that name.
+                outcome = await reader.read(branch, source, work / f"{branch}-{i}.json", previous)
+                early.offer(outcome)
+                return outcome
+
+            outcomes = list(await asyncio.gather(*(read(i, s) for i, s in enumerate(sources))))
             report["sources"] = [o.report_entry() for o in outcomes]
             failed = self._check(branch, outcomes)
             entries = [o.index_entry() for o in outcomes]
@@ -238,7 +279,7 @@ class Syncer:
             entries = [o.index_entry() for o in outcomes]
             inputs = fingerprint(entries, formats, self.mirror.base, locations)
             with paused_gc():  # everything up to the publish builds acyclic data
-                packages, conflicts = consolidate(root, stacks)
+                packages, conflicts = early.finish(root, stacks)
                 stats = branch_stats(outcomes, packages, conflicts)
                 report.update(findings(outcomes, conflicts), stats=stats)
                 del root, stacks
