@@ -136,7 +136,8 @@ class Consolidator:
         return conflicts
 
     def finish(self) -> tuple[dict[str, PackageSummary], list[Conflict]]:
-        """Per-package summaries (sorted by name) and the conflicts, from what was folded in."""
+        """Per-package summaries (sorted by name) and the conflicts, from what was folded in;
+        nothing can be folded in afterwards."""
         with paused_gc():
             # Equal label tuples are shared: 60,000+ specs hold few distinct combinations.
             shared: dict[tuple[str, ...], tuple[str, ...]] = {}
@@ -147,6 +148,8 @@ class Consolidator:
                 if sorted_labels is None:
                     sorted_labels = shared[unsorted] = tuple(sorted(unsorted))
                 labels[key] = sorted_labels
+            # Free what only folding needed before the packages are built.
+            self._ours, self._agreed, self._specs, self._where = {}, set(), set(), {}
             by_package: dict[str, list[tuple[SpecRow, tuple[str, ...]]]] = defaultdict(list)
             for row in sorted(self.root.specs, key=attrgetter("hash")):  # details by hash
                 by_package[row.name].append((row, labels[row.hash]))

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+import msgspec
+
 from .chunks import BadCut
 from .config import Config
 from .consolidate import paused_gc
@@ -93,6 +95,12 @@ class SourceOutcome:
         """Set the summary (or a way to load it later, with its facts), or clear both."""
         self._summary, self._loader = summary, None
         self.facts = SourceFacts.of(summary) if summary is not None else facts
+
+    def consolidated(self) -> None:
+        """The summary's hashes and identities are consolidated: free them, keep the rest (its
+        invalid records, for the report)."""
+        if self._summary is not None:
+            self._summary = msgspec.structs.replace(self._summary, hashes=[], identities=[])
 
     def release(self) -> None:
         """Forget the summary, keep its facts (for ``index.json`` and the branch state)."""

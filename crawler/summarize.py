@@ -52,7 +52,6 @@ from .validate import (
     SourceSummary,
     SpecRow,
     _Checker,
-    compact,
     compiler_edge,
     own_compiler,
     render_variant,
@@ -424,7 +423,7 @@ def merge_root(shards: list[RootShard]) -> SourceSummary:
     records = sum(shard.records for shard in shards)
     hashes = [h for shard in shards for h in shard.hashes if h not in rejected]
     summary = SourceSummary(shards[0].db_version, records, len(specs), hashes, specs, [], invalid)
-    return compact(summary)
+    return summary
 
 
 def _unresolved_compilers(shards: list[RootShard], valid: dict[str, str]) -> dict[str, str]:
@@ -509,4 +508,4 @@ def summarize_stack(path: str, url: str) -> bytes:
 
 def load_summary(data: bytes) -> SourceSummary:
     """Decode what :func:`summarize_stack` returned."""
-    return compact(msgspec.msgpack.decode(data, type=SourceSummary))
+    return msgspec.msgpack.decode(data, type=SourceSummary)

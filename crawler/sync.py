@@ -122,18 +122,22 @@ class _EarlyConsolidation:
             self._waiting.append(outcome)
         else:
             self._consolidator.add(outcome.source.label, outcome.summary)
+            outcome.consolidated()  # its hashes are not needed again: do not hold them
 
     def finish(
         self, root: SourceSummary, stacks: dict[str, SourceSummary]
     ) -> tuple[dict[str, PackageSummary], list[Conflict]]:
         """:func:`crawler.consolidate.consolidate` of the final summaries."""
         consolidator = self._consolidator
-        if consolidator is None or consolidator.root is not root:
+        if consolidator is None:
             return consolidate(root, stacks)
-        if not consolidator.folded <= stacks.keys():
-            return consolidate(root, stacks)  # not expected: then start afresh
+        # A decoded root and stacks are never read again, so these are the summaries folded in
+        # (whose hashes were freed since: they could not be folded in anew).
+        if consolidator.root is not root or not consolidator.folded <= stacks.keys():
+            raise RuntimeError("a consolidated summary was replaced")
         for label in stacks.keys() - consolidator.folded:
             consolidator.add(label, stacks[label])
+        self._consolidator = None  # its sets and the root summary are freed with it
         return consolidator.finish()
 
 

@@ -32,7 +32,6 @@ checksum, anything else ``name=value``.
 from __future__ import annotations
 
 import re
-import sys
 from typing import Literal
 
 import msgspec
@@ -192,17 +191,3 @@ class _Checker:
     def reject(self, key: str, reason: str) -> None:
         """Leave a record out, with its reason."""
         self.invalid.append(InvalidRecord(key, reason))
-
-
-def compact(summary: SourceSummary) -> SourceSummary:
-    """The same summary with its hashes and identities shared with other summaries'.
-
-    Every stack repeats hashes (and identities) the root and other stacks hold; decoding makes
-    a new string for each occurrence, and ``sys.intern`` folds them back into one. (Rebuilding
-    the root's rows the same way saved less memory than it cost in time, so they are left.)
-    """
-    return msgspec.structs.replace(
-        summary,
-        hashes=list(map(sys.intern, summary.hashes)),
-        identities=list(map(sys.intern, summary.identities)),
-    )
