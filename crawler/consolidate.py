@@ -107,22 +107,23 @@ class Consolidator:
         """The labels of the stacks folded in so far."""
         return set(self._conflicts)
 
-    def add(self, label: str, summary: SourceSummary) -> None:
-        """Fold in one stack: which root specs it holds, where it disagrees with the root."""
+    def add(self, label: str, hashes: list[str], identities: list[str]) -> None:
+        """Fold in one stack (its valid records' hashes and identities, as in its
+        :class:`SourceSummary`): which root specs it holds, where it disagrees with the root."""
         if label in self._conflicts:
             raise ValueError(f"stack {label!r} is already consolidated")
         with paused_gc():
-            self._conflicts[label] = self._add(label, summary)
+            self._conflicts[label] = self._add(label, hashes, identities)
 
-    def _add(self, label: str, summary: SourceSummary) -> list[Conflict]:
-        held = self._specs.intersection(summary.hashes)
+    def _add(self, label: str, hashes: list[str], identities: list[str]) -> list[Conflict]:
+        held = self._specs.intersection(hashes)
         where = self._where
         for key in held:
             where[key].append(label)
-        same = self._agreed.intersection(zip(summary.hashes, summary.identities, strict=True))
+        same = self._agreed.intersection(zip(hashes, identities, strict=True))
         if len(same) == len(held):
             return []  # the usual case, found with set operations alone
-        theirs = dict(zip(summary.hashes, summary.identities, strict=True))
+        theirs = dict(zip(hashes, identities, strict=True))
         conflicts = []
         for key in sorted(held - {key for key, _ in same}):
             for field, a, b in zip(
@@ -197,5 +198,5 @@ def consolidate(
     """Per-package summaries of a ref (sorted by name) and the conflicts between its indexes."""
     consolidator = Consolidator(root, root_label)
     for label, summary in stacks.items():
-        consolidator.add(label, summary)
+        consolidator.add(label, summary.hashes, summary.identities)
     return consolidator.finish()

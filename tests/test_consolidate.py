@@ -50,13 +50,14 @@ def test_stacks_folded_in_any_order_give_the_same_summaries_and_conflicts() -> N
     for order in itertools.permutations(STACKS):
         consolidator = Consolidator(ROOT)
         for label in order:
-            consolidator.add(label, STACKS[label])
+            consolidator.add(label, STACKS[label].hashes, STACKS[label].identities)
         assert consolidator.folded == set(STACKS)
         assert consolidator.finish() == expected
 
 
 def test_a_stack_cannot_be_folded_in_twice() -> None:
     consolidator = Consolidator(ROOT)
-    consolidator.add("e4s", STACKS["e4s"])
+    e4s = STACKS["e4s"]
+    consolidator.add("e4s", e4s.hashes, e4s.identities)
     with pytest.raises(ValueError, match="'e4s' is already consolidated"):
-        consolidator.add("e4s", STACKS["e4s"])
+        consolidator.add("e4s", e4s.hashes, e4s.identities)
