@@ -3,7 +3,7 @@
 Decoding a 100+ MB index holds the GIL for seconds, so it runs in worker processes (forkserver
 start: the event loop's threads are never forked; workers import the decoder once).
 :class:`DecodeQueue` runs at most one job per worker and takes the most urgent first: the
-shards of a root index, which everything waits for, go before stacks still queued.
+parts or shards of a root index, which everything waits for, go before stacks still queued.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def _warm_up(pool: concurrent.futures.ProcessPoolExecutor, workers: int) -> None
 class DecodeQueue:
     """Runs decoding jobs on a process pool, at most one per worker, by priority.
 
-    A plain executor runs jobs in submission order; here a root shard submitted late still goes
+    A plain executor runs jobs in submission order; here a root part submitted late still goes
     before the stacks that are waiting, so the largest job is never last in line.
     """
 

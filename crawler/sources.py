@@ -3,7 +3,8 @@
 For each source, :class:`SourceReader` first tries to prove that a cached summary is current
 (see :mod:`crawler.state`), and otherwise downloads the index (at most ``concurrency`` at a time)
 and has it decoded by a pool of worker processes, so that a 300 MB index never stalls the event
-loop or the other downloads. Every outcome, good or bad, is returned as a :class:`SourceOutcome`;
+loop or the other downloads; a root index is decoded while it downloads
+(:mod:`crawler.progressive`). Every outcome, good or bad, is returned as a :class:`SourceOutcome`;
 only cancellation propagates.
 """
 

@@ -4,7 +4,7 @@ Next to the output, under ``<output>/.crawler/``:
 
 * ``cache/<kind>-<sha256>.parts.msgpack``: the summary of an index file with that SHA-256 (a pure
   function of the bytes and of whether it is a root or a stack index, so it can be reused
-  whenever the same bytes come back), stored as the decoding workers returned it (the shards
+  whenever the same bytes come back), stored as the decoding workers returned it (the parts
   of a root index, the :class:`~crawler.validate.SourceSummary` of a stack), so that saving it
   costs no encoding;
 * ``state/<branch>.json``: per source of the last published sync, its URL, SHA-256, size, ETag
