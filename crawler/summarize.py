@@ -199,21 +199,11 @@ class _RootPart:
             assert isinstance(keys, set)
             keys.update(records)
         check, number = self.check, self.numbers.setdefault
-        typed = list(_typed(records, _ROOT, check))
-        # Without a complete key set or known absent hashes, no edge can make a record invalid
-        # here: the hashes this part does not hold are only noted, for the whole piece at once.
-        each_edge = self.complete or bool(self.missing)
-        if not each_edge:
-            assert isinstance(self.keys, set)
-            edges = {dep.hash for _, record in typed for dep in record.spec.dependencies}
-            self.foreign |= edges.difference(self.keys)
-        for key, record in typed:
+        for key, record in _typed(records, _ROOT, check):
             node = record.spec
             arch = node.arch
             fields = (node.name, node.version, arch.platform, arch.platform_os, arch.target_name)
-            problem = check.problem(key, node.hash, fields)
-            if problem is None and each_edge:
-                problem = self._dependencies(node.dependencies)
+            problem = check.problem(key, node.hash, fields) or self._dependencies(node.dependencies)
             if problem:
                 check.reject(key, problem)
                 continue
@@ -243,7 +233,7 @@ class _RootPart:
                 continue
             if self.complete or found in self.missing:
                 return f"dependency {dep.name}/{found} is not in this index"
-            self.foreign.add(found)  # with ``missing`` known: another part holds it
+            self.foreign.add(found)
         return None
 
     def _plain_variants(self, parameters: dict[str, PlainValue]) -> None:
