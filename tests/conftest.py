@@ -47,6 +47,16 @@ class Fault:
     reset: bool = False
 
 
+class SleepRecorder:
+    """An async ``sleep`` that records what it was asked to wait and returns at once."""
+
+    def __init__(self) -> None:
+        self.waits: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.waits.append(seconds)
+
+
 @dataclass
 class MirrorServer:
     """A running loopback server for one mirror tree."""

@@ -22,7 +22,7 @@ import yaml
 from crawler.cli import main_async
 from crawler.synth import SynthRef, SynthSpec, build_mirror
 
-from .conftest import Fault, MirrorServer, ServeMirror, fast_config, tree_bytes
+from .conftest import Fault, MirrorServer, ServeMirror, SleepRecorder, fast_config, tree_bytes
 
 BUCKET = "s3://spack-binaries/"
 Discovery = dict[str, list[dict[str, str]]]
@@ -34,16 +34,6 @@ SPECS = (
 )
 #: The next state of the mirror: one more spec, in every index, so every checksum changes.
 NEXT_SPECS = (*SPECS, SynthSpec("cmake", "3.30.5", stacks=("s1", "s2")))
-
-
-class SleepRecorder:
-    """An async ``sleep`` that records what it was asked to wait and returns at once."""
-
-    def __init__(self) -> None:
-        self.waits: list[float] = []
-
-    async def __call__(self, seconds: float) -> None:
-        self.waits.append(seconds)
 
 
 @dataclass

@@ -38,6 +38,7 @@ from .conftest import (
     Fault,
     LockHolder,
     ServeSlowMirror,
+    SleepRecorder,
     SlowMirrorServer,
     dead_pid,
     fast_config,
@@ -61,16 +62,6 @@ NEXT = (*SPECS, CMAKE)
 
 
 # --- helpers ----------------------------------------------------------------------------------
-
-
-class SleepRecorder:
-    """An async ``sleep`` that records what it was asked to wait and returns at once."""
-
-    def __init__(self) -> None:
-        self.waits: list[float] = []
-
-    async def __call__(self, seconds: float) -> None:
-        self.waits.append(seconds)
 
 
 @dataclass
