@@ -23,6 +23,7 @@ records pointing at them.
 from __future__ import annotations
 
 import gzip
+import itertools
 import mmap
 import os
 import zlib
@@ -61,7 +62,6 @@ R = TypeVar("R", Record, StackRecord)
 _RAW = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _MEMO_LIMIT = 50_000
 _FLAG = -1  # what a memo gives for compiler flags, which are not variants
-_SEPARATOR = IDENTITY_SEPARATOR
 
 
 class _Decoders(Generic[R]):
@@ -384,12 +384,20 @@ def load_root_shard(data: bytes) -> RootShard:
     return msgspec.msgpack.decode(data, type=RootShard)
 
 
+def _keys(valid: Iterable[str], invalid: Iterable[InvalidRecord]) -> set[str]:
+    """Every key a reading listed, valid or not: as many as the records it read, unless its
+    pieces repeated a key."""
+    keys = set(valid)
+    keys.update(record.hash for record in invalid)
+    return keys
+
+
 def root_gaps(shards: list[RootShard]) -> list[str] | None:
     """Dependency hashes that no shard holds, or None when shards hold the same key twice."""
-    keys: set[str] = set()
-    for shard in shards:
-        keys.update(shard.hashes)
-        keys.update(r.hash for r in shard.invalid)
+    keys = _keys(
+        itertools.chain.from_iterable(shard.hashes for shard in shards),
+        itertools.chain.from_iterable(shard.invalid for shard in shards),
+    )
     if len(keys) != sum(shard.records for shard in shards):
         return None
     return sorted({h for shard in shards for h in shard.foreign if h not in keys})
@@ -468,7 +476,7 @@ def _stack(version: str, pieces: Iterable[Records[StackRecord]]) -> SourceSummar
                 strict=True,
             )
         )
-        texts = list(map(_SEPARATOR.join, fields))
+        texts = list(map(IDENTITY_SEPARATOR.join, fields))
         if check.all_pass(keys, [n.hash for n in nodes], texts, {f[0] for f in fields}):
             hashes += keys
             identities += texts
@@ -480,7 +488,7 @@ def _stack(version: str, pieces: Iterable[Records[StackRecord]]) -> SourceSummar
                 continue
             hashes.append(key)
             identities.append(text)
-    if len(set(hashes).union(r.hash for r in check.invalid)) != records:
+    if len(_keys(hashes, check.invalid)) != records:
         raise Overlap
     invalid = sorted(check.invalid, key=lambda r: (r.hash, r.reason))
     return SourceSummary(version, records, 0, hashes, [], identities, invalid)
