@@ -2,8 +2,8 @@
 
 Decoding a 100+ MB index holds the GIL for seconds, so it runs in worker processes (forkserver
 start: the event loop's threads are never forked; workers import the decoder once).
-:class:`DecodeQueue` runs at most one job per worker and takes the most urgent first: the
-parts or shards of a root index, which everything waits for, go before stacks still queued.
+:class:`DecodeQueue` takes the most urgent job first: the parts or shards of a root index,
+which everything waits for, go before stacks still queued.
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ from .errors import WorkerError
 
 #: Priorities of :meth:`DecodeQueue.run` (lower first).
 ROOT_FIRST, STACKS_AFTER = 0, 1
+#: Jobs handed to the pool per worker: one running, the others waiting in the pool's queue.
+_IN_FLIGHT = 3
 
 
 def _decode_pool(workers: int) -> concurrent.futures.ProcessPoolExecutor:
@@ -77,10 +79,14 @@ def _warm_up(pool: concurrent.futures.ProcessPoolExecutor, workers: int) -> None
 
 
 class DecodeQueue:
-    """Runs decoding jobs on a process pool, at most one per worker, by priority.
+    """Runs decoding jobs on a process pool, by priority.
 
     A plain executor runs jobs in submission order; here a root part submitted late still goes
-    before the stacks that are waiting, so the largest job is never last in line.
+    before the stacks that are waiting, so the largest job is never last in line. The pool is
+    handed :data:`_IN_FLIGHT` jobs per worker, not one: a worker that finishes a job starts the
+    next at once, rather than idling until the event loop (busy merging a root, or folding a
+    stack into the branch) gets round to handing it one. A root part submitted late waits
+    behind at most two jobs per worker.
     """
 
     def __init__(self, workers: int) -> None:
@@ -89,6 +95,12 @@ class DecodeQueue:
         self._order = itertools.count()
         self._pool: concurrent.futures.ProcessPoolExecutor | None = None
         self._runners: list[asyncio.Task[None]] = []
+        self._running = 0  # jobs handed to the pool and not settled
+        self._drained = asyncio.Event()  # set when none is
+        self._drained.set()
+        self._open = asyncio.Event()  # cleared while a job waits to run alone
+        self._open.set()
+        self._alone = asyncio.Lock()
 
     def start(self) -> None:
         """Start the workers now, if not yet started, rather than on the first job.
@@ -100,40 +112,73 @@ class DecodeQueue:
         if self._runners:
             return
         pool = self._pool = _decode_pool(self.workers)
-        self._runners = [asyncio.create_task(self._runner()) for _ in range(self.workers)]
+        runners = self.workers * _IN_FLIGHT
+        self._runners = [asyncio.create_task(self._runner()) for _ in range(runners)]
         # Starting a process waits for the forkserver to answer: not on the event loop.
         threading.Thread(target=_warm_up, args=(pool, self.workers), daemon=True).start()
 
     async def run(self, priority: int, fn: Callable[..., bytes], *args: object) -> bytes:
-        """Run ``fn(*args)`` in a worker process when a worker is free; lower priority first."""
+        """Run ``fn(*args)`` in a worker process when a worker is free; lower priority first.
+
+        When a worker process dies (killed, out of memory), every job in flight fails with it,
+        whichever of them killed it. Each of them is run once more, alone on a new pool, so
+        that only the one that kills it again fails, with :class:`WorkerError`.
+        """
         self.start()
         done: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
-        await self._queue.put((priority, next(self._order), (fn, args, done)))
+        await self._queue.put((priority, next(self._order), (fn, args, done, False)))
         return await done
 
     async def _runner(self) -> None:
-        loop = asyncio.get_running_loop()
         while True:
-            _, _, (fn, args, done) = await self._queue.get()
-            if done.cancelled():
+            priority, order, job = await self._queue.get()
+            if job[2].cancelled():
                 continue
-            pool = self._pool
-            try:
-                result = await loop.run_in_executor(pool, fn, *args)
-            except concurrent.futures.process.BrokenProcessPool:
-                if pool is self._pool:  # the first runner to notice replaces it, once
-                    self._restart()
-                if not done.cancelled():
-                    done.set_exception(WorkerError(str(args[1])))
-            except Exception as err:  # handed to the waiting source, which reports it
-                if not done.cancelled():
-                    done.set_exception(err)
+            if not job[3]:
+                while not self._open.is_set():  # a job run again alone goes first
+                    await self._open.wait()
+                broken = await self._attempt(job)
             else:
-                if not done.cancelled():
-                    done.set_result(result)
+                async with self._alone:
+                    self._open.clear()
+                    try:
+                        await self._drained.wait()
+                        broken = await self._attempt(job)
+                    finally:
+                        self._open.set()
+            if broken:
+                fn, args, done, again = job
+                if not again:  # where it stood in line: ahead of later jobs of its priority
+                    self._queue.put_nowait((priority, order, (fn, args, done, True)))
+                elif not done.cancelled():
+                    done.set_exception(WorkerError(str(args[1])))
+
+    async def _attempt(self, job: _Job) -> bool:
+        """Run a job on the pool and settle its result; True if the pool broke meanwhile."""
+        fn, args, done, _ = job
+        pool = self._pool
+        self._running += 1
+        self._drained.clear()
+        try:
+            result = await asyncio.get_running_loop().run_in_executor(pool, fn, *args)
+        except concurrent.futures.process.BrokenProcessPool:
+            if pool is self._pool:  # the first runner to notice replaces it, once
+                self._restart()
+            return True
+        except Exception as err:  # handed to the waiting source, which reports it
+            if not done.cancelled():
+                done.set_exception(err)
+        else:
+            if not done.cancelled():
+                done.set_result(result)
+        finally:
+            self._running -= 1
+            if not self._running:
+                self._drained.set()
+        return False
 
     def _restart(self) -> None:
-        """Replace a pool whose process died (the other jobs in it fail and are reported)."""
+        """Replace a pool whose process died (the jobs in it are run again, see :meth:`run`)."""
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
         self._pool = _decode_pool(self.workers)
@@ -150,4 +195,5 @@ class DecodeQueue:
             self._pool = None
 
 
-_Job = tuple[Callable[..., bytes], tuple[object, ...], "asyncio.Future[bytes]"]
+#: A job: the function, its arguments, its result, and whether it is run again (see :meth:`run`).
+_Job = tuple[Callable[..., bytes], tuple[object, ...], "asyncio.Future[bytes]", bool]

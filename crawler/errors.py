@@ -11,7 +11,7 @@
     │   └── ChecksumError       the bytes do not match the checksum the mirror promised
     ├── IndexFormatError        a discovery document or index not shaped as FORMAT.md says
     │   └── UnsupportedVersionError   an index whose Database version is not 6, 7 or 8
-    ├── WorkerError             a decoding process died (url); the pool is restarted
+    ├── WorkerError             a decoding process died twice on one index (url)
     ├── BranchError             one branch could not be synced (branch, reason); others go on
     ├── OutputError             the output directory cannot be written (path, reason)
     ├── LockBusyError           another run holds the output's lock (crawler.lock: path, holder)
@@ -119,7 +119,8 @@ class UnsupportedVersionError(IndexFormatError):
 
 
 class WorkerError(CrawlerError):
-    """A decoding process died while reading an index (killed, or out of memory)."""
+    """A decoding process died while reading an index (killed, or out of memory), and again
+    when that index was read alone on a new pool (see :meth:`.DecodeQueue.run`)."""
 
     def __init__(self, url: str) -> None:
         self.url = url
