@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import itertools
 from collections import Counter, defaultdict
 from collections.abc import Iterator, Mapping
 from operator import attrgetter
+from typing import NamedTuple
 
 import msgspec
 
@@ -101,6 +103,14 @@ class Consolidator:
             self._agreed = set(self._ours.items())
             self._where = {key: [root_label] for key in self._ours}
             self._conflicts: dict[str, list[Conflict]] = {}
+            # What the stacks cannot change, found now, while stacks still decode: the
+            # packages, their specs sorted by hash, and the root's part of their meta.
+            by_package: dict[str, list[SpecRow]] = defaultdict(list)
+            for row in sorted(root.specs, key=attrgetter("hash")):  # details by hash
+                by_package[row.name].append(row)
+            self._packages = {
+                name: (rows, _RootMeta.of(rows)) for name, rows in sorted(by_package.items())
+            }
 
     @property
     def folded(self) -> set[str]:
@@ -140,27 +150,48 @@ class Consolidator:
         """Per-package summaries (sorted by name) and the conflicts, from what was folded in;
         nothing can be folded in afterwards."""
         with paused_gc():
-            # Equal label tuples are shared: 60,000+ specs hold few distinct combinations.
-            shared: dict[tuple[str, ...], tuple[str, ...]] = {}
-            labels = {}
-            for key, holders in self._where.items():
-                unsorted = tuple(holders)
-                sorted_labels = shared.get(unsorted)
-                if sorted_labels is None:
-                    sorted_labels = shared[unsorted] = tuple(sorted(unsorted))
-                labels[key] = sorted_labels
+            where = self._where
             # Free what only folding needed before the packages are built.
             self._ours, self._agreed, self._specs, self._where = {}, set(), set(), {}
-            by_package: dict[str, list[tuple[SpecRow, tuple[str, ...]]]] = defaultdict(list)
-            for row in sorted(self.root.specs, key=attrgetter("hash")):  # details by hash
-                by_package[row.name].append((row, labels[row.hash]))
-            packages = {name: _package(rows) for name, rows in sorted(by_package.items())}
+            # Equal label tuples are shared: 60,000+ specs hold few distinct combinations.
+            shared: dict[tuple[str, ...], tuple[str, ...]] = {}
+            packages = {}
+            for name, (rows, meta) in self._packages.items():
+                labels = []
+                for row in rows:
+                    unsorted = tuple(where[row.hash])
+                    sorted_labels = shared.get(unsorted)
+                    if sorted_labels is None:
+                        sorted_labels = shared[unsorted] = tuple(sorted(unsorted))
+                    labels.append(sorted_labels)
+                packages[name] = _package(rows, labels, meta)
+            self._packages = {}
         conflicts = [c for label in sorted(self._conflicts) for c in self._conflicts[label]]
         return packages, conflicts
 
 
-def _package(rows: list[tuple[SpecRow, tuple[str, ...]]]) -> PackageSummary:
-    """A package's summary from its rows, which come sorted by hash."""
+class _RootMeta(NamedTuple):
+    """The part of a package's ``meta`` that only the root's records decide."""
+
+    compilers: list[str]
+    oss: list[str]
+    platforms: list[str]
+    targets: list[str]
+    versions: list[str]
+
+    @classmethod
+    def of(cls, rows: list[SpecRow]) -> _RootMeta:
+        return cls(
+            compilers=sorted({row.compiler for row in rows}),
+            oss=sorted({row.os for row in rows}),
+            platforms=sorted({row.platform for row in rows}),
+            targets=sorted({row.target for row in rows}),
+            versions=sorted({row.version for row in rows}),
+        )
+
+
+def _package(rows: list[SpecRow], labels: list[tuple[str, ...]], meta: _RootMeta) -> PackageSummary:
+    """A package's summary from its rows, sorted by hash, and each one's stacks."""
     details = [
         SpecDetail(
             row.compiler,
@@ -173,23 +204,22 @@ def _package(rows: list[tuple[SpecRow, tuple[str, ...]]]) -> PackageSummary:
             row.variants,
             (row.version,),
         )
-        for row, stacks in rows
+        for row, stacks in zip(rows, labels, strict=True)
     ]
-    by_stack: Counter[str] = Counter()
-    for stacks, count in Counter(stacks for _, stacks in rows).items():
-        for label in stacks:
-            by_stack[label] += count
-    meta = PackageMeta(
-        compilers=sorted({row.compiler for row, _ in rows}),
-        num_specs=len(details),
-        num_specs_by_stack=dict(sorted(by_stack.items())),
-        oss=sorted({row.os for row, _ in rows}),
-        platforms=sorted({row.platform for row, _ in rows}),
-        stacks=sorted(by_stack),
-        targets=sorted({row.target for row, _ in rows}),
-        versions=sorted({row.version for row, _ in rows}),
+    by_stack = Counter(itertools.chain.from_iterable(labels))
+    return PackageSummary(
+        PackageMeta(
+            compilers=meta.compilers,
+            num_specs=len(details),
+            num_specs_by_stack=dict(sorted(by_stack.items())),
+            oss=meta.oss,
+            platforms=meta.platforms,
+            stacks=sorted(by_stack),
+            targets=meta.targets,
+            versions=meta.versions,
+        ),
+        details,
     )
-    return PackageSummary(meta, details)
 
 
 def consolidate(
