@@ -38,7 +38,7 @@ came or went but stacks did gain or lose specs, it adds how many stack membershi
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Mapping
 from typing import Any
 
@@ -77,6 +77,7 @@ class _Index(msgspec.Struct, frozen=True, gc=False):
 
 #: ``(package, hash) -> stacks`` of every spec of an index.
 SpecStacks = dict[tuple[str, str], frozenset[str]]
+_NONE: frozenset[str] = frozenset()
 _Specs = SpecStacks
 
 
@@ -123,21 +124,26 @@ def changes_between(branch: str, before: SpecStacks | None, after: SpecStacks) -
     before = before or {}
     added: dict[str, list[str]] = defaultdict(list)
     removed: dict[str, list[str]] = defaultdict(list)
-    by_stack: dict[str, dict[str, int]] = defaultdict(lambda: {"added": 0, "removed": 0})
+    # How many specs went from one set of stacks to another: a few distinct moves, counted
+    # once each, rather than two set differences per spec.
+    moves: Counter[tuple[frozenset[str], frozenset[str]]] = Counter()
     for key, stacks in after.items():
         previous = before.get(key)
         if previous is None:
             added[key[0]].append(key[1])
-            previous = frozenset()
-        for label in stacks - previous:
-            by_stack[label]["added"] += 1
-        for label in previous - stacks:
-            by_stack[label]["removed"] += 1
+            moves[_NONE, stacks] += 1
+        elif previous != stacks:
+            moves[previous, stacks] += 1
     for key, stacks in before.items():
         if key not in after:
             removed[key[0]].append(key[1])
-            for label in stacks:
-                by_stack[label]["removed"] += 1
+            moves[stacks, _NONE] += 1
+    by_stack: dict[str, dict[str, int]] = defaultdict(lambda: {"added": 0, "removed": 0})
+    for (old, new), count in moves.items():
+        for label in new - old:
+            by_stack[label]["added"] += count
+        for label in old - new:
+            by_stack[label]["removed"] += count
     packages_before = {name for name, _ in before}
     packages_after = {name for name, _ in after}
     return {
