@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import gc
+import heapq
 import itertools
 import multiprocessing
 import os
@@ -91,16 +92,17 @@ class DecodeQueue:
 
     def __init__(self, workers: int) -> None:
         self.workers = workers
-        self._queue: asyncio.PriorityQueue[tuple[int, int, _Job]] = asyncio.PriorityQueue()
+        self._queue: asyncio.PriorityQueue[_Entry] = asyncio.PriorityQueue()
         self._order = itertools.count()
         self._pool: concurrent.futures.ProcessPoolExecutor | None = None
         self._runners: list[asyncio.Task[None]] = []
         self._running = 0  # jobs handed to the pool and not settled
         self._drained = asyncio.Event()  # set when none is
         self._drained.set()
-        self._open = asyncio.Event()  # cleared while a job waits to run alone
+        self._reruns: list[_Entry] = []  # a heap: jobs a dying worker took down, to run alone
+        self._rerunner: asyncio.Task[None] | None = None
+        self._open = asyncio.Event()  # cleared while there are reruns: other jobs wait
         self._open.set()
-        self._alone = asyncio.Lock()
 
     def start(self) -> None:
         """Start the workers now, if not yet started, rather than on the first job.
@@ -120,42 +122,48 @@ class DecodeQueue:
     async def run(self, priority: int, fn: Callable[..., bytes], *args: object) -> bytes:
         """Run ``fn(*args)`` in a worker process when a worker is free; lower priority first.
 
-        When a worker process dies (killed, out of memory), every job in flight fails with it,
-        whichever of them killed it. Each of them is run once more, alone on a new pool, so
-        that only the one that kills it again fails, with :class:`WorkerError`.
+        When a worker process dies (killed, out of memory), every job in the pool fails with
+        it, whichever of them killed it. Those jobs are run again, by priority, each alone on
+        the new pool (other jobs wait meanwhile), so that only one that kills its worker again
+        fails, with :class:`WorkerError`. With 3 jobs per worker in the pool, a death on an
+        8-worker pool means up to 24 jobs run one at a time: slow, but it happens only when a
+        worker is killed.
         """
         self.start()
         done: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
-        await self._queue.put((priority, next(self._order), (fn, args, done, False)))
+        await self._queue.put((priority, next(self._order), (fn, args, done)))
         return await done
 
     async def _runner(self) -> None:
         while True:
-            priority, order, job = await self._queue.get()
-            if job[2].cancelled():
-                continue
-            if not job[3]:
-                while not self._open.is_set():  # a job run again alone goes first
-                    await self._open.wait()
-                broken = await self._attempt(job)
-            else:
-                async with self._alone:
-                    self._open.clear()
-                    try:
-                        await self._drained.wait()
-                        broken = await self._attempt(job)
-                    finally:
-                        self._open.set()
-            if broken:
-                fn, args, done, again = job
-                if not again:  # where it stood in line: ahead of later jobs of its priority
-                    self._queue.put_nowait((priority, order, (fn, args, done, True)))
-                elif not done.cancelled():
-                    done.set_exception(WorkerError(str(args[1])))
+            entry = await self._queue.get()
+            while not self._open.is_set():  # jobs run again go first, alone
+                await self._open.wait()
+            if not entry[2][2].cancelled() and await self._attempt(entry[2]):
+                self._rerun(entry)
+
+    def _rerun(self, entry: _Entry) -> None:
+        """Queue a job the pool broke under to run again alone (see :meth:`run`)."""
+        heapq.heappush(self._reruns, entry)
+        self._open.clear()
+        if self._rerunner is None or self._rerunner.done():
+            self._rerunner = asyncio.create_task(self._run_reruns())
+
+    async def _run_reruns(self) -> None:
+        try:
+            while self._reruns:
+                await self._drained.wait()  # the jobs still in the pool, broken or not
+                _, _, job = heapq.heappop(self._reruns)
+                if not job[2].cancelled() and await self._attempt(job):
+                    _, args, done = job
+                    if not done.cancelled():
+                        done.set_exception(WorkerError(str(args[1])))
+        finally:
+            self._open.set()
 
     async def _attempt(self, job: _Job) -> bool:
         """Run a job on the pool and settle its result; True if the pool broke meanwhile."""
-        fn, args, done, _ = job
+        fn, args, done = job
         pool = self._pool
         self._running += 1
         self._drained.clear()
@@ -188,6 +196,9 @@ class DecodeQueue:
         for runner in self._runners:
             runner.cancel()
         self._runners = []
+        if self._rerunner is not None:
+            self._rerunner.cancel()
+            self._rerunner = None
         if self._pool is not None:
             for process in list(getattr(self._pool, "_processes", {}).values()):
                 process.terminate()
@@ -195,5 +206,7 @@ class DecodeQueue:
             self._pool = None
 
 
-#: A job: the function, its arguments, its result, and whether it is run again (see :meth:`run`).
-_Job = tuple[Callable[..., bytes], tuple[object, ...], "asyncio.Future[bytes]", bool]
+#: A job: the function, its arguments, and its result.
+_Job = tuple[Callable[..., bytes], tuple[object, ...], "asyncio.Future[bytes]"]
+#: A job in line: its priority, its place in the order jobs came, the job.
+_Entry = tuple[int, int, _Job]

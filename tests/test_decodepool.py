@@ -38,6 +38,31 @@ def _die_once(marker: str, url: str) -> bytes:
     raise AssertionError("unreachable")
 
 
+def _die_first_then(marker: str, url: str) -> bytes:
+    """The first run kills its worker after a while; the next creates ``marker + ".again"``,
+    then takes a while and succeeds."""
+    if not os.path.exists(marker):
+        open(marker, "w").close()
+        time.sleep(0.3)
+        os.kill(os.getpid(), signal.SIGKILL)
+    open(marker + ".again", "w").close()
+    time.sleep(0.3)
+    return url.encode()
+
+
+def _touch(marker: str, url: str) -> bytes:
+    open(marker, "w").close()
+    return url.encode()
+
+
+async def _until(path: str) -> None:
+    for _ in range(600):
+        if os.path.exists(path):
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{path} never appeared")
+
+
 @pytest.mark.parametrize("workers", [1, 2])
 async def test_a_job_that_kills_its_worker_fails_alone(workers: int) -> None:
     """Every job in flight fails when a worker dies; each is run again, alone, on a new pool,
@@ -91,3 +116,67 @@ async def test_most_urgent_job_first() -> None:
     finally:
         queue.close()
     assert finished == ["s1", "s2", "s3", "root", "s4", "s5"]
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+async def test_two_killers_in_a_stream(workers: int) -> None:
+    """Two jobs that always kill their worker, among sixteen: exactly those two fail."""
+    queue = DecodeQueue(workers)
+    killers = {3, 11}
+    try:
+        jobs = [
+            queue.run(1, _die, "x", f"u{i}") if i in killers else queue.run(1, _echo, "x", f"u{i}")
+            for i in range(16)
+        ]
+        results = await asyncio.wait_for(asyncio.gather(*jobs, return_exceptions=True), 120)
+    finally:
+        queue.close()
+    for i, result in enumerate(results):
+        if i in killers:
+            assert isinstance(result, WorkerError), (i, result)
+        else:
+            assert result == f"x from u{i}".encode(), (i, result)
+
+
+async def test_jobs_run_again_by_priority(tmp_path: os.PathLike[str]) -> None:
+    """The jobs a dying worker took down run again most urgent first, then in the order they
+    came, whatever the order in which their failures were noticed."""
+    queue = DecodeQueue(1)
+    finished: list[str] = []
+
+    async def job(priority: int, fn: object, marker: str, name: str) -> None:
+        await queue.run(priority, fn, marker, name)  # type: ignore[arg-type]
+        finished.append(name)
+
+    marker = os.path.join(tmp_path, "killer")
+    try:
+        await queue.run(0, _echo, "warm", "up")
+        tasks = [asyncio.create_task(job(1, _die_first_then, marker, "killer"))]
+        await _until(marker)  # the killer runs: the next two wait in the pool behind it
+        tasks.append(asyncio.create_task(job(1, _echo, "", "stack")))
+        tasks.append(asyncio.create_task(job(0, _echo, "", "root")))
+        await asyncio.wait_for(asyncio.gather(*tasks), 60)
+    finally:
+        queue.close()
+    assert finished == ["root", "killer", "stack"]
+
+
+async def test_a_cancelled_job_is_not_run_again(tmp_path: os.PathLike[str]) -> None:
+    """A job taken down by a dying worker and cancelled before its turn to run again (its
+    source was abandoned meanwhile) is not run at all."""
+    queue = DecodeQueue(1)
+    killer = os.path.join(tmp_path, "killer")
+    touched = os.path.join(tmp_path, "touched")
+    try:
+        await queue.run(0, _echo, "warm", "up")
+        first = asyncio.create_task(queue.run(1, _die_first_then, killer, "k"))
+        await _until(killer)
+        second = asyncio.create_task(queue.run(1, _touch, touched, "t"))
+        await _until(killer + ".again")  # the killer runs again, alone; the other waits
+        second.cancel()
+        assert await asyncio.wait_for(first, 60) == b"k"
+        await queue.run(1, _echo, "after", "u")  # the queue goes on
+    finally:
+        queue.close()
+    assert second.cancelled()
+    assert not os.path.exists(touched)
