@@ -103,6 +103,7 @@ class Consolidator:
             self._agreed = set(self._ours.items())
             self._where = {key: [root_label] for key in self._ours}
             self._conflicts: dict[str, list[Conflict]] = {}
+            self._finished = False
             # What the stacks cannot change, found now, while stacks still decode: the
             # packages, their specs sorted by hash, and the root's part of their meta.
             by_package: dict[str, list[SpecRow]] = defaultdict(list)
@@ -122,6 +123,8 @@ class Consolidator:
         :class:`SourceSummary`): which root specs it holds, where it disagrees with the root."""
         if label in self._conflicts:
             raise ValueError(f"stack {label!r} is already consolidated")
+        if self._finished:
+            raise ValueError("the consolidation is finished")
         with paused_gc():
             self._conflicts[label] = self._add(label, hashes, identities)
 
@@ -149,6 +152,9 @@ class Consolidator:
     def finish(self) -> tuple[dict[str, PackageSummary], list[Conflict]]:
         """Per-package summaries (sorted by name) and the conflicts, from what was folded in;
         nothing can be folded in afterwards."""
+        if self._finished:
+            raise ValueError("the consolidation is finished")
+        self._finished = True
         with paused_gc():
             where = self._where
             # Free what only folding needed before the packages are built.

@@ -61,3 +61,14 @@ def test_a_stack_cannot_be_folded_in_twice() -> None:
     consolidator.add("e4s", e4s.hashes, e4s.identities)
     with pytest.raises(ValueError, match="'e4s' is already consolidated"):
         consolidator.add("e4s", e4s.hashes, e4s.identities)
+
+
+def test_nothing_is_folded_in_or_finished_after_the_finish() -> None:
+    """finish() frees what folding needs: a later add() or finish() is a mistake, said so."""
+    consolidator = Consolidator(ROOT)
+    consolidator.finish()
+    e4s = STACKS["e4s"]
+    with pytest.raises(ValueError, match="finished"):
+        consolidator.add("e4s", e4s.hashes, e4s.identities)
+    with pytest.raises(ValueError, match="finished"):
+        consolidator.finish()
