@@ -192,13 +192,16 @@ class DecodeQueue:
         self._pool = _decode_pool(self.workers)
 
     def close(self) -> None:
-        """Stop the runners and the workers; a decode still running is abandoned."""
+        """Stop the runners and the workers; a decode still running is abandoned. A later
+        :meth:`run` starts new ones."""
         for runner in self._runners:
             runner.cancel()
         self._runners = []
         if self._rerunner is not None:
             self._rerunner.cancel()
             self._rerunner = None
+        self._reruns = []
+        self._open.set()
         if self._pool is not None:
             for process in list(getattr(self._pool, "_processes", {}).values()):
                 process.terminate()

@@ -199,7 +199,7 @@ class SourceReader:
         self.decoder = DecodeQueue(config.decode_workers or min(os.cpu_count() or 1, 8))
 
     def close(self) -> None:
-        """Stop the decoding workers (also on cancellation)."""
+        """Stop the decoding workers (also on cancellation); a later read starts new ones."""
         self.decoder.close()
 
     async def read(

@@ -290,6 +290,7 @@ class Syncer:
                     return self._done(branch, "partial", report, clock, reason)
                 return self._done(branch, "unchanged", report, clock, "output is current")
             root, stacks = await self._summaries(reader, branch, outcomes, work)
+            reader.close()  # nothing is left to decode: free the workers' memory for the output
             # A source read again (unreadable cache) may have brought other bytes.
             entries = [o.index_entry() for o in outcomes]
             inputs = fingerprint(entries, formats, self.mirror.base, locations)

@@ -24,6 +24,7 @@ from aiohttp.test_utils import TestServer
 
 from crawler import chunks, fetch, progressive
 from crawler.cli import main, main_async
+from crawler.consolidate import Consolidator
 from crawler.decodepool import DecodeQueue
 from crawler.progressive import RootParts
 from crawler.synth import SynthRef, build_mirror, generate_specs, index_document
@@ -219,3 +220,37 @@ def test_a_warm_sync_of_a_local_mirror_starts_no_decoding_process(
     assert len(started) == 1
     assert main(argv) == 6  # unchanged
     assert len(started) == 1
+
+
+def test_decoding_processes_stop_before_the_output_is_built(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The workers are idle once every source of a branch is read, but hold their memory: they
+    are stopped before the branch's output is built (when the main process peaks), and the next
+    branch starts new ones."""
+    mirror = tmp_path / "mirror"
+    build_mirror(mirror, [SynthRef("develop", SPECS), SynthRef("v1.0", SPECS[:5])])
+    events: list[str] = []
+    start, close, finish = DecodeQueue.start, DecodeQueue.close, Consolidator.finish
+
+    def starting(self: DecodeQueue) -> None:
+        if not self._runners:
+            events.append("start")
+        start(self)
+
+    def closing(self: DecodeQueue) -> None:
+        if self._runners:
+            events.append("close")
+        close(self)
+
+    def finishing(self: Consolidator) -> tuple[object, object]:
+        events.append("finish")
+        return finish(self)
+
+    monkeypatch.setattr(DecodeQueue, "start", starting)
+    monkeypatch.setattr(DecodeQueue, "close", closing)
+    monkeypatch.setattr(Consolidator, "finish", finishing)
+    config = tmp_path / "local.yaml"
+    config.write_text(yaml.safe_dump(fast_config(mirror.as_uri(), tmp_path / "out")))
+    assert main(["sync", "--all", "--config", str(config), "-q"]) == 0
+    assert events == ["start", "close", "finish"] * 2
