@@ -18,6 +18,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from multiprocessing.process import BaseProcess
 
 from .errors import WorkerError
 
@@ -31,12 +32,24 @@ def _decode_pool(workers: int) -> concurrent.futures.ProcessPoolExecutor:
     # forkserver: the event loop's threads are never forked; workers import the decoder once.
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(["crawler.summarize"])
-    return concurrent.futures.ProcessPoolExecutor(
+    pool = concurrent.futures.ProcessPoolExecutor(
         max_workers=workers,
         mp_context=context,
         initializer=_start_worker,
         initargs=(os.getpid(),),
     )
+    # All workers at the first job, none later. Otherwise (forkserver) Python 3.11+ starts them
+    # one by one as jobs come; a worker that dies while another is being started leaves the
+    # newcomer unknown to the pool's manager thread, which then waits for it forever, and the
+    # crawler with it at exit. The attribute is private; without it, workers come one by one.
+    if hasattr(pool, "_safe_to_dynamically_spawn_children"):
+        pool._safe_to_dynamically_spawn_children = False
+    return pool
+
+
+def _processes(pool: concurrent.futures.ProcessPoolExecutor) -> list[BaseProcess]:
+    """The worker processes a pool has started (a private attribute, None after shutdown)."""
+    return list((getattr(pool, "_processes", None) or {}).values())
 
 
 def _start_worker(crawler_pid: int) -> None:
@@ -95,6 +108,7 @@ class DecodeQueue:
         self._queue: asyncio.PriorityQueue[_Entry] = asyncio.PriorityQueue()
         self._order = itertools.count()
         self._pool: concurrent.futures.ProcessPoolExecutor | None = None
+        self._retired: list[BaseProcess] = []  # of replaced pools
         self._runners: list[asyncio.Task[None]] = []
         self._running = 0  # jobs handed to the pool and not settled
         self._drained = asyncio.Event()  # set when none is
@@ -137,10 +151,14 @@ class DecodeQueue:
     async def _runner(self) -> None:
         while True:
             entry = await self._queue.get()
-            while not self._open.is_set():  # jobs run again go first, alone
-                await self._open.wait()
-            if not entry[2][2].cancelled() and await self._attempt(entry[2]):
-                self._rerun(entry)
+            try:
+                while not self._open.is_set():  # jobs run again go first, alone
+                    await self._open.wait()
+                if not entry[2][2].cancelled() and await self._attempt(entry[2]):
+                    self._rerun(entry)
+            except asyncio.CancelledError:  # closed: its caller must not wait for ever
+                entry[2][2].cancel()
+                raise
 
     def _rerun(self, entry: _Entry) -> None:
         """Queue a job the pool broke under to run again alone (see :meth:`run`)."""
@@ -153,11 +171,14 @@ class DecodeQueue:
         try:
             while self._reruns:
                 await self._drained.wait()  # the jobs still in the pool, broken or not
-                _, _, job = heapq.heappop(self._reruns)
-                if not job[2].cancelled() and await self._attempt(job):
-                    _, args, done = job
-                    if not done.cancelled():
+                _, _, (fn, args, done) = heapq.heappop(self._reruns)
+                try:
+                    broken = not done.cancelled() and await self._attempt((fn, args, done))
+                    if broken and not done.cancelled():
                         done.set_exception(WorkerError(str(args[1])))
+                except asyncio.CancelledError:  # closed: its caller must not wait for ever
+                    done.cancel()
+                    raise
         finally:
             self._open.set()
 
@@ -188,22 +209,34 @@ class DecodeQueue:
     def _restart(self) -> None:
         """Replace a pool whose process died (the jobs in it are run again, see :meth:`run`)."""
         if self._pool is not None:
+            # Its manager thread ends its workers; any left are ended by close().
+            self._retired += _processes(self._pool)
             self._pool.shutdown(wait=False, cancel_futures=True)
-        self._pool = _decode_pool(self.workers)
+        pool = self._pool = _decode_pool(self.workers)
+        threading.Thread(target=_warm_up, args=(pool, self.workers), daemon=True).start()
 
     def close(self) -> None:
-        """Stop the runners and the workers; a decode still running is abandoned. A later
-        :meth:`run` starts new ones."""
+        """Stop the runners and the workers; a decode still running is abandoned, and the
+        callers of jobs not finished see them cancelled. A later :meth:`run` starts new ones."""
         for runner in self._runners:
-            runner.cancel()
+            runner.cancel()  # cancels the job it holds, if any
         self._runners = []
         if self._rerunner is not None:
             self._rerunner.cancel()
             self._rerunner = None
+        waiting = self._reruns
+        while not self._queue.empty():
+            waiting.append(self._queue.get_nowait())
+        for _, _, (_, _, done) in waiting:
+            done.cancel()
         self._reruns = []
         self._open.set()
+        for process in self._retired:
+            if process.is_alive():
+                process.terminate()
+        self._retired = []
         if self._pool is not None:
-            for process in list(getattr(self._pool, "_processes", {}).values()):
+            for process in _processes(self._pool):
                 process.terminate()
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None

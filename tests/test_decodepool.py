@@ -39,14 +39,26 @@ def _die_once(marker: str, url: str) -> bytes:
 
 
 def _die_first_then(marker: str, url: str) -> bytes:
-    """The first run kills its worker after a while; the next creates ``marker + ".again"``,
-    then takes a while and succeeds."""
+    """The first run kills its worker after a while; the next writes when it starts and ends
+    to ``marker + ".again"``, taking a while, and succeeds."""
     if not os.path.exists(marker):
         open(marker, "w").close()
         time.sleep(0.3)
         os.kill(os.getpid(), signal.SIGKILL)
-    open(marker + ".again", "w").close()
-    time.sleep(0.3)
+    with open(marker + ".again", "w") as out:
+        out.write(f"{time.time()} ")
+        out.flush()
+        time.sleep(0.3)
+        out.write(f"{time.time()}")
+    return url.encode()
+
+
+def _timed(log: str, url: str) -> bytes:
+    """Take a while, and append when it started and ended to ``log``."""
+    started = time.time()
+    time.sleep(0.15)
+    with open(log, "a") as out:
+        out.write(f"{started} {time.time()}\n")
     return url.encode()
 
 
@@ -180,3 +192,49 @@ async def test_a_cancelled_job_is_not_run_again(tmp_path: os.PathLike[str]) -> N
         queue.close()
     assert second.cancelled()
     assert not os.path.exists(touched)
+
+
+async def test_a_job_run_again_runs_alone(tmp_path: os.PathLike[str]) -> None:
+    """While a job taken down by a dying worker runs again, no other job runs, not even one
+    queued after the death: were one to kill the worker, it could not tell which did."""
+    queue = DecodeQueue(2)
+    killer = os.path.join(tmp_path, "killer")
+    log = os.path.join(tmp_path, "log")
+    try:
+        await queue.run(0, _echo, "warm", "up")
+        jobs = [asyncio.create_task(queue.run(1, _die_first_then, killer, "k"))]
+        await _until(killer)
+        jobs += [asyncio.create_task(queue.run(1, _timed, log, f"n{i}")) for i in range(8)]
+        await _until(killer + ".again")  # it runs again: jobs that come now must wait
+        jobs += [asyncio.create_task(queue.run(0, _timed, log, f"n{i}")) for i in range(8, 10)]
+        results = await asyncio.wait_for(asyncio.gather(*jobs), 60)
+    finally:
+        queue.close()
+    assert results == [b"k", *(f"n{i}".encode() for i in range(10))]
+    with open(killer + ".again") as again:
+        alone_from, alone_to = map(float, again.read().split())
+    with open(log) as lines:
+        others = [tuple(map(float, line.split())) for line in lines]
+    assert len(others) == 10
+    overlapping = [(a, b) for a, b in others if a < alone_to and b > alone_from]
+    assert not overlapping, (alone_from, alone_to, overlapping)
+
+
+async def test_close_while_jobs_wait_to_run_again(tmp_path: os.PathLike[str]) -> None:
+    """Closing the queue while jobs wait to run again cancels them (their callers do not wait
+    for ever), and the queue starts anew on the next job."""
+    queue = DecodeQueue(1)
+    killer = os.path.join(tmp_path, "killer")
+    try:
+        await queue.run(0, _echo, "warm", "up")
+        first = asyncio.create_task(queue.run(1, _die_first_then, killer, "k"))
+        await _until(killer)
+        second = asyncio.create_task(queue.run(1, _echo, "s", "u"))
+        await _until(killer + ".again")  # runs again alone; the second waits its turn
+        queue.close()
+        _, pending = await asyncio.wait([first, second], timeout=10)
+        assert not pending
+        assert first.cancelled() and second.cancelled()
+        assert await asyncio.wait_for(queue.run(1, _echo, "after", "u"), 60) == b"after from u"
+    finally:
+        queue.close()
