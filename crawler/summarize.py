@@ -252,16 +252,17 @@ class _RootPart:
         self.variants.extend(filter(_FLAG.__ne__, found))  # type: ignore[arg-type]
 
     def _plain_miss(self, item: tuple[str, PlainValue]) -> int:
-        name, value = item
-        numbers = self.numbers
-        found = (
-            _FLAG
-            if name in FLAGS
-            else numbers.setdefault(render_variant(name, value), len(numbers))
-        )
+        found = self._number(*item)
         if len(self.plain) < _MEMO_LIMIT:  # values unique to each record would not repeat
             self.plain[item] = found
         return found
+
+    def _number(self, name: str, value: ParamValue | PlainValue) -> int:
+        """The number of a variant's text in ``strings``, or :data:`_FLAG` for a flag."""
+        if name in FLAGS:
+            return _FLAG
+        numbers = self.numbers
+        return numbers.setdefault(render_variant(name, value), len(numbers))
 
     def _variants(self, parameters: dict[str, ParamValue]) -> None:
         """Append a spec's variants (their numbers in ``strings``) and their count.
@@ -270,7 +271,7 @@ class _RootPart:
         True == 1 == 1.0 as keys but each renders differently, and floats and lists by their
         text (0.0 == -0.0, [1] == [True]).
         """
-        memo, numbers, out = self.memo, self.numbers, []
+        memo, out = self.memo, []
         key: tuple[object, ...]
         for name, value in parameters.items():
             kind = type(value)
@@ -282,14 +283,10 @@ class _RootPart:
                 key = (name, kind, repr(value))
             found = memo.get(key)
             if found is None:
-                found = (
-                    -1
-                    if name in FLAGS
-                    else numbers.setdefault(render_variant(name, value), len(numbers))
-                )
+                found = self._number(name, value)
                 if len(memo) < _MEMO_LIMIT:  # values unique to each record would not repeat
                     memo[key] = found
-            if found >= 0:
+            if found != _FLAG:
                 out.append(found)
         self.counts.append(len(out))
         self.variants.extend(out)
