@@ -127,9 +127,12 @@ class DecodeQueue:
         """
         if self._runners:
             return
-        pool = self._pool = _decode_pool(self.workers)
+        self._new_pool()
         runners = self.workers * _IN_FLIGHT
         self._runners = [asyncio.create_task(self._runner()) for _ in range(runners)]
+
+    def _new_pool(self) -> None:
+        pool = self._pool = _decode_pool(self.workers)
         # Starting a process waits for the forkserver to answer: not on the event loop.
         threading.Thread(target=_warm_up, args=(pool, self.workers), daemon=True).start()
 
@@ -212,8 +215,7 @@ class DecodeQueue:
             # Its manager thread ends its workers; any left are ended by close().
             self._retired += _processes(self._pool)
             self._pool.shutdown(wait=False, cancel_futures=True)
-        pool = self._pool = _decode_pool(self.workers)
-        threading.Thread(target=_warm_up, args=(pool, self.workers), daemon=True).start()
+        self._new_pool()
 
     def close(self) -> None:
         """Stop the runners and the workers; a decode still running is abandoned, and the
