@@ -153,6 +153,8 @@ def decode_document(
         raise IndexFormatError(
             url, f"a key or the version is not valid UTF-8 ({err.reason})"
         ) from None
+    except RecursionError:  # msgspec gives up on values nested thousands deep
+        raise IndexFormatError(url, "not a Spack database index: nested too deeply") from None
     version = document.database.version
     if not isinstance(version, str):
         raise UnsupportedVersionError(url, version)

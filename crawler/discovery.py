@@ -133,7 +133,10 @@ def map_url(url: str, mirror: Mirror, config: Config) -> str:
             return rewrite.replacement + url[len(rewrite.prefix) :]
     parts = urlsplit(url)
     if parts.scheme == "s3":
-        return mirror.join(parts.path)
+        location = mirror.join(parts.path)
+        if not mirror.contains(location):  # a local mirror's folder: ".." may not climb out
+            raise ValueError(f"URL {url} leads out of the mirror {mirror.base}")
+        return location
     if parts.scheme in ("http", "https", "file") and mirror.contains(url):
         return url
     if parts.scheme in ("http", "https", "file"):
@@ -169,6 +172,10 @@ def parse_discovery(body: bytes, url: str, mirror: Mirror, config: Config) -> Di
         raise IndexFormatError(url, f"not a discovery document: {err}") from None
     except msgspec.DecodeError as err:
         raise IndexFormatError(url, f"not valid JSON: {err}") from None
+    except UnicodeDecodeError as err:  # a ref name, label or URL
+        raise IndexFormatError(url, f"a string is not valid UTF-8 ({err.reason})") from None
+    except RecursionError:
+        raise IndexFormatError(url, "not a discovery document: nested too deeply") from None
     refs: dict[str, tuple[Source, ...]] = {}
     problems: dict[str, str] = {}
     for ref, entries in sorted(document.items()):

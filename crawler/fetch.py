@@ -187,6 +187,14 @@ class Fetcher:
     def _check_status(self, location: str, resp: aiohttp.ClientResponse) -> None:
         if resp.status == 404:
             raise NotFoundError(location)
+        if 300 <= resp.status < 400 and "Location" in resp.headers:
+            # Not followed: a redirect could send the crawler to any host (README, "Mirrors
+            # and sources"). Not retried either: it would say the same again.
+            raise FetchError(
+                location,
+                f"HTTP {resp.status} redirect to {resp.headers['Location']} not followed "
+                "(use the final URL as the mirror, or a rewrite)",
+            )
         if resp.status != 200:
             raise HTTPStatusError(
                 location, resp.status, retry_after=_retry_after(resp.headers.get("Retry-After"))
@@ -227,7 +235,7 @@ class Fetcher:
             return await _read_local(location)
 
         async def attempt() -> bytes:
-            async with self.session.get(location) as resp:
+            async with self.session.get(location, allow_redirects=False) as resp:
                 self._check_status(location, resp)
                 return await resp.read()
 
@@ -256,7 +264,7 @@ class Fetcher:
 
         async def attempt() -> Fetched:
             headers = {"If-None-Match": etag} if etag else {}
-            async with self.session.get(location, headers=headers) as resp:
+            async with self.session.get(location, headers=headers, allow_redirects=False) as resp:
                 if etag and resp.status == 304:
                     return Fetched(location, None, 0, None, 0, 0.0, etag)
                 self._check_status(location, resp)

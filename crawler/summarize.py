@@ -118,6 +118,8 @@ def _pieces(
                 records = _decode_piece(data, decoders)
             except (msgspec.DecodeError, UnicodeDecodeError) as err:  # a key is not UTF-8
                 raise chunks.BadCut(f"piece at byte {start} of {url}: {err}") from None
+            except RecursionError:  # read whole, the file gets its error there
+                raise chunks.BadCut(f"piece at byte {start} of {url}: nested too deeply") from None
         yield records
 
 

@@ -7,17 +7,19 @@ only through a rewrite the user configured. Its sidecars are used only when they
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from crawler.cli import main_async
 from crawler.synth import SynthRef, SynthSpec, build_mirror
 
-from .conftest import ServeMirror, fast_config, tree_bytes
+from .conftest import Fault, ServeMirror, fast_config, tree_bytes
 
 SPECS = (SynthSpec("zlib", "1.3.1", stacks=("s1",)), SynthSpec("cmake", "3.30.5"))
 BUCKET = "s3://spack-binaries/"
@@ -189,3 +191,97 @@ async def test_a_symlinked_folder_inside_a_local_mirror_is_part_of_it(tmp_path: 
     _point(root, "s1", escape)
     assert await main_async(argv) == 4
     assert "is not on the mirror" in _report(tmp_path)["error"]
+
+
+async def test_a_redirect_is_not_followed_and_names_where_it_sent(
+    mirror_server: ServeMirror, tmp_path: Path
+) -> None:
+    """A server's redirect could send the crawler anywhere, as a listed URL could not."""
+    root = tmp_path / "mirror"
+    _mirror(root)
+    server = await mirror_server(root)
+    elsewhere = server.url.replace("127.0.0.1", "localhost") + "/elsewhere/index.json"
+    redirect = Fault(status=302, headers={"Location": elsewhere})
+    server.script("develop/s1/build_cache/index.json", redirect)
+
+    code = await main_async(
+        ["sync", "--branch", "develop", "--config", _config(tmp_path, server.url), "-q"]
+    )
+
+    assert code == 4
+    s1 = next(s for s in _report(tmp_path)["sources"] if s["label"] == "s1")
+    assert s1["status"] == "failed"
+    assert f"HTTP 302 redirect to {elsewhere} not followed" in s1["error"]
+    assert server.hits("/elsewhere/index.json") == 0
+    assert server.hits("/develop/s1/build_cache/index.json") == 1  # not retried either
+
+
+async def test_an_s3_url_cannot_climb_out_of_a_local_mirror(tmp_path: Path) -> None:
+    root = tmp_path / "mirror"
+    _mirror(root)
+    outside = tmp_path / "outside" / "build_cache" / "index.json"
+    outside.parent.mkdir(parents=True)
+    outside.write_bytes((root / "develop" / "s1" / "build_cache" / "index.json").read_bytes())
+    url = "s3://spack-binaries/../outside/build_cache/index.json"
+    _point(root, "s1", url)
+
+    code = await main_async(
+        ["sync", "--branch", "develop", "--config", _config(tmp_path, str(root))]
+    )
+
+    assert code == 4
+    assert f"URL {url} leads out of the mirror" in _report(tmp_path)["error"]
+    assert not (tmp_path / "out" / "develop").exists()
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        (b'{"develop\xff": []}', "a string is not valid UTF-8"),
+        (
+            b'{"develop": [{"label": "root", "url": "x", "x": '
+            + b"[" * 100_000
+            + b"]" * 100_000
+            + b"}]}",
+            "nested too deeply",
+        ),
+    ],
+)
+async def test_a_malformed_discovery_document_makes_the_mirror_unusable(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], body: bytes, reason: str
+) -> None:
+    root = tmp_path / "mirror"
+    _mirror(root)
+    (root / "cache_spack_io_index.json").write_bytes(body)
+
+    code = await main_async(
+        ["sync", "--branch", "develop", "--config", _config(tmp_path, str(root))]
+    )
+
+    assert code == 3
+    error = capsys.readouterr().err
+    assert "error: mirror unusable" in error and reason in error
+    assert "internal error" not in error
+
+
+async def test_an_index_nested_too_deeply_fails_with_its_reason(tmp_path: Path) -> None:
+    root = tmp_path / "mirror"
+    _mirror(root)
+    index = root / "develop" / "build_cache" / "index.json"
+    document = json.loads(index.read_text())
+    record = next(iter(document["database"]["installs"].values()))
+    record["spec"]["parameters"]["deep"] = "DEEP"
+    deep = "[" * 100_000 + "]" * 100_000
+    data = json.dumps(document).replace('"DEEP"', deep).encode()
+    index.write_bytes(data)
+    sidecar = index.with_name("index.json.hash")
+    if sidecar.exists():
+        sidecar.write_text(hashlib.sha256(data).hexdigest())
+
+    code = await main_async(
+        ["sync", "--branch", "develop", "--config", _config(tmp_path, str(root))]
+    )
+
+    assert code == 4
+    error = _report(tmp_path)["error"]
+    assert "nested too deeply" in error and "internal error" not in error
