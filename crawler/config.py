@@ -160,8 +160,10 @@ def _check_mirror(origin: str, mirror: str) -> None:
         )
 
 
-def _resolve(base: Path, value: str) -> str:
+def _resolve(base: Path, value: str, origin: str, key: str) -> str:
     """Make a relative filesystem path absolute against ``base``; leave URLs alone."""
+    if "\0" in value:  # no file name or URL can hold one (and the OS refuses it)
+        raise ConfigError(origin, "contains a NUL character", key)
     if "://" in value:
         return value
     path = Path(value).expanduser()
@@ -176,20 +178,22 @@ def build_config(data: object, origin: str = "<defaults>", base: Path | None = N
         raise ConfigError(origin, f"expected a mapping of settings, got {type(data).__name__}")
     if "origin" in data:
         raise ConfigError(origin, "unknown key", key="origin")
-    _check_keys(origin, data, "")
-    # A section whose keys are all commented out reads as null: it means "the defaults".
-    data = {k: v for k, v in data.items() if not (v is None and k in _SECTIONS)}
     try:
+        _check_keys(origin, data, "")
+        # A section whose keys are all commented out reads as null: it means "the defaults".
+        data = {k: v for k, v in data.items() if not (v is None and k in _SECTIONS)}
         config = msgspec.convert({**data, "origin": origin}, Config)
     except msgspec.ValidationError as err:
         raise _config_error(origin, err) from None
+    except RecursionError:  # a YAML alias inside its own value: `a: &x [*x]`
+        raise ConfigError(origin, "a value contains itself (a recursive YAML alias)") from None
     _check_mirror(origin, config.mirror)
     if base is not None:
-        metrics = _resolve(base, config.metrics) if config.metrics else None
+        metrics = _resolve(base, config.metrics, origin, "metrics") if config.metrics else None
         config = msgspec.structs.replace(
             config,
-            mirror=_resolve(base, config.mirror),
-            output=_resolve(base, config.output),
+            mirror=_resolve(base, config.mirror, origin, "mirror"),
+            output=_resolve(base, config.output, origin, "output"),
             metrics=metrics,
         )
     return config
@@ -228,6 +232,6 @@ def with_overrides(config: Config, **flags: object) -> Config:
     data.pop("origin")
     for key in ("mirror", "output", "metrics"):
         if key in given:
-            given[key] = _resolve(Path.cwd(), str(given[key]))
+            given[key] = _resolve(Path.cwd(), str(given[key]), "command line", key)
     data.update(given)
     return build_config(data, "command line")

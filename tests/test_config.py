@@ -347,3 +347,19 @@ def test_build_config_accepts_a_plain_mapping() -> None:
         "<defaults>",
     )
     assert config.output_dir == Path("output")
+
+
+@pytest.mark.parametrize(
+    ("text", "reason", "key"),
+    [
+        ('output: "out\\0put"\n', "contains a NUL character", "output"),
+        ('mirror: "/srv/mir\\0ror"\n', "contains a NUL character", "mirror"),
+        ("rewrites: &loop [*loop]\n", "recursive YAML alias", None),
+    ],
+)
+def test_values_no_path_can_hold_are_config_errors(
+    tmp_path: Path, text: str, reason: str, key: str | None
+) -> None:
+    error = config_error(write(tmp_path / "crawler.yaml", text))
+    assert reason in error.reason
+    assert error.key == key
