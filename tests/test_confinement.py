@@ -39,6 +39,13 @@ def _point(root: Path, label: str, url: str) -> None:
     path.write_text(json.dumps(document))
 
 
+def _copy_of_s1(root: Path, path: Path) -> Path:
+    """A copy of the mirror's ``s1`` index at ``path`` (outside the mirror, say)."""
+    path.parent.mkdir(parents=True)
+    path.write_bytes((root / "develop" / "s1" / "build_cache" / "index.json").read_bytes())
+    return path
+
+
 def _config(tmp_path: Path, mirror: str, **extra: object) -> str:
     path = tmp_path / "crawler.yaml"
     path.write_text(yaml.safe_dump(fast_config(mirror, tmp_path / "out", **extra)))
@@ -56,9 +63,7 @@ async def test_a_remote_mirror_cannot_send_the_crawler_to_local_files(
 ) -> None:
     root = tmp_path / "mirror"
     _mirror(root)
-    secret = tmp_path / "secret" / "build_cache" / "index.json"
-    secret.parent.mkdir(parents=True)
-    secret.write_bytes((root / "develop" / "s1" / "build_cache" / "index.json").read_bytes())
+    secret = _copy_of_s1(root, tmp_path / "secret" / "build_cache" / "index.json")
     _point(root, "s1", secret.as_uri())
     server = await mirror_server(root)
 
@@ -115,9 +120,7 @@ async def test_a_configured_rewrite_may_point_elsewhere(
 async def test_a_local_mirror_only_reads_under_its_folder(tmp_path: Path) -> None:
     root = tmp_path / "mirror"
     _mirror(root)
-    outside = tmp_path / "outside" / "build_cache" / "index.json"
-    outside.parent.mkdir(parents=True)
-    outside.write_bytes((root / "develop" / "s1" / "build_cache" / "index.json").read_bytes())
+    outside = _copy_of_s1(root, tmp_path / "outside" / "build_cache" / "index.json")
     inside = (root / "develop" / "s1" / "build_cache" / "index.json").as_uri()
 
     _point(root, "s1", inside)
@@ -219,9 +222,8 @@ async def test_a_redirect_is_not_followed_and_names_where_it_sent(
 async def test_an_s3_url_cannot_climb_out_of_a_local_mirror(tmp_path: Path) -> None:
     root = tmp_path / "mirror"
     _mirror(root)
-    outside = tmp_path / "outside" / "build_cache" / "index.json"
-    outside.parent.mkdir(parents=True)
-    outside.write_bytes((root / "develop" / "s1" / "build_cache" / "index.json").read_bytes())
+    # A readable index where the URL leads, so that only the check can stop it.
+    _copy_of_s1(root, tmp_path / "outside" / "build_cache" / "index.json")
     url = "s3://spack-binaries/../outside/build_cache/index.json"
     _point(root, "s1", url)
 
@@ -274,9 +276,7 @@ async def test_an_index_nested_too_deeply_fails_with_its_reason(tmp_path: Path) 
     deep = "[" * 100_000 + "]" * 100_000
     data = json.dumps(document).replace('"DEEP"', deep).encode()
     index.write_bytes(data)
-    sidecar = index.with_name("index.json.hash")
-    if sidecar.exists():
-        sidecar.write_text(hashlib.sha256(data).hexdigest())
+    index.with_name("index.json.hash").write_text(hashlib.sha256(data).hexdigest())
 
     code = await main_async(
         ["sync", "--branch", "develop", "--config", _config(tmp_path, str(root))]
