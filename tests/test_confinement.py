@@ -203,20 +203,24 @@ async def test_a_redirect_is_not_followed_and_names_where_it_sent(
     root = tmp_path / "mirror"
     _mirror(root)
     server = await mirror_server(root)
+    argv = ["sync", "--branch", "develop", "--config", _config(tmp_path, server.url), "-q"]
+    assert await main_async(argv) == 0
+    published = tree_bytes(tmp_path / "out" / "develop")
+    asked = server.hits("/develop/s1/build_cache/index.json")
     elsewhere = server.url.replace("127.0.0.1", "localhost") + "/elsewhere/index.json"
     redirect = Fault(status=302, headers={"Location": elsewhere})
     server.script("develop/s1/build_cache/index.json", redirect)
 
-    code = await main_async(
-        ["sync", "--branch", "develop", "--config", _config(tmp_path, server.url), "-q"]
-    )
+    code = await main_async(argv)
 
     assert code == 4
     s1 = next(s for s in _report(tmp_path)["sources"] if s["label"] == "s1")
     assert s1["status"] == "failed"
     assert f"HTTP 302 redirect to {elsewhere} not followed" in s1["error"]
     assert server.hits("/elsewhere/index.json") == 0
-    assert server.hits("/develop/s1/build_cache/index.json") == 1  # not retried either
+    # Not retried either.
+    assert server.hits("/develop/s1/build_cache/index.json") == asked + 1
+    assert tree_bytes(tmp_path / "out" / "develop") == published
 
 
 async def test_an_s3_url_cannot_climb_out_of_a_local_mirror(tmp_path: Path) -> None:
@@ -254,21 +258,27 @@ async def test_a_malformed_discovery_document_makes_the_mirror_unusable(
 ) -> None:
     root = tmp_path / "mirror"
     _mirror(root)
+    argv = ["sync", "--branch", "develop", "--config", _config(tmp_path, str(root)), "-q"]
+    assert await main_async(argv) == 0
+    published = tree_bytes(tmp_path / "out" / "develop")
+    capsys.readouterr()
     (root / "cache_spack_io_index.json").write_bytes(body)
 
-    code = await main_async(
-        ["sync", "--branch", "develop", "--config", _config(tmp_path, str(root))]
-    )
+    code = await main_async(argv)
 
     assert code == 3
     error = capsys.readouterr().err
     assert "error: mirror unusable" in error and reason in error
     assert "internal error" not in error
+    assert tree_bytes(tmp_path / "out" / "develop") == published
 
 
 async def test_an_index_nested_too_deeply_fails_with_its_reason(tmp_path: Path) -> None:
     root = tmp_path / "mirror"
     _mirror(root)
+    argv = ["sync", "--branch", "develop", "--config", _config(tmp_path, str(root)), "-q"]
+    assert await main_async(argv) == 0
+    published = tree_bytes(tmp_path / "out" / "develop")
     index = root / "develop" / "build_cache" / "index.json"
     document = json.loads(index.read_text())
     record = next(iter(document["database"]["installs"].values()))
@@ -278,10 +288,9 @@ async def test_an_index_nested_too_deeply_fails_with_its_reason(tmp_path: Path) 
     index.write_bytes(data)
     index.with_name("index.json.hash").write_text(hashlib.sha256(data).hexdigest())
 
-    code = await main_async(
-        ["sync", "--branch", "develop", "--config", _config(tmp_path, str(root))]
-    )
+    code = await main_async(argv)
 
     assert code == 4
     error = _report(tmp_path)["error"]
     assert "nested too deeply" in error and "internal error" not in error
+    assert tree_bytes(tmp_path / "out" / "develop") == published
