@@ -26,6 +26,10 @@ immutable_refs         ["*"]                      fnmatch patterns of refs that 
 mutable_refs           ["develop"]                patterns always re-checked (win over immutable)
 lock_wait              0                          seconds to wait for another run's lock
 metrics                null                       OpenMetrics file written after each run
+max_index_mb           2048                       largest index a source may have, in MiB, as
+                                                  served and once gunzipped (a bigger one fails
+                                                  that source: a runaway or hostile body cannot
+                                                  fill the disk or the memory)
 =====================  =========================  ==============================================
 
 Relative paths in a config file (``mirror``, ``output``, ``metrics``) are resolved against the
@@ -44,6 +48,7 @@ from typing import Annotated, Literal
 import msgspec
 import yaml
 
+from .decode import DEFAULT_MAX_INDEX_MB
 from .errors import ConfigError
 
 PUBLIC_MIRROR = "https://binaries.spack.io"
@@ -101,6 +106,7 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=Tr
     mutable_refs: tuple[str, ...] = ("develop",)
     lock_wait: Annotated[float, msgspec.Meta(ge=0)] = 0.0
     metrics: str | None = None
+    max_index_mb: Annotated[int, msgspec.Meta(ge=1, le=1 << 20)] = DEFAULT_MAX_INDEX_MB
     #: The file the settings came from, for messages; not a key of the file.
     origin: str = "<defaults>"
 
@@ -108,6 +114,11 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=Tr
     def output_dir(self) -> Path:
         """The output folder as a path."""
         return Path(self.output)
+
+    @property
+    def max_index_bytes(self) -> int:
+        """``max_index_mb`` in bytes."""
+        return self.max_index_mb << 20
 
     def is_immutable(self, ref: str) -> bool:
         """True for a ref that, once published, is not synced again without ``--force``."""

@@ -21,6 +21,9 @@ import msgspec
 from .errors import IndexFormatError, UnsupportedVersionError
 
 SUPPORTED_VERSIONS = ("6", "7", "8")
+#: The default of the ``max_index_mb`` setting: the largest index file read, in MiB (a develop
+#: root is a few hundred MB).
+DEFAULT_MAX_INDEX_MB = 2048
 
 Scalar = bool | int | float | str
 ParamValue = Scalar | list[Scalar]

@@ -6,7 +6,8 @@ their SHA-256 is computed, so a large index never sits in this process's memory;
 read in place. Only transient failures are retried (connection errors, timeouts, bodies cut short,
 429 and 5xx), with exponential backoff and full jitter capped by ``retry.max_wait``; a
 ``Retry-After`` header replaces the backoff for that wait (capped the same way). A 404 or any other
-4xx is final at once. Cancellation is never retried.
+4xx is final at once, and so is a body larger than its limit (``max_index_mb`` for an index,
+:data:`DOCUMENT_LIMIT` otherwise). Cancellation is never retried.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import dataclasses
 import email.utils
 import hashlib
 import logging
+import os
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -36,6 +38,9 @@ log = logging.getLogger(__name__)
 
 USER_AGENT = f"spack-cache-crawler/{__version__}"
 _WRITE_BATCH = 2 << 20
+#: The largest discovery document or sidecar read (both are a few KB): :meth:`Fetcher.read`
+#: holds the whole body in memory.
+DOCUMENT_LIMIT = 64 << 20
 T = TypeVar("T")
 Sleep = Callable[[float], Awaitable[None]]
 #: Told how many bytes of a download are on disk (0 when an attempt starts over).
@@ -230,14 +235,22 @@ class Fetcher:
         return found
 
     async def read(self, location: str) -> bytes:
-        """The whole body of a small document (the discovery document, a sidecar)."""
+        """The whole body of a small document (the discovery document, a sidecar).
+
+        One larger than :data:`DOCUMENT_LIMIT` fails, unread, as far as its size is known.
+        """
         if location.startswith("file://"):
             return await _read_local(location)
 
         async def attempt() -> bytes:
             async with self.session.get(location, allow_redirects=False) as resp:
                 self._check_status(location, resp)
-                return await resp.read()
+                _check_size(location, resp.content_length, DOCUMENT_LIMIT, _DOCUMENT)
+                body = bytearray()
+                async for chunk, _ in resp.content.iter_chunks():
+                    body += chunk
+                    _check_size(location, len(body), DOCUMENT_LIMIT, _DOCUMENT)
+                return bytes(body)
 
         body, _ = await self._bounded(location, attempt)
         return body
@@ -257,9 +270,10 @@ class Fetcher:
         after each write (not for local files: they are complete from the start).
         """
         started = time.monotonic()
+        limit = self.config.max_index_bytes
         if location.startswith("file://"):
             path = local_path(location)
-            size, digest = await asyncio.to_thread(_hash_file, location, path)
+            size, digest = await asyncio.to_thread(_hash_file, location, path, limit)
             return Fetched(location, path, size, digest, 1, time.monotonic() - started)
 
         async def attempt() -> Fetched:
@@ -268,17 +282,38 @@ class Fetcher:
                 if etag and resp.status == 304:
                     return Fetched(location, None, 0, None, 0, 0.0, etag)
                 self._check_status(location, resp)
-                size, digest = await _stream_to(resp, dest, progress)
+                _check_size(location, resp.content_length, limit, _INDEX)
+                size, digest = await _stream_to(resp, dest, location, limit, progress)
                 return Fetched(location, dest, size, digest, 0, 0.0, resp.headers.get("ETag"))
 
         fetched, tries = await self._bounded(location, attempt)
         return dataclasses.replace(fetched, attempts=tries, seconds=time.monotonic() - started)
 
 
+_INDEX = "max_index_mb"
+_DOCUMENT = "the limit for a discovery document or a sidecar"
+
+
+def _check_size(location: str, size: int | None, limit: int, what: str) -> None:
+    """Fail a body of ``size`` bytes (as announced, or received so far) beyond ``limit``.
+
+    Not retried: the server would send the same again.
+    """
+    if size is not None and size > limit:
+        raise FetchError(location, f"larger than {what} ({limit >> 20} MiB): {size:,} bytes")
+
+
 async def _stream_to(
-    resp: aiohttp.ClientResponse, dest: Path, progress: Progress | None = None
+    resp: aiohttp.ClientResponse,
+    dest: Path,
+    location: str,
+    limit: int,
+    progress: Progress | None = None,
 ) -> tuple[int, str]:
     """Write a response body to ``dest`` while hashing it, off the event loop.
+
+    A body longer than ``limit`` bytes (once decoded, for a compressed ``Content-Encoding``)
+    fails as soon as it is: a runaway or hostile server cannot fill the disk.
 
     Chunks are gathered into batches of about ``_WRITE_BATCH`` bytes; each batch is hashed and
     written by one call in a worker thread (``hashlib`` and file writes release the GIL), so the
@@ -299,6 +334,7 @@ async def _stream_to(
         async for chunk, _ in resp.content.iter_chunks():
             batch.append(chunk)
             pending += len(chunk)
+            _check_size(location, size + pending, limit, _INDEX)
             if pending >= _WRITE_BATCH:
                 await asyncio.to_thread(_hash_and_write, digest, out, batch)
                 size, batch, pending = size + pending, [], 0
@@ -333,7 +369,8 @@ async def _read_local(location: str) -> bytes:
     path = local_path(location)
     try:
         async with aiofiles.open(path, "rb") as src:
-            data: bytes = await src.read()
+            data: bytes = await src.read(DOCUMENT_LIMIT + 1)
+            _check_size(location, len(data), DOCUMENT_LIMIT, _DOCUMENT)
             return data
     except FileNotFoundError:
         raise NotFoundError(location) from None
@@ -343,12 +380,14 @@ async def _read_local(location: str) -> bytes:
         raise FetchError(location, err.strerror or str(err)) from None
 
 
-def _hash_file(location: str, path: Path) -> tuple[int, str]:
-    """Size and SHA-256 of a local file (runs in a thread; hashlib releases the GIL)."""
+def _hash_file(location: str, path: Path, limit: int) -> tuple[int, str]:
+    """Size and SHA-256 of a local file (runs in a thread; hashlib releases the GIL); one
+    larger than ``limit`` bytes fails."""
     digest = hashlib.sha256()
     size = 0
     try:
         with path.open("rb") as src:
+            _check_size(location, os.fstat(src.fileno()).st_size, limit, _INDEX)
             while chunk := src.read(_WRITE_BATCH):
                 digest.update(chunk)
                 size += len(chunk)

@@ -414,6 +414,7 @@ class SourceReader:
                             shards,
                             missing,
                             whole,
+                            self.config.max_index_bytes,
                         )
                         for i in range(shards)
                     )
@@ -443,7 +444,8 @@ class SourceReader:
         if kind == "root":
             parts, summary = await self._root_summary(path, url, outcome.size or 0)
         else:
-            parts = [await self.decoder.run(STACKS_AFTER, summarize_stack, str(path), url)]
+            limit = self.config.max_index_bytes
+            parts = [await self.decoder.run(STACKS_AFTER, summarize_stack, str(path), url, limit)]
             summary = summary_of(kind, parts)
         outcome.use(summary)
         outcome.decoded = True

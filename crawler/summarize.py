@@ -29,12 +29,13 @@ import os
 import zlib
 from array import array
 from collections.abc import Container, Iterable, Iterator
-from typing import Generic, TypeVar
+from typing import BinaryIO, Generic, TypeVar
 
 import msgspec
 
 from . import chunks
 from .decode import (
+    DEFAULT_MAX_INDEX_MB,
     SUPPORTED_VERSIONS,
     Dependency,
     ParamValue,
@@ -61,6 +62,8 @@ from .validate import (
 R = TypeVar("R", Record, StackRecord)
 _RAW = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _MEMO_LIMIT = 50_000
+#: ``max_index_mb``'s default, in bytes (workers are told the configured value).
+DEFAULT_INDEX_LIMIT = DEFAULT_MAX_INDEX_MB << 20
 _FLAG = -1  # what a memo gives for compiler flags, which are not variants
 
 
@@ -86,23 +89,36 @@ class Overlap(Exception):
     """The pieces of an index hold the same key twice (the file is read whole instead)."""
 
 
-def read_index(path: str, url: str) -> tuple[str, dict[str, msgspec.Raw]]:
+def read_index(
+    path: str, url: str, limit: int = DEFAULT_INDEX_LIMIT
+) -> tuple[str, dict[str, msgspec.Raw]]:
     """Read a whole index file (gunzipped if it is gzip data, FORMAT.md section 1) and decode
     its envelope: the DB version and the raw records.
 
-    The file is memory-mapped rather than read, so its pages are the page cache's.
+    The file is memory-mapped rather than read, so its pages are the page cache's. Gzip data is
+    gunzipped into memory, at most ``limit`` bytes of it (``max_index_mb``): a few KB of gzip
+    can stand for many GB.
     """
     with open(path, "rb") as file:
+        if file.read(2) == b"\x1f\x8b":
+            file.seek(0)
+            return decode_document(_gunzip(file, url, limit), url)
         try:
             body: bytes | mmap.mmap = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
         except ValueError:  # an empty file cannot be mapped
             body = b""
-    if body[:2] == b"\x1f\x8b":
-        try:
-            body = gzip.decompress(body)
-        except (OSError, EOFError, zlib.error) as err:
-            raise IndexFormatError(url, f"bad gzip data: {err}") from None
     return decode_document(body, url)
+
+
+def _gunzip(file: BinaryIO, url: str, limit: int) -> bytes:
+    try:
+        with gzip.GzipFile(fileobj=file) as unzipped:
+            body = unzipped.read(limit + 1)
+    except (OSError, EOFError, zlib.error) as err:
+        raise IndexFormatError(url, f"bad gzip data: {err}") from None
+    if len(body) > limit:
+        raise IndexFormatError(url, f"larger than max_index_mb ({limit >> 20} MiB) once gunzipped")
+    return body
 
 
 def _pieces(
@@ -356,14 +372,16 @@ def summarize_root_shard(
     shards: int = 1,
     missing: tuple[str, ...] = (),
     whole: bool = False,
+    limit: int = DEFAULT_INDEX_LIMIT,
 ) -> bytes:
     """Check and reduce shard ``shard`` of ``shards`` of a root index (a worker's job).
 
     Read in pieces, a shard is a contiguous share of the file; read ``whole`` (or when the file
     cannot be cut), every shard decodes the whole envelope and takes every ``shards``-th record.
     ``missing`` lists dependency hashes known to be absent from the index (see
-    :func:`root_gaps`). Returns msgpack of :class:`RootShard`; raises :class:`chunks.BadCut`
-    when a piece does not decode (the caller then asks for ``whole``).
+    :func:`root_gaps`); ``limit`` bounds a gunzipped index (:func:`read_index`). Returns msgpack
+    of :class:`RootShard`; raises :class:`chunks.BadCut` when a piece does not decode (the
+    caller then asks for ``whole``).
     """
     with open(path, "rb") as file:
         fd = file.fileno()
@@ -371,7 +389,7 @@ def summarize_root_shard(
         if span is not None:
             ranges = chunks.pieces(fd, span, shard, shards)
             return _root_ranges(fd, ranges, span.version, url, missing)
-    version, installs = read_index(path, url)
+    version, installs = read_index(path, url, limit)
     mine = {k: v for i, (k, v) in enumerate(installs.items()) if i % shards == shard}
     part = _RootPart(installs, frozenset(missing))
     part.add(mine)
@@ -493,11 +511,11 @@ def _stack(version: str, pieces: Iterable[Records[StackRecord]]) -> SourceSummar
     return SourceSummary(version, records, 0, hashes, [], identities, invalid)
 
 
-def summarize_stack(path: str, url: str) -> bytes:
+def summarize_stack(path: str, url: str, limit: int = DEFAULT_INDEX_LIMIT) -> bytes:
     """Check and reduce a stack index (a worker's job); msgpack of :class:`SourceSummary`.
 
     A stack index only contributes which hashes it holds and what it says they are, so its
-    records' edges and parameters are not read.
+    records' edges and parameters are not read. ``limit`` bounds a gunzipped index.
     """
     with open(path, "rb") as file:
         span = chunks.layout(file.fileno())
@@ -509,7 +527,7 @@ def summarize_stack(path: str, url: str) -> bytes:
                 return msgspec.msgpack.encode(summary)
             except (chunks.BadCut, Overlap):
                 pass  # read whole below
-    version, installs = read_index(path, url)
+    version, installs = read_index(path, url, limit)
     return msgspec.msgpack.encode(_stack(version, [installs]))
 
 

@@ -1,0 +1,190 @@
+"""How large a body the crawler takes from a mirror (README, "Mirrors and sources").
+
+An index may be at most ``max_index_mb`` as served, once its ``Content-Encoding`` is undone and
+once gunzipped; the discovery document and sidecars at most ``fetch.DOCUMENT_LIMIT``. Beyond
+that the source fails, at once and without a retry, and what was published stays as it was: a
+runaway or hostile server cannot fill the disk or the memory of an unattended run.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from crawler.cli import main_async
+from crawler.fetch import DOCUMENT_LIMIT
+from crawler.synth import SynthRef, SynthSpec, build_mirror
+
+from .conftest import Fault, MirrorServer, ServeMirror, fast_config, tree_bytes
+
+SPECS = (SynthSpec("zlib", "1.3.1", stacks=("s1",)), SynthSpec("cmake", "3.30.5"))
+S1 = "develop/s1/build_cache/index.json"
+MIB = 1 << 20
+
+
+def _argv(tmp_path: Path, mirror: str) -> list[str]:
+    path = tmp_path / "crawler.yaml"
+    settings = fast_config(mirror, tmp_path / "out", max_index_mb=1)
+    path.write_text(yaml.safe_dump(settings))
+    return ["sync", "--branch", "develop", "--config", str(path), "-q"]
+
+
+def _s1(tmp_path: Path) -> dict[str, Any]:
+    report = json.loads((tmp_path / "out" / ".crawler" / "reports" / "develop.json").read_text())
+    source: dict[str, Any] = next(s for s in report["sources"] if s["label"] == "s1")
+    return source
+
+
+def _packages(tmp_path: Path) -> object:
+    return json.loads((tmp_path / "out" / "develop" / "index.json").read_text())["packages"]
+
+
+def _padded(index: Path, size: int) -> bytes:
+    """The index at ``index`` with trailing blanks up to ``size`` bytes: still a valid index."""
+    data = index.read_bytes()
+    return data + b" " * (size - len(data))
+
+
+@pytest.fixture
+async def published(
+    mirror_server: ServeMirror, tmp_path: Path
+) -> tuple[MirrorServer, list[str], dict[str, bytes]]:
+    """A mirror served over loopback and synced once: its server, the argv, what was published."""
+    root = tmp_path / "mirror"
+    build_mirror(root, [SynthRef("develop", SPECS)])
+    server = await mirror_server(root)
+    argv = _argv(tmp_path, server.url)
+    assert await main_async(argv) == 0
+    return server, argv, tree_bytes(tmp_path / "out" / "develop")
+
+
+async def test_an_index_served_gzip_encoded_is_measured_once_decoded(
+    published: tuple[MirrorServer, list[str], dict[str, bytes]], tmp_path: Path
+) -> None:
+    """A few KB on the wire can stand for GB on disk: the decoded bytes are what count."""
+    server, argv, before = published
+    index = server.root / S1
+    bomb = gzip.compress(_padded(index, 3 * MIB), mtime=0)
+    assert len(bomb) < MIB // 100
+    server.script(S1, Fault(body=bomb, headers={"Content-Encoding": "gzip"}))
+    asked = server.hits(S1)
+
+    assert await main_async(argv) == 4
+
+    s1 = _s1(tmp_path)
+    assert s1["status"] == "failed"
+    assert f"cannot fetch {server.url}/{S1}: larger than max_index_mb (1 MiB)" in s1["error"]
+    assert server.hits(S1) == asked + 1  # not retried
+    assert tree_bytes(tmp_path / "out" / "develop") == before
+
+
+async def test_an_index_announced_too_large_is_not_read(
+    published: tuple[MirrorServer, list[str], dict[str, bytes]], tmp_path: Path
+) -> None:
+    server, argv, before = published
+    server.script(S1, Fault(body=_padded(server.root / S1, MIB + 1)))
+
+    assert await main_async(argv) == 4
+
+    error = _s1(tmp_path)["error"]
+    assert f"larger than max_index_mb (1 MiB): {MIB + 1:,} bytes" in error
+    assert tree_bytes(tmp_path / "out" / "develop") == before
+
+
+async def test_an_index_within_the_limit_is_read(
+    published: tuple[MirrorServer, list[str], dict[str, bytes]], tmp_path: Path
+) -> None:
+    """The limit is inclusive, and padding makes no other difference."""
+    server, argv, _ = published
+    packages = _packages(tmp_path)
+    server.script(S1, Fault(body=_padded(server.root / S1, MIB)))
+
+    assert await main_async(argv) == 0
+
+    assert _s1(tmp_path)["bytes"] == MIB
+    assert _packages(tmp_path) == packages
+
+
+async def test_a_discovery_document_too_large_is_not_read(
+    published: tuple[MirrorServer, list[str], dict[str, bytes]],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    server, argv, before = published
+    document = server.root / "cache_spack_io_index.json"
+    server.script("cache_spack_io_index.json", Fault(body=_padded(document, DOCUMENT_LIMIT + 1)))
+    capsys.readouterr()
+
+    assert await main_async(argv) == 3
+
+    error = capsys.readouterr().err
+    assert "larger than the limit for a discovery document or a sidecar (64 MiB)" in error
+    assert tree_bytes(tmp_path / "out" / "develop") == before
+
+
+async def _local(tmp_path: Path) -> tuple[Path, list[str], dict[str, bytes]]:
+    """A local mirror synced once: its folder, the argv, what was published."""
+    root = tmp_path / "mirror"
+    build_mirror(root, [SynthRef("develop", SPECS)])
+    argv = _argv(tmp_path, str(root))
+    assert await main_async(argv) == 0
+    return root, argv, tree_bytes(tmp_path / "out" / "develop")
+
+
+def _replace(index: Path, data: bytes) -> None:
+    """Put ``data`` at ``index``, with a sidecar that agrees."""
+    index.write_bytes(data)
+    index.with_name("index.json.hash").write_text(hashlib.sha256(data).hexdigest())
+
+
+async def test_a_local_index_too_large_fails(tmp_path: Path) -> None:
+    root, argv, before = await _local(tmp_path)
+    _replace(root / S1, _padded(root / S1, MIB + 1))
+
+    assert await main_async(argv) == 4
+
+    error = _s1(tmp_path)["error"]
+    assert f"larger than max_index_mb (1 MiB): {MIB + 1:,} bytes" in error
+    assert tree_bytes(tmp_path / "out" / "develop") == before
+
+
+@pytest.mark.parametrize("label", ["root", "s1"])
+async def test_a_gzip_index_is_gunzipped_up_to_the_limit(tmp_path: Path, label: str) -> None:
+    """An index stored as gzip data is gunzipped in memory, so the limit bounds that too."""
+    root, argv, before = await _local(tmp_path)
+    index = root / (S1 if label == "s1" else "develop/build_cache/index.json")
+    within = gzip.compress(_padded(index, MIB), mtime=0)  # the limit is inclusive
+    _replace(index, gzip.compress(_padded(index, 3 * MIB), mtime=0))
+
+    assert await main_async(argv) == 4
+
+    report = json.loads((tmp_path / "out" / ".crawler" / "reports" / "develop.json").read_text())
+    url = "s3://spack-binaries/" + str(index.relative_to(root))
+    assert f"{url}: larger than max_index_mb (1 MiB) once gunzipped" in report["error"]
+    assert tree_bytes(tmp_path / "out" / "develop") == before
+
+    packages = _packages(tmp_path)
+    _replace(index, within)
+    assert await main_async(argv) == 0
+    assert _packages(tmp_path) == packages
+
+
+async def test_a_local_discovery_document_too_large_is_not_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root, argv, before = await _local(tmp_path)
+    document = root / "cache_spack_io_index.json"
+    document.write_bytes(_padded(document, DOCUMENT_LIMIT + 1))
+    capsys.readouterr()
+
+    assert await main_async(argv) == 3
+
+    error = capsys.readouterr().err
+    assert "larger than the limit for a discovery document or a sidecar (64 MiB)" in error
+    assert tree_bytes(tmp_path / "out" / "develop") == before
