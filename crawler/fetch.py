@@ -6,8 +6,9 @@ their SHA-256 is computed, so a large index never sits in this process's memory;
 read in place. Only transient failures are retried (connection errors, timeouts, bodies cut short,
 429 and 5xx), with exponential backoff and full jitter capped by ``retry.max_wait``; a
 ``Retry-After`` header replaces the backoff for that wait (capped the same way). A 404 or any other
-4xx is final at once, and so is a body larger than its limit (``max_index_mb`` for an index,
-:data:`DOCUMENT_LIMIT` otherwise). Cancellation is never retried.
+4xx is final at once, and so are a body that does not decode as its ``Content-Encoding`` says and
+one larger than its limit (``max_index_mb`` for an index, :data:`DOCUMENT_LIMIT` otherwise).
+Cancellation is never retried.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from urllib.parse import unquote, urlsplit
 
 import aiofiles
 import aiohttp
+from aiohttp.http_exceptions import ContentEncodingError
 from tenacity import AsyncRetrying, RetryCallState, stop_after_attempt, wait_random_exponential
 
 from . import __version__
@@ -79,10 +81,26 @@ def _retry_after(value: str | None) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
+def _undecodable(exc: BaseException) -> ContentEncodingError | None:
+    """The cause of a body that arrived whole but does not decode as its ``Content-Encoding``
+    says (aiohttp gunzips such bodies as they arrive), or None for any other failure."""
+    if isinstance(exc, aiohttp.ClientPayloadError):
+        cause = exc.__cause__
+        if isinstance(cause, ContentEncodingError):
+            return cause
+    return None
+
+
 def is_transient(exc: BaseException) -> bool:
-    """Whether a failed attempt is worth another try."""
+    """Whether a failed attempt is worth another try.
+
+    A body that does not decode as its ``Content-Encoding`` says is not: the server would send
+    the same bytes again (a body cut short is, and aiohttp tells the two apart).
+    """
     if isinstance(exc, HTTPStatusError):
         return exc.status == 429 or exc.status >= 500
+    if _undecodable(exc) is not None:
+        return False
     return isinstance(
         exc, aiohttp.ClientConnectionError | aiohttp.ClientPayloadError | TimeoutError
     )
@@ -92,6 +110,9 @@ def describe(exc: BaseException) -> str:
     """A one-line reason for an aiohttp or timeout failure."""
     if isinstance(exc, TimeoutError):
         return "timed out"
+    undecodable = _undecodable(exc)
+    if undecodable is not None:
+        return f"body does not decode as the server labelled it ({undecodable.message})"
     if isinstance(exc, aiohttp.ClientPayloadError):
         return f"body cut short ({exc})"
     text = str(exc) or type(exc).__name__

@@ -111,6 +111,22 @@ async def test_an_index_within_the_limit_is_read(
     assert _packages(tmp_path) == packages
 
 
+async def test_a_body_that_does_not_decode_as_labelled_is_named_and_not_retried(
+    published: tuple[MirrorServer, list[str], dict[str, bytes]], tmp_path: Path
+) -> None:
+    server, argv, before = published
+    server.script(S1, Fault(body=b"not gzip at all", headers={"Content-Encoding": "gzip"}))
+    asked = server.hits(S1)
+
+    assert await main_async(argv) == 4
+
+    error = _s1(tmp_path)["error"]
+    assert "body does not decode as the server labelled it" in error
+    assert "content-encoding: gzip" in error and "cut short" not in error
+    assert server.hits(S1) == asked + 1
+    assert tree_bytes(tmp_path / "out" / "develop") == before
+
+
 async def test_a_discovery_document_too_large_is_not_read(
     published: tuple[MirrorServer, list[str], dict[str, bytes]],
     tmp_path: Path,
