@@ -184,6 +184,16 @@ def _config(args: argparse.Namespace) -> Config:
     return config
 
 
+def _check_output(config: Config) -> None:
+    """Refuse an output folder that cannot be one: it, or the nearest of its parents that
+    exists, is a file. (Anything else the filesystem refuses fails the run when it happens.)"""
+    for folder in (config.output_dir, *config.output_dir.parents):
+        if folder.exists():
+            if not folder.is_dir():
+                raise ConfigError(config.origin, f"{folder} is a file, not a folder", "output")
+            return
+
+
 def exit_code(result: RunResult) -> int:
     """The run's exit code: the most serious outcome of its branches."""
     statuses = {b.status for b in result.branches}
@@ -268,6 +278,7 @@ async def main_async(argv: Sequence[str] | None = None, *, sleep: Sleep = asynci
         config = _config(args)
         if args.command == "branches":
             return await _branches(config, sleep)
+        _check_output(config)
         syncer = Syncer(config, LogReporter(), sleep=sleep, force=args.force)
         with _signals() as received:
             try:

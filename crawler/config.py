@@ -44,6 +44,7 @@ import fnmatch
 import re
 from pathlib import Path
 from typing import Annotated, Literal
+from urllib.parse import urlsplit
 
 import msgspec
 import yaml
@@ -169,6 +170,22 @@ def _check_mirror(origin: str, mirror: str) -> None:
         raise ConfigError(
             origin, f"unsupported URL scheme {scheme!r} (use http, https, file or a path)", "mirror"
         )
+    if scheme in ("http", "https"):
+        _check_http_url(origin, mirror)
+
+
+def _check_http_url(origin: str, url: str) -> None:
+    """Refuse an http(s) mirror URL that no request could be sent to (a path may hold spaces;
+    a URL must have them percent-encoded)."""
+    if any(c.isspace() for c in url) or not url.isprintable():
+        raise ConfigError(origin, f"{url!r} holds a space or a control character", "mirror")
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError when out of range or not a number
+    except ValueError as err:
+        raise ConfigError(origin, f"{url!r} is not a valid URL: {err}", "mirror") from None
+    if not parts.hostname:
+        raise ConfigError(origin, f"{url!r} names no host", "mirror")
 
 
 def _resolve(base: Path, value: str, origin: str, key: str) -> str:

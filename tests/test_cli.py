@@ -214,6 +214,32 @@ def test_bad_config_values(
     assert not (tmp_path / "out").exists()
 
 
+def test_a_mirror_url_no_request_could_use_is_a_usage_error(tmp_path: Path) -> None:
+    """Refused at once (exit 2), not tried as a mirror that turns out unusable (exit 3)."""
+    done = run_cli("branches", "--mirror", "http://host:99999/", cwd=tmp_path)
+    assert (done.code, done.out) == (2, "")
+    assert done.err == (
+        "error: config error in command line: key 'mirror': 'http://host:99999/' is not a "
+        "valid URL: Port out of range 0-65535\n"
+    )
+
+
+@pytest.mark.parametrize("below", ["", "sub"])
+def test_an_output_that_is_a_file_is_a_usage_error(
+    here: RunHere, tmp_path: Path, below: str
+) -> None:
+    file = tmp_path / "notes.txt"
+    file.write_text("mine")
+    output = file / below if below else file
+    config = sample_config(tmp_path)
+    done = here("sync", "--branch", "develop", "--config", str(config), "--output", str(output))
+    assert (done.code, done.out) == (2, "")
+    assert done.err == (
+        f"error: config error in command line: key 'output': {file} is a file, not a folder\n"
+    )
+    assert file.read_text() == "mine"
+
+
 def test_yaml_syntax_error(tmp_path: Path) -> None:
     config = write_config(tmp_path / "broken.yaml", "mirror: [unclosed\nconcurrency: 3\n")
     done = run_cli("branches", "--config", str(config), cwd=tmp_path)

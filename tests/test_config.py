@@ -146,6 +146,14 @@ def test_absolute_paths_and_urls_are_kept(tmp_path: Path) -> None:
     )
 
 
+def test_only_a_url_must_encode_its_spaces(tmp_path: Path) -> None:
+    """A folder may be named with spaces; an http(s) URL must percent-encode them."""
+    config = load_config(write(tmp_path / "c.yaml", "mirror: my mirror\n"))
+    assert config.mirror == str(tmp_path / "my mirror")
+    url = "https://[::1]:8443/spack%20mirror/"
+    assert load_config(write(tmp_path / "u.yaml", f"mirror: '{url}'\n")).mirror == url
+
+
 def test_home_is_expanded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     config = load_config(write(tmp_path / "c.yaml", "mirror: ~/mirror\noutput: ~/out\n"))
@@ -266,6 +274,12 @@ def test_unknown_key(tmp_path: Path, text: str, key: str) -> None:
         ("mirror: 42\n", "mirror", "Expected 'str', got 'int'"),
         ("mirror: ftp://x\n", "mirror", "unsupported URL scheme 'ftp'"),
         ("mirror: s3://spack-binaries\n", "mirror", "unsupported URL scheme 's3'"),
+        ("mirror: 'http://[bad'\n", "mirror", "'http://[bad' is not a valid URL: Invalid IPv6"),
+        ("mirror: 'http://h:99999/'\n", "mirror", "'http://h:99999/' is not a valid URL: Port"),
+        ("mirror: 'https://'\n", "mirror", "'https://' names no host"),
+        ("mirror: 'https://:80/x'\n", "mirror", "'https://:80/x' names no host"),
+        ("mirror: 'https://a b.org'\n", "mirror", "'https://a b.org' holds a space or a control"),
+        ('mirror: "https://a\\tb"\n', "mirror", "'https://a\\tb' holds a space or a control"),
         ("output: ''\n", "output", "Expected 'str' of length >= 1"),
         ("publish:\n  max_drop: 1.5\n", "publish.max_drop", "Expected 'float' <= 1.0"),
         ("publish:\n  max_drop: -0.1\n", "publish.max_drop", "Expected 'float' >= 0.0"),
