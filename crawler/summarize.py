@@ -54,7 +54,6 @@ from .validate import (
     SourceSummary,
     SpecRow,
     _Checker,
-    compiler_edge,
     own_compiler,
     render_variant,
 )
@@ -230,10 +229,8 @@ class _RootPart:
             if not record.in_buildcache:
                 continue
             compiler = own_compiler(node)
-            if compiler is None:
-                edge = compiler_edge(node.dependencies)
-                assert edge is not None  # own_compiler returns None only when there is an edge
-                self.edges.append((len(self.specs), edge.hash, edge.name))
+            if isinstance(compiler, Dependency):  # an edge: resolved by merge_root
+                self.edges.append((len(self.specs), compiler.hash, compiler.name))
                 compiler = ""
             self.specs.append(key)
             self.fields.extend([number(text, len(self.numbers)) for text in (*fields, compiler)])
@@ -243,7 +240,22 @@ class _RootPart:
                 self._variants(node.parameters)
 
     def _dependencies(self, dependencies: list[Dependency]) -> str | None:
-        """Why the edges make a record invalid, or None (see the module docstring)."""
+        """Why the edges make a record invalid, or None (see the module docstring).
+
+        The common case in a few C-level calls: every edge is a key of the whole index, or, for
+        a part, none is known to be missing (all become ``foreign``; :meth:`shard` keeps those
+        that are not keys of the part).
+        """
+        hashes = [dep.hash for dep in dependencies]
+        if self.complete:
+            if all(map(self.keys.__contains__, hashes)):
+                return None
+        elif not self.missing or self.missing.isdisjoint(hashes):
+            self.foreign.update(hashes)
+            return None
+        return self._bad_dependency(dependencies)
+
+    def _bad_dependency(self, dependencies: list[Dependency]) -> str | None:
         keys = self.keys
         for dep in dependencies:
             found = dep.hash

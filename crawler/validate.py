@@ -123,16 +123,17 @@ def compiler_edge(dependencies: list[Dependency]) -> Dependency | None:
     return None
 
 
-def own_compiler(node: Node) -> str | None:
-    """The node's compiler when the node itself says it, None when a dependency edge does.
+def own_compiler(node: Node) -> str | Dependency:
+    """The node's compiler when the node itself says it, else the dependency edge that does.
 
     See the module docstring for the order; the edge's target is resolved by
     :func:`merge_root`, against every valid record of the index.
     """
     if node.compiler is not None:
         return f"{node.compiler.name}@{node.compiler.version}"
-    if compiler_edge(node.dependencies) is not None:
-        return None
+    edge = compiler_edge(node.dependencies)
+    if edge is not None:
+        return edge
     if node.annotations is not None and node.annotations.compiler:
         name, _, version = node.annotations.compiler.partition("@")
         return f"{name}@{version.lstrip('=')}" if version else name
