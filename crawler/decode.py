@@ -140,7 +140,7 @@ _DOCUMENT_DECODER = msgspec.json.Decoder(_Document)
 
 
 def decode_document(
-    body: bytes | memoryview | mmap.mmap, url: str
+    body: bytes | bytearray | memoryview | mmap.mmap, url: str
 ) -> tuple[str, dict[str, msgspec.Raw]]:
     """The DB version and the raw records of an index; errors name ``url`` and the problem."""
     if not body:

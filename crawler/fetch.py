@@ -14,13 +14,14 @@ Cancellation is never retried.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import email.utils
 import hashlib
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -29,7 +30,11 @@ from urllib.parse import unquote, urlsplit
 
 import aiofiles
 import aiohttp
-from aiohttp.http_exceptions import ContentEncodingError
+from aiohttp.http_exceptions import (
+    ContentLengthError,
+    PayloadEncodingError,
+    TransferEncodingError,
+)
 from tenacity import AsyncRetrying, RetryCallState, stop_after_attempt, wait_random_exponential
 
 from . import __version__
@@ -81,26 +86,10 @@ def _retry_after(value: str | None) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
-def _undecodable(exc: BaseException) -> ContentEncodingError | None:
-    """The cause of a body that arrived whole but does not decode as its ``Content-Encoding``
-    says (aiohttp gunzips such bodies as they arrive), or None for any other failure."""
-    if isinstance(exc, aiohttp.ClientPayloadError):
-        cause = exc.__cause__
-        if isinstance(cause, ContentEncodingError):
-            return cause
-    return None
-
-
 def is_transient(exc: BaseException) -> bool:
-    """Whether a failed attempt is worth another try.
-
-    A body that does not decode as its ``Content-Encoding`` says is not: the server would send
-    the same bytes again (a body cut short is, and aiohttp tells the two apart).
-    """
+    """Whether a failed attempt is worth another try."""
     if isinstance(exc, HTTPStatusError):
         return exc.status == 429 or exc.status >= 500
-    if _undecodable(exc) is not None:
-        return False
     return isinstance(
         exc, aiohttp.ClientConnectionError | aiohttp.ClientPayloadError | TimeoutError
     )
@@ -110,13 +99,32 @@ def describe(exc: BaseException) -> str:
     """A one-line reason for an aiohttp or timeout failure."""
     if isinstance(exc, TimeoutError):
         return "timed out"
-    undecodable = _undecodable(exc)
-    if undecodable is not None:
-        return f"body does not decode as the server labelled it ({undecodable.message})"
     if isinstance(exc, aiohttp.ClientPayloadError):
         return f"body cut short ({exc})"
     text = str(exc) or type(exc).__name__
     return f"{type(exc).__name__}: {text}" if text != type(exc).__name__ else text
+
+
+@contextlib.contextmanager
+def _decoding(location: str, resp: aiohttp.ClientResponse) -> Iterator[None]:
+    """Name a body that does not decode as its ``Content-Encoding`` says (aiohttp undoes it as
+    the body arrives), and make that final: the server would send the same bytes again.
+
+    aiohttp reports it as a payload error caused by a ``PayloadEncodingError``: a
+    ``ContentEncodingError``, or a bare one when the server closed the connection before the
+    body was read. A body cut short is caused by its subclasses for a missing length, and
+    stays a transient failure.
+    """
+    try:
+        yield
+    except aiohttp.ClientPayloadError as err:
+        encoding = resp.headers.get("Content-Encoding")
+        cause = err.__cause__
+        cut_short = isinstance(cause, ContentLengthError | TransferEncodingError)
+        if encoding and isinstance(cause, PayloadEncodingError) and not cut_short:
+            reason = f"body does not decode as its Content-Encoding ({encoding}) says"
+            raise FetchError(location, reason) from err
+        raise
 
 
 def local_path(location: str) -> Path:
@@ -268,9 +276,10 @@ class Fetcher:
                 self._check_status(location, resp)
                 _check_size(location, resp.content_length, DOCUMENT_LIMIT, _DOCUMENT)
                 body = bytearray()
-                async for chunk, _ in resp.content.iter_chunks():
-                    body += chunk
-                    _check_size(location, len(body), DOCUMENT_LIMIT, _DOCUMENT)
+                with _decoding(location, resp):
+                    async for chunk, _ in resp.content.iter_chunks():
+                        body += chunk
+                        _check_size(location, len(body), DOCUMENT_LIMIT, _DOCUMENT, "read")
                 return bytes(body)
 
         body, _ = await self._bounded(location, attempt)
@@ -304,7 +313,8 @@ class Fetcher:
                     return Fetched(location, None, 0, None, 0, 0.0, etag)
                 self._check_status(location, resp)
                 _check_size(location, resp.content_length, limit, _INDEX)
-                size, digest = await _stream_to(resp, dest, location, limit, progress)
+                with _decoding(location, resp):
+                    size, digest = await _stream_to(resp, dest, location, limit, progress)
                 return Fetched(location, dest, size, digest, 0, 0.0, resp.headers.get("ETag"))
 
         fetched, tries = await self._bounded(location, attempt)
@@ -315,13 +325,15 @@ _INDEX = "max_index_mb"
 _DOCUMENT = "the limit for a discovery document or a sidecar"
 
 
-def _check_size(location: str, size: int | None, limit: int, what: str) -> None:
-    """Fail a body of ``size`` bytes (as announced, or received so far) beyond ``limit``.
-
-    Not retried: the server would send the same again.
-    """
+def _check_size(
+    location: str, size: int | None, limit: int, what: str, how: str = "announced"
+) -> None:
+    """Fail a body of ``size`` bytes beyond ``limit``: as ``announced`` (Content-Length), ``on
+    disk`` (a local file's size) or ``read`` so far. Not retried: the server would send the same
+    again."""
     if size is not None and size > limit:
-        raise FetchError(location, f"larger than {what} ({limit >> 20} MiB): {size:,} bytes")
+        told = f"at least {size:,} bytes" if how == "read" else f"{size:,} bytes {how}"
+        raise FetchError(location, f"larger than {what} ({limit >> 20} MiB): {told}")
 
 
 async def _stream_to(
@@ -355,7 +367,7 @@ async def _stream_to(
         async for chunk, _ in resp.content.iter_chunks():
             batch.append(chunk)
             pending += len(chunk)
-            _check_size(location, size + pending, limit, _INDEX)
+            _check_size(location, size + pending, limit, _INDEX, "read")
             if pending >= _WRITE_BATCH:
                 await asyncio.to_thread(_hash_and_write, digest, out, batch)
                 size, batch, pending = size + pending, [], 0
@@ -391,7 +403,7 @@ async def _read_local(location: str) -> bytes:
     try:
         async with aiofiles.open(path, "rb") as src:
             data: bytes = await src.read(DOCUMENT_LIMIT + 1)
-            _check_size(location, len(data), DOCUMENT_LIMIT, _DOCUMENT)
+            _check_size(location, len(data), DOCUMENT_LIMIT, _DOCUMENT, "read")
             return data
     except FileNotFoundError:
         raise NotFoundError(location) from None
@@ -408,10 +420,11 @@ def _hash_file(location: str, path: Path, limit: int) -> tuple[int, str]:
     size = 0
     try:
         with path.open("rb") as src:
-            _check_size(location, os.fstat(src.fileno()).st_size, limit, _INDEX)
-            while chunk := src.read(_WRITE_BATCH):
+            _check_size(location, os.fstat(src.fileno()).st_size, limit, _INDEX, "on disk")
+            while chunk := src.read(_WRITE_BATCH):  # a file may grow, a device be endless
                 digest.update(chunk)
                 size += len(chunk)
+                _check_size(location, size, limit, _INDEX, "read")
     except (FileNotFoundError, IsADirectoryError):
         raise NotFoundError(location) from None
     except OSError as err:

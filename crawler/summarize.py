@@ -63,6 +63,7 @@ _RAW = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _MEMO_LIMIT = 50_000
 #: ``max_index_mb``'s default, in bytes (workers are told the configured value).
 DEFAULT_INDEX_LIMIT = DEFAULT_MAX_INDEX_MB << 20
+_GUNZIP_BLOCK = 4 << 20
 _FLAG = -1  # what a memo gives for compiler flags, which are not variants
 
 
@@ -109,14 +110,20 @@ def read_index(
     return decode_document(body, url)
 
 
-def _gunzip(file: BinaryIO, url: str, limit: int) -> bytes:
+def _gunzip(file: BinaryIO, url: str, limit: int) -> bytearray:
+    """The gunzipped bytes, read a block at a time (``read(limit)`` would allocate ``limit``
+    bytes up front, however small the data)."""
+    body = bytearray()
     try:
         with gzip.GzipFile(fileobj=file) as unzipped:
-            body = unzipped.read(limit + 1)
+            while block := unzipped.read(_GUNZIP_BLOCK):
+                body += block
+                if len(body) > limit:
+                    raise IndexFormatError(
+                        url, f"larger than max_index_mb ({limit >> 20} MiB) once gunzipped"
+                    )
     except (OSError, EOFError, zlib.error) as err:
         raise IndexFormatError(url, f"bad gzip data: {err}") from None
-    if len(body) > limit:
-        raise IndexFormatError(url, f"larger than max_index_mb ({limit >> 20} MiB) once gunzipped")
     return body
 
 

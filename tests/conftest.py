@@ -33,9 +33,11 @@ class Fault:
     """One scripted answer. Exactly one kind applies, checked in this order:
 
     * ``stall``: send headers (and ``truncate`` bytes of the body if set), then hang ``stall`` s;
-    * ``truncate``: announce the full Content-Length, send only ``truncate`` bytes, then close;
+    * ``truncate``: announce the full Content-Length (and ``headers``), send only ``truncate``
+      bytes, then close;
     * ``reset``: close the connection without an answer;
-    * ``body``: answer 200 with these bytes instead of the file;
+    * ``body``: answer 200 with these bytes instead of the file (and ``headers``), closing the
+      connection after it when ``close`` is set;
     * otherwise answer ``status`` with ``headers``.
     """
 
@@ -45,6 +47,7 @@ class Fault:
     truncate: int | None = None
     stall: float | None = None
     reset: bool = False
+    close: bool = False
 
 
 class SleepRecorder:
@@ -103,7 +106,8 @@ class MirrorServer:
     ) -> web.StreamResponse:
         body = fault.body if fault.body is not None else (data or b"")
         if fault.stall is not None or fault.truncate is not None:
-            response = web.StreamResponse(status=200, headers={"Content-Length": str(len(body))})
+            headers = {"Content-Length": str(len(body)), **fault.headers}
+            response = web.StreamResponse(status=200, headers=headers)
             await response.prepare(request)
             if fault.truncate:
                 await response.write(body[: fault.truncate])
@@ -117,7 +121,10 @@ class MirrorServer:
             request.transport.close()
             return web.Response(status=500)
         if fault.body is not None:
-            return web.Response(body=fault.body, headers=fault.headers)
+            answer = web.Response(body=fault.body, headers=fault.headers)
+            if fault.close:
+                answer.force_close()
+            return answer
         return web.Response(status=fault.status, headers=fault.headers, text=f"{fault.status}")
 
 
