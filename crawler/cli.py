@@ -186,12 +186,17 @@ def _config(args: argparse.Namespace) -> Config:
 
 def _check_output(config: Config) -> None:
     """Refuse an output folder that cannot be one: it, or the nearest of its parents that
-    exists, is a file. (Anything else the filesystem refuses fails the run when it happens.)"""
+    exists, is a file. (Anything else the filesystem refuses, a folder this user may not look
+    into among them, fails the run when it happens, naming the path.)"""
     for folder in (config.output_dir, *config.output_dir.parents):
-        if folder.exists():
-            if not folder.is_dir():
-                raise ConfigError(config.origin, f"{folder} is a file, not a folder", "output")
+        try:
+            if not folder.exists():
+                continue
+            if folder.is_dir():
+                return
+        except OSError:
             return
+        raise ConfigError(config.origin, f"{folder} is a file, not a folder", "output")
 
 
 def exit_code(result: RunResult) -> int:

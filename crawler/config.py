@@ -44,10 +44,10 @@ import fnmatch
 import re
 from pathlib import Path
 from typing import Annotated, Literal
-from urllib.parse import urlsplit
 
 import msgspec
 import yaml
+from yarl import URL
 
 from .decode import DEFAULT_MAX_INDEX_MB
 from .errors import ConfigError
@@ -175,17 +175,20 @@ def _check_mirror(origin: str, mirror: str) -> None:
 
 
 def _check_http_url(origin: str, url: str) -> None:
-    """Refuse an http(s) mirror URL that no request could be sent to (a path may hold spaces;
-    a URL must have them percent-encoded)."""
-    if any(c.isspace() for c in url) or not url.isprintable():
-        raise ConfigError(origin, f"{url!r} holds a space or a control character", "mirror")
+    """Refuse an http(s) mirror URL that no request could be sent to, as parsed by yarl (what
+    aiohttp sends requests with): a space in its path is encoded, one in its host is not."""
+    if not url.isprintable():
+        raise ConfigError(origin, f"{url!r} holds a control character", "mirror")
     try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018 - raises ValueError when out of range or not a number
+        parsed = URL(url)
     except ValueError as err:
         raise ConfigError(origin, f"{url!r} is not a valid URL: {err}", "mirror") from None
-    if not parts.hostname:
+    if not parsed.host:
         raise ConfigError(origin, f"{url!r} names no host", "mirror")
+    if " " in parsed.host:
+        raise ConfigError(origin, f"{url!r} holds a space in its host", "mirror")
+    if parsed.port == 0:
+        raise ConfigError(origin, f"{url!r} names port 0", "mirror")
 
 
 def _resolve(base: Path, value: str, origin: str, key: str) -> str:

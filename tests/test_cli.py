@@ -240,6 +240,18 @@ def test_an_output_that_is_a_file_is_a_usage_error(
     assert file.read_text() == "mine"
 
 
+def test_an_output_that_cannot_be_looked_at_fails_when_written(
+    here: RunHere, tmp_path: Path
+) -> None:
+    """Whether it is a file cannot be told (here: a name too long): the run fails when it
+    writes there, naming the path, as before the check."""
+    output = tmp_path / ("x" * 300) / "out"
+    config = sample_config(tmp_path)
+    done = here("sync", "--branch", "develop", "--config", str(config), "--output", str(output))
+    assert (done.code, done.out) == (4, "")
+    assert done.err.startswith(f"error: cannot write {output}") and "too long" in done.err
+
+
 def test_yaml_syntax_error(tmp_path: Path) -> None:
     config = write_config(tmp_path / "broken.yaml", "mirror: [unclosed\nconcurrency: 3\n")
     done = run_cli("branches", "--config", str(config), cwd=tmp_path)

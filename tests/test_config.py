@@ -150,8 +150,8 @@ def test_only_a_url_must_encode_its_spaces(tmp_path: Path) -> None:
     """A folder may be named with spaces; an http(s) URL must percent-encode them."""
     config = load_config(write(tmp_path / "c.yaml", "mirror: my mirror\n"))
     assert config.mirror == str(tmp_path / "my mirror")
-    url = "https://[::1]:8443/spack%20mirror/"
-    assert load_config(write(tmp_path / "u.yaml", f"mirror: '{url}'\n")).mirror == url
+    for url in ("https://[::1]:8443/spack%20mirror/", "http://h/my mirror", "HTTP://u:p@h:+80/"):
+        assert load_config(write(tmp_path / "u.yaml", f"mirror: '{url}'\n")).mirror == url
 
 
 def test_home_is_expanded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -277,9 +277,11 @@ def test_unknown_key(tmp_path: Path, text: str, key: str) -> None:
         ("mirror: 'http://[bad'\n", "mirror", "'http://[bad' is not a valid URL: Invalid IPv6"),
         ("mirror: 'http://h:99999/'\n", "mirror", "'http://h:99999/' is not a valid URL: Port"),
         ("mirror: 'https://'\n", "mirror", "'https://' names no host"),
-        ("mirror: 'https://:80/x'\n", "mirror", "'https://:80/x' names no host"),
-        ("mirror: 'https://a b.org'\n", "mirror", "'https://a b.org' holds a space or a control"),
-        ('mirror: "https://a\\tb"\n', "mirror", "'https://a\\tb' holds a space or a control"),
+        ("mirror: 'https://:80/x'\n", "mirror", "'https://:80/x' is not a valid URL: Invalid"),
+        ("mirror: 'http://h:0/'\n", "mirror", "'http://h:0/' names port 0"),
+        ("mirror: 'https://a b.org'\n", "mirror", "'https://a b.org' holds a space in its host"),
+        ('mirror: "https://a\\tb"\n', "mirror", "'https://a\\tb' holds a control character"),
+        ("mirror: 'http://[::1]]/'\n", "mirror", "'http://[::1]]/' is not a valid URL"),
         ("output: ''\n", "output", "Expected 'str' of length >= 1"),
         ("publish:\n  max_drop: 1.5\n", "publish.max_drop", "Expected 'float' <= 1.0"),
         ("publish:\n  max_drop: -0.1\n", "publish.max_drop", "Expected 'float' >= 0.0"),
