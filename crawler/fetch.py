@@ -359,7 +359,9 @@ async def _stream_to(
     tell = progress or (lambda _: None)
     tell(0)  # before an earlier attempt's file is replaced
     try:
-        out = await asyncio.to_thread(_create, dest)
+        # On the loop, not in a thread: a download cancelled meanwhile (the branch's root
+        # failed, or SIGTERM) would leave the file the thread opened unclosed.
+        out = _create(dest)
     except OSError as err:
         raise OutputError(str(dest), err.strerror or str(err)) from None
     try:
