@@ -36,7 +36,7 @@ import logging
 import os
 import shutil
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -146,6 +146,43 @@ class _EarlyConsolidation:
             consolidator.add(label, stacks[label].hashes, stacks[label].identities)
         self._consolidator = None  # its sets and the root summary are freed with it
         return consolidator.finish()
+
+
+async def _read_all(
+    branch: str, reads: list[Coroutine[Any, Any, SourceOutcome]], sources: Sequence[Source]
+) -> list[SourceOutcome]:
+    """Every source's outcome, root first, the reads running at once.
+
+    A branch whose root index is missing or unusable fails whatever its stacks hold: the reads
+    still running then are stopped (downloads and queued decoding jobs alike), and their
+    sources reported as ``skipped``.
+    """
+    tasks = [asyncio.ensure_future(read) for read in reads]
+    try:
+        root = await tasks[0]
+        if root.facts is not None:
+            return [root, *await asyncio.gather(*tasks[1:])]
+        for task in tasks[1:]:
+            task.cancel()
+        done = await asyncio.gather(*tasks[1:], return_exceptions=True)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+    outcomes = [root]
+    for source, outcome in zip(sources[1:], done, strict=True):
+        if isinstance(outcome, SourceOutcome):  # it was done before the root
+            outcomes.append(outcome)
+        elif isinstance(outcome, asyncio.CancelledError):
+            reason = "not read: the root index is missing or unusable"
+            outcomes.append(SourceOutcome(source, status="skipped", error=reason))
+        else:  # read() raises nothing but a cancellation
+            raise outcome
+    skipped = sum(o.status == "skipped" for o in outcomes)
+    if skipped:
+        log.info("%s: root index %s: %d source(s) not read", branch, root.status, skipped)
+    return outcomes
 
 
 def _lines(joined: str) -> list[str]:
@@ -274,7 +311,7 @@ class Syncer:
                 early.offer(outcome)
                 return outcome
 
-            outcomes = list(await asyncio.gather(*(read(i, s) for i, s in enumerate(sources))))
+            outcomes = await _read_all(branch, [read(i, s) for i, s in enumerate(sources)], sources)
             report["sources"] = [o.report_entry() for o in outcomes]
             failed = self._check(branch, outcomes)
             entries = [o.index_entry() for o in outcomes]

@@ -472,6 +472,31 @@ async def test_a_failed_root_fails_the_branch_whatever_the_budget(site: MakeSite
     assert tree_bytes(s.out / "a") == before
 
 
+@pytest.mark.parametrize("fault", [Fault(404), Fault(body=b"not an index")], ids=["404", "bad"])
+async def test_a_root_that_fails_stops_the_other_downloads(site: MakeSite, fault: Fault) -> None:
+    """The branch fails whatever its stacks hold: they are not waited for, nor decoded."""
+    s = await site((ref("a"),), timeouts=SLOW)
+    before = (await s.publish("a"))["a"]
+    s.rebuild(ref("a", NEXT))
+    s.server.script(s.path("a"), fault)
+    s.server.delay("s1/build_cache/index.json", 30)  # would outlast the test's timeout
+    s.server.delay("s2/build_cache/index.json", 30)
+    started = time.monotonic()
+
+    done = await s.sync("a")
+
+    assert time.monotonic() - started < 10
+    assert done.code == 4 and "root index" in done.err
+    statuses = {e["label"]: e["status"] for e in s.report("a")["sources"]}
+    assert statuses == {"root": statuses["root"], "s1": "skipped", "s2": "skipped"}
+    assert statuses["root"] in ("missing", "failed")
+    s1 = s.source_report("a", "s1")
+    assert s1["error"] == "not read: the root index is missing or unusable"
+    assert s.server.arrivals("s1/build_cache/index.json") == 1  # started, then stopped
+    assert s.leftovers() == []
+    assert tree_bytes(s.out / "a") == before
+
+
 # --- 4. exit codes across runs and branches ---------------------------------------------------
 
 
