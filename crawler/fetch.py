@@ -379,7 +379,9 @@ async def _stream_to(
             size += pending
             tell(size)
     finally:
-        await asyncio.to_thread(out.close)
+        # Not in a thread either: a download cancelled while it waited for a free one (the
+        # batches are flushed: closing is one syscall) would leave the file open.
+        out.close()
     return size, digest.hexdigest()
 
 

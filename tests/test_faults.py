@@ -7,10 +7,15 @@ by a fake ``sleep`` instead of slept, so nothing here waits on a backoff.
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import contextlib
 import email.utils
 import hashlib
 import json
+import os
 import shutil
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +25,8 @@ import pytest
 import yaml
 
 from crawler.cli import main_async
+from crawler.config import Config
+from crawler.fetch import Fetcher
 from crawler.synth import SynthRef, SynthSpec, build_mirror
 
 from .conftest import Fault, MirrorServer, ServeMirror, SleepRecorder, fast_config, tree_bytes
@@ -610,3 +617,47 @@ async def test_unavailable_sidecar_does_not_fail_the_source(
     s1 = sc.source_report("a", "s1")
     assert (s1["status"], s1["sidecar_sha256"], s1["sidecar_matches"]) == ("fetched", None, None)
     assert sc.server.hits(sc.path("a", "s1")) == 1
+
+
+def _open_files() -> list[str]:
+    """What this process's file descriptors point at."""
+    found = []
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):  # the listing's own descriptor is gone by now
+            found.append(os.readlink(f"/proc/self/fd/{fd}"))
+    return found
+
+
+@pytest.mark.parametrize("size", [0, 100])
+async def test_a_download_cancelled_while_threads_are_busy_closes_its_file(
+    mirror_server: ServeMirror, tmp_path: Path, size: int
+) -> None:
+    """A branch's stacks are cancelled when its root fails; SIGTERM cancels every download. One
+    cancelled while waiting for a free worker thread (all busy hashing and writing other
+    downloads) must still close the file it writes."""
+    root = tmp_path / "mirror"
+    root.mkdir()
+    (root / "index.json").write_bytes(b"x" * size)
+    server = await mirror_server(root)
+    dest = tmp_path / "dest.json"
+    loop = asyncio.get_running_loop()
+    loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(max_workers=1))
+    gate = threading.Event()
+    busy = loop.run_in_executor(None, gate.wait)  # the only worker thread
+    try:
+        async with Fetcher(Config(output=str(tmp_path / "out"))) as fetcher:
+            writing = asyncio.Event()
+            url = f"{server.url}/index.json"
+            download = asyncio.create_task(
+                fetcher.download(url, dest, progress=lambda _: writing.set())
+            )
+            await writing.wait()
+            await asyncio.sleep(0.1)  # the body is in: only a thread's work is left
+            download.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await download
+
+            assert str(dest) not in _open_files()
+    finally:
+        gate.set()
+        await busy
