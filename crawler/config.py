@@ -181,11 +181,14 @@ def _check_http_url(origin: str, url: str) -> None:
         raise ConfigError(origin, f"{url!r} holds a control character", "mirror")
     try:
         parsed = URL(url)
+        host = parsed.host  # IDNA errors (a UnicodeError, a ValueError) come here
+        if host:
+            host.encode("idna")  # as the request will: an empty or overlong label fails
     except ValueError as err:
         raise ConfigError(origin, f"{url!r} is not a valid URL: {err}", "mirror") from None
-    if not parsed.host:
+    if not host:
         raise ConfigError(origin, f"{url!r} names no host", "mirror")
-    if " " in parsed.host:
+    if " " in host:
         raise ConfigError(origin, f"{url!r} holds a space in its host", "mirror")
     if parsed.port == 0:
         raise ConfigError(origin, f"{url!r} names port 0", "mirror")

@@ -282,6 +282,8 @@ def test_unknown_key(tmp_path: Path, text: str, key: str) -> None:
         ("mirror: 'https://a b.org'\n", "mirror", "'https://a b.org' holds a space in its host"),
         ('mirror: "https://a\\tb"\n', "mirror", "'https://a\\tb' holds a control character"),
         ("mirror: 'http://[::1]]/'\n", "mirror", "'http://[::1]]/' is not a valid URL"),
+        ("mirror: 'http://xn--/'\n", "mirror", "'http://xn--/' is not a valid URL: decoding"),
+        ("mirror: 'http://a..b/'\n", "mirror", "'http://a..b/' is not a valid URL: encoding"),
         ("output: ''\n", "output", "Expected 'str' of length >= 1"),
         ("publish:\n  max_drop: 1.5\n", "publish.max_drop", "Expected 'float' <= 1.0"),
         ("publish:\n  max_drop: -0.1\n", "publish.max_drop", "Expected 'float' >= 0.0"),
