@@ -106,7 +106,7 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=Tr
     immutable_refs: tuple[str, ...] = ("*",)
     mutable_refs: tuple[str, ...] = ("develop",)
     lock_wait: Annotated[float, msgspec.Meta(ge=0)] = 0.0
-    metrics: str | None = None
+    metrics: Annotated[str, msgspec.Meta(min_length=1)] | None = None
     max_index_mb: Annotated[int, msgspec.Meta(ge=1, le=1 << 20)] = DEFAULT_MAX_INDEX_MB
     #: The file the settings came from, for messages; not a key of the file.
     origin: str = "<defaults>"
@@ -266,6 +266,8 @@ def with_overrides(config: Config, **flags: object) -> Config:
     data.pop("origin")
     for key in ("mirror", "output", "metrics"):
         if key in given:
+            if given[key] == "":  # `--output "$UNSET"` must not mean the working directory
+                raise ConfigError("command line", "must not be empty", key)
             given[key] = _resolve(Path.cwd(), str(given[key]), "command line", key)
     data.update(given)
     return build_config(data, "command line")

@@ -252,6 +252,18 @@ def test_an_output_that_cannot_be_looked_at_fails_when_written(
     assert done.err.startswith(f"error: cannot write {output}") and "too long" in done.err
 
 
+@pytest.mark.parametrize("flag", ["--output", "--mirror", "--metrics"])
+def test_an_empty_path_flag_is_a_usage_error(here: RunHere, tmp_path: Path, flag: str) -> None:
+    """`--output "$UNSET"` in a cron line must not publish into the working directory."""
+    config = sample_config(tmp_path)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    done = here("sync", "--branch", "develop", "--config", str(config), flag, "")
+    assert (done.code, done.out) == (2, "")
+    key = flag.removeprefix("--")
+    assert done.err == f"error: config error in command line: key '{key}': must not be empty\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
 def test_yaml_syntax_error(tmp_path: Path) -> None:
     config = write_config(tmp_path / "broken.yaml", "mirror: [unclosed\nconcurrency: 3\n")
     done = run_cli("branches", "--config", str(config), cwd=tmp_path)

@@ -297,6 +297,7 @@ def test_unknown_key(tmp_path: Path, text: str, key: str) -> None:
         ("mutable_refs: [1]\n", "mutable_refs[0]", "Expected 'str', got 'int'"),
         ("lock_wait: -1\n", "lock_wait", "Expected 'float' >= 0.0"),
         ("metrics: [a]\n", "metrics", "Expected 'str | null', got 'array'"),
+        ("metrics: ''\n", "metrics", "Expected 'str' of length >= 1"),
         ("max_index_mb: 0\n", "max_index_mb", "Expected 'int' >= 1"),
         ("max_index_mb: 1.5\n", "max_index_mb", "Expected 'int', got 'float'"),
     ],
