@@ -21,7 +21,7 @@ Every metric is a gauge named ``spack_cache_crawler_<name>``; per-branch ones ca
 ``specs{branch}``, ``packages{branch}``        in the index, when the report has its stats
 ``specs_added{branch}``, ``specs_removed``     what this run's publish changed (when published)
 ``sources{branch,outcome}``                    sources ``fetched``, ``unchanged``, ``missing``,
-                                               ``failed`` or ``skipped`` (not read: the root
+                                               ``failed`` or ``not_read`` (the root
                                                failed) in this run (all five listed)
 ``downloaded_bytes{branch}``                   bytes of the sources fetched in this run
 ``retries{branch}``                            retried requests in this run
@@ -67,7 +67,7 @@ from .write import atomic_write
 
 PREFIX = "spack_cache_crawler_"
 BRANCH_STATUSES = ("published", "partial", "unchanged", "skipped", "refused", "failed")
-SOURCE_OUTCOMES = ("fetched", "unchanged", "missing", "failed", "skipped")
+SOURCE_OUTCOMES = ("fetched", "unchanged", "missing", "failed", "not_read")
 SUCCESS_STATUSES = frozenset({"published", "partial", "unchanged", "skipped"})
 LAST_SUCCESS = f"{PREFIX}last_success_timestamp_seconds"
 

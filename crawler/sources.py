@@ -51,7 +51,7 @@ def is_sha256(text: str | None) -> bool:
     return text is not None and _SHA256.fullmatch(text) is not None
 
 
-Status = Literal["fetched", "unchanged", "missing", "failed", "skipped"]
+Status = Literal["fetched", "unchanged", "missing", "failed", "not_read"]
 
 
 @dataclass
@@ -60,7 +60,7 @@ class SourceOutcome:
 
     ``fetched``: downloaded (and decoded, unless a cached summary had the same SHA-256);
     ``unchanged``: a validator proved the cached summary current, nothing was downloaded;
-    ``missing``: 404; ``failed``: anything else, with ``error``; ``skipped``: not read, as the
+    ``missing``: 404; ``failed``: anything else, with ``error``; ``not_read``: as the
     branch's root index is missing or unusable (see :func:`crawler.sync._read_all`).
     """
 

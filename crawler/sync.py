@@ -155,7 +155,7 @@ async def _read_all(
 
     A branch whose root index is missing or unusable fails whatever its stacks hold: the reads
     still running then are stopped (downloads and queued decoding jobs alike), and their
-    sources reported as ``skipped``.
+    sources reported as ``not_read``.
     """
     tasks = [asyncio.ensure_future(read) for read in reads]
     try:
@@ -176,12 +176,12 @@ async def _read_all(
             outcomes.append(outcome)
         elif isinstance(outcome, asyncio.CancelledError):
             reason = "not read: the root index is missing or unusable"
-            outcomes.append(SourceOutcome(source, status="skipped", error=reason))
+            outcomes.append(SourceOutcome(source, status="not_read", error=reason))
         else:  # read() raises nothing but a cancellation
             raise outcome
-    skipped = sum(o.status == "skipped" for o in outcomes)
-    if skipped:
-        log.info("%s: root index %s: %d source(s) not read", branch, root.status, skipped)
+    unread = sum(o.status == "not_read" for o in outcomes)
+    if unread:
+        log.info("%s: root index %s: %d source(s) not read", branch, root.status, unread)
     return outcomes
 
 

@@ -144,22 +144,22 @@ spack_cache_crawler_sources{branch="develop",outcome="fetched"} 2
 spack_cache_crawler_sources{branch="develop",outcome="unchanged"} 1
 spack_cache_crawler_sources{branch="develop",outcome="missing"} 1
 spack_cache_crawler_sources{branch="develop",outcome="failed"} 0
-spack_cache_crawler_sources{branch="develop",outcome="skipped"} 0
+spack_cache_crawler_sources{branch="develop",outcome="not_read"} 0
 spack_cache_crawler_sources{branch="develop-2025-04-20",outcome="fetched"} 0
 spack_cache_crawler_sources{branch="develop-2025-04-20",outcome="unchanged"} 1
 spack_cache_crawler_sources{branch="develop-2025-04-20",outcome="missing"} 0
 spack_cache_crawler_sources{branch="develop-2025-04-20",outcome="failed"} 1
-spack_cache_crawler_sources{branch="develop-2025-04-20",outcome="skipped"} 0
+spack_cache_crawler_sources{branch="develop-2025-04-20",outcome="not_read"} 0
 spack_cache_crawler_sources{branch="v0.22.0",outcome="fetched"} 0
 spack_cache_crawler_sources{branch="v0.22.0",outcome="unchanged"} 1
 spack_cache_crawler_sources{branch="v0.22.0",outcome="missing"} 0
 spack_cache_crawler_sources{branch="v0.22.0",outcome="failed"} 0
-spack_cache_crawler_sources{branch="v0.22.0",outcome="skipped"} 0
+spack_cache_crawler_sources{branch="v0.22.0",outcome="not_read"} 0
 spack_cache_crawler_sources{branch="v0.23.1",outcome="fetched"} 1
 spack_cache_crawler_sources{branch="v0.23.1",outcome="unchanged"} 0
 spack_cache_crawler_sources{branch="v0.23.1",outcome="missing"} 0
 spack_cache_crawler_sources{branch="v0.23.1",outcome="failed"} 1
-spack_cache_crawler_sources{branch="v0.23.1",outcome="skipped"} 0
+spack_cache_crawler_sources{branch="v0.23.1",outcome="not_read"} 0
 # HELP spack_cache_crawler_downloaded_bytes Bytes of the branch's indexes downloaded in the \
 last run.
 # TYPE spack_cache_crawler_downloaded_bytes gauge

@@ -488,7 +488,7 @@ async def test_a_root_that_fails_stops_the_other_downloads(site: MakeSite, fault
     assert time.monotonic() - started < 10
     assert done.code == 4 and "root index" in done.err
     statuses = {e["label"]: e["status"] for e in s.report("a")["sources"]}
-    assert statuses == {"root": statuses["root"], "s1": "skipped", "s2": "skipped"}
+    assert statuses == {"root": statuses["root"], "s1": "not_read", "s2": "not_read"}
     assert statuses["root"] in ("missing", "failed")
     s1 = s.source_report("a", "s1")
     assert s1["error"] == "not read: the root index is missing or unusable"
