@@ -36,8 +36,9 @@ import msgspec
 
 from . import __version__
 from .config import Config, load_config, with_overrides
+from .discovery import Mirror
 from .errors import ConfigError, CrawlerError, FetchError, IndexFormatError, UsageError
-from .fetch import Sleep
+from .fetch import Sleep, local_path
 from .lock import LockBusyError
 from .metrics import load_last_success, render_metrics, write_metrics
 from .progress import LiveReporter, LogReporter, setup_logging, wants_live
@@ -186,8 +187,15 @@ def _config(args: argparse.Namespace) -> Config:
 
 def _check_output(config: Config) -> None:
     """Refuse an output folder that cannot be one: it, or the nearest of its parents that
-    exists, is a file. (Anything else the filesystem refuses, a folder this user may not look
-    into among them, fails the run when it happens, naming the path.)"""
+    exists, is a file; or it is a local mirror's folder or lies inside it (its branch folders
+    would be the mirror's ref folders). Anything else the filesystem refuses, a folder this
+    user may not look into among them, fails the run when it happens, naming the path."""
+    mirror = Mirror.parse(config.mirror)
+    if mirror.is_local:
+        output, root = config.output_dir.resolve(), local_path(mirror.base)
+        if output == root or root in output.parents:
+            where = "the mirror folder" if output == root else f"inside the mirror {root}"
+            raise ConfigError(config.origin, f"{output} is {where}", "output")
     for folder in (config.output_dir, *config.output_dir.parents):
         try:
             if not folder.exists():

@@ -57,7 +57,15 @@ from .report import branch_stats, findings, published_spec_stacks, spec_stacks_o
 from .sources import SourceOutcome, SourceReader
 from .state import BranchState, Store, fingerprint
 from .validate import SourceSummary
-from .write import BranchStage, atomic_write, encode_json, recover, render_page, state_dir
+from .write import (
+    BranchStage,
+    atomic_write,
+    check_replaceable,
+    encode_json,
+    recover,
+    render_page,
+    state_dir,
+)
 
 log = logging.getLogger(__name__)
 
@@ -301,6 +309,7 @@ class Syncer:
                 report["stats"] = previous.stats  # replaced below if the branch is rebuilt
             if not self.force and self.config.is_immutable(branch) and published.is_file():
                 return self._done(branch, "skipped", report, clock, "immutable and published")
+            check_replaceable(self.output / branch)  # before any download, and at publish
             sources = discovery.refs[branch]
             self.reporter.branch_started(branch, len(sources))
             early = _EarlyConsolidation()

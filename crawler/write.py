@@ -163,6 +163,32 @@ def recover(output: Path) -> list[str]:
     return done
 
 
+#: Everything a published branch folder holds (see :meth:`Syncer._publish`).
+BRANCH_ENTRIES = frozenset({"index.json", "changes.json", "report.json", "pages"})
+
+
+def check_replaceable(target: Path) -> None:
+    """Refuse to replace ``target`` (``<output>/<branch>``) unless it is absent or holds only
+    what a publish writes: the output folder may be shared with other data (a home folder, the
+    mirror itself), and a folder the crawler did not write is never deleted."""
+    try:
+        if not target.exists() and not target.is_symlink():
+            return
+        if target.is_symlink() or not target.is_dir():
+            raise OutputError(str(target), "exists and is not a branch folder; move it away")
+        foreign = sorted(p.name for p in target.iterdir() if p.name not in BRANCH_ENTRIES)
+    except OSError as err:
+        raise OutputError(str(target), err.strerror or str(err)) from None
+    if foreign:
+        more = f" and {len(foreign) - 5} more" if len(foreign) > 5 else ""
+        shown = ", ".join(foreign[:5]) + more
+        raise OutputError(
+            str(target),
+            f"not a branch folder the crawler published (it holds {shown}); move it away or "
+            "choose another output folder",
+        )
+
+
 class BranchStage:
     """A branch's next output, assembled off to the side and then published as a whole."""
 
@@ -199,6 +225,7 @@ class BranchStage:
         copy afterwards is only logged (the next run's :func:`recover` removes it).
         """
         target = self.output / self.branch
+        check_replaceable(target)
         old = self.path.with_name(f"old-{self.branch}.{secrets.token_hex(4)}")
         try:
             _syncfs(self.path)

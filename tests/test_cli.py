@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -25,7 +26,9 @@ import yaml
 
 from crawler import __version__
 from crawler.cli import main, main_async
+from crawler.errors import OutputError
 from crawler.synth import SynthRef, SynthSpec, build_mirror
+from crawler.write import BranchStage
 
 from .conftest import (
     CLI_TIMEOUT,
@@ -262,6 +265,67 @@ def test_an_empty_path_flag_is_a_usage_error(here: RunHere, tmp_path: Path, flag
     key = flag.removeprefix("--")
     assert done.err == f"error: config error in command line: key '{key}': must not be empty\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+@pytest.mark.parametrize("output", ["mirror", "mirror/out"])
+def test_an_output_in_a_local_mirror_is_a_usage_error(
+    here: RunHere, tmp_path: Path, output: str
+) -> None:
+    """Its branch folders would be the mirror's ref folders: nothing is written there."""
+    mirror = tmp_path / "mirror"
+    shutil.copytree(SAMPLE_MIRROR, mirror)
+    before = sorted(p.relative_to(mirror) for p in mirror.rglob("*"))
+    done = here("sync", "--branch", "develop", "--mirror", str(mirror), "--output", output)
+    assert (done.code, done.out) == (2, "")
+    where = "the mirror folder" if output == "mirror" else f"inside the mirror {mirror}"
+    assert done.err == (
+        f"error: config error in command line: key 'output': {tmp_path / output} is {where}\n"
+    )
+    assert sorted(p.relative_to(mirror) for p in mirror.rglob("*")) == before
+
+
+def test_a_mirror_inside_the_output_folder_is_fine(here: RunHere, tmp_path: Path) -> None:
+    shutil.copytree(SAMPLE_MIRROR, tmp_path / "mirror")
+    done = here("sync", "--branch", "develop", "--mirror", "mirror", "--output", ".", "-q")
+    assert done.code == 0, done.err
+    assert (tmp_path / "develop" / "index.json").is_file()
+
+
+def test_a_folder_the_crawler_did_not_publish_is_never_replaced(
+    here: RunHere, tmp_path: Path
+) -> None:
+    """The output folder may be shared (a home folder): a branch folder holding anything but
+    what a publish writes stays as it is, and the branch fails before any download."""
+    config = sample_config(tmp_path)
+    branch = tmp_path / "out" / "develop"
+    (branch / "photos").mkdir(parents=True)
+    (branch / "notes.txt").write_text("mine")
+    done = here("sync", "--branch", "develop", "--config", str(config))
+    assert done.code == 4
+    assert (
+        f"branch develop failed: cannot write {branch}: not a branch folder the crawler "
+        "published (it holds notes.txt, photos); move it away or choose another output folder"
+    ) in done.err
+    assert "fetched" not in done.err
+    assert sorted(p.name for p in branch.iterdir()) == ["notes.txt", "photos"]
+    assert (branch / "notes.txt").read_text() == "mine"
+
+    shutil.rmtree(branch / "photos")
+    (branch / "notes.txt").unlink()
+    assert here("sync", "--branch", "develop", "--config", str(config)).code == 0  # empty: ours
+    assert (branch / "index.json").is_file()
+
+
+def test_a_publish_checks_the_folder_it_replaces_again(tmp_path: Path) -> None:
+    """What appeared there while the branch was being read is not replaced either."""
+    stage = BranchStage(tmp_path, "develop")
+    stage.write("index.json", b"{}")
+    (tmp_path / "develop").mkdir()
+    (tmp_path / "develop" / "mine.txt").write_text("mine")
+    with pytest.raises(OutputError, match=re.escape("it holds mine.txt")):
+        stage.publish()
+    stage.discard()
+    assert sorted(p.name for p in (tmp_path / "develop").iterdir()) == ["mine.txt"]
 
 
 def test_yaml_syntax_error(tmp_path: Path) -> None:
