@@ -88,6 +88,12 @@ def _formats(text: str) -> tuple[str, ...]:
     return items
 
 
+def _folder(text: str) -> Path:
+    if not text:  # `crawler verify "$UNSET"` must not mean the working directory
+        raise argparse.ArgumentTypeError("must not be empty")
+    return Path(text)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every command."""
     parser = _Parser(
@@ -154,7 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Check <output>/<branch>: schema, hash uniqueness, meta against "
         "spec_details, stacks against sources, pages against index.json.",
     )
-    verify.add_argument("path", type=Path, help="a published branch folder, e.g. output/develop")
+    verify.add_argument("path", type=_folder, help="a published branch folder, e.g. output/develop")
     verify.add_argument("-q", "--quiet", action="store_true", help="print problems only")
     verify.add_argument(
         "--no-schema",

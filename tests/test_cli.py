@@ -387,6 +387,7 @@ def test_bad_flag_value(tmp_path: Path) -> None:
         ),
         pytest.param(("sync", "--all", "-q", "-v"), "not allowed with argument", id="q-and-v"),
         pytest.param(("branches", "--all"), "unrecognized arguments: --all", id="branches-all"),
+        pytest.param(("verify", ""), "argument path: must not be empty", id="verify-empty"),
     ],
 )
 def test_bad_command_line(
