@@ -89,8 +89,8 @@ def _formats(text: str) -> tuple[str, ...]:
 
 
 def _folder(text: str) -> Path:
-    if not text:  # `crawler verify "$UNSET"` must not mean the working directory
-        raise argparse.ArgumentTypeError("must not be empty")
+    if not text.strip():  # `crawler verify "$UNSET"` must not mean the working directory
+        raise argparse.ArgumentTypeError("must not be empty or blank")
     return Path(text)
 
 

@@ -172,6 +172,8 @@ def _check_mirror(origin: str, mirror: str) -> None:
         )
     if scheme in ("http", "https"):
         _check_http_url(origin, mirror)
+    if scheme == "file" and not mirror.split("://", 1)[1].strip():  # `file://$UNSET`
+        raise ConfigError(origin, f"{mirror!r} names no folder", "mirror")
 
 
 def _check_http_url(origin: str, url: str) -> None:
@@ -198,6 +200,8 @@ def _resolve(base: Path, value: str, origin: str, key: str) -> str:
     """Make a relative filesystem path absolute against ``base``; leave URLs alone."""
     if "\0" in value:  # no file name or URL can hold one (and the OS refuses it)
         raise ConfigError(origin, "contains a NUL character", key)
+    if not value.strip():  # `--output "$UNSET"` must not mean the working directory
+        raise ConfigError(origin, "must not be empty or blank", key)
     if "://" in value:
         return value
     path = Path(value).expanduser()
@@ -266,8 +270,6 @@ def with_overrides(config: Config, **flags: object) -> Config:
     data.pop("origin")
     for key in ("mirror", "output", "metrics"):
         if key in given:
-            if given[key] == "":  # `--output "$UNSET"` must not mean the working directory
-                raise ConfigError("command line", "must not be empty", key)
             given[key] = _resolve(Path.cwd(), str(given[key]), "command line", key)
     data.update(given)
     return build_config(data, "command line")

@@ -309,7 +309,6 @@ class Syncer:
                 report["stats"] = previous.stats  # replaced below if the branch is rebuilt
             if not self.force and self.config.is_immutable(branch) and published.is_file():
                 return self._done(branch, "skipped", report, clock, "immutable and published")
-            check_replaceable(self.output / branch)  # before any download, and at publish
             sources = discovery.refs[branch]
             self.reporter.branch_started(branch, len(sources))
             early = _EarlyConsolidation()
@@ -335,6 +334,9 @@ class Syncer:
                     reason = f"output is current, but stacks still fail: {labels}"
                     return self._done(branch, "partial", report, clock, reason)
                 return self._done(branch, "unchanged", report, clock, "output is current")
+            # Once the branch is known to change (an unchanged one replaces nothing), before
+            # the work of building it; checked again at the swap.
+            check_replaceable(self.output / branch)
             root, stacks = await self._summaries(reader, branch, outcomes, work)
             reader.close()  # nothing is left to decode: free the workers' memory for the output
             # A source read again (unreadable cache) may have brought other bytes.

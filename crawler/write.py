@@ -163,30 +163,69 @@ def recover(output: Path) -> list[str]:
     return done
 
 
-#: Everything a published branch folder holds (see :meth:`Syncer._publish`).
-BRANCH_ENTRIES = frozenset({"index.json", "changes.json", "report.json", "pages"})
+#: The files a published branch folder holds, besides ``pages/<package>/specs.md``.
+BRANCH_FILES = frozenset({"index.json", "changes.json", "report.json"})
+#: Left by file browsers (macOS Finder) in any folder they show: replaced with the rest.
+_OS_LITTER = frozenset({".DS_Store"})
 
 
 def check_replaceable(target: Path) -> None:
     """Refuse to replace ``target`` (``<output>/<branch>``) unless it is absent or holds only
-    what a publish writes: the output folder may be shared with other data (a home folder, the
-    mirror itself), and a folder the crawler did not write is never deleted."""
+    what a publish writes: ``index.json``, ``changes.json``, ``report.json`` as files, and
+    ``pages/<package>/specs.md``. The output folder may be shared with other data (a home
+    folder, the mirror itself): a file the crawler did not write is never deleted.
+    """
     try:
         if not target.exists() and not target.is_symlink():
             return
         if target.is_symlink() or not target.is_dir():
-            raise OutputError(str(target), "exists and is not a branch folder; move it away")
-        foreign = sorted(p.name for p in target.iterdir() if p.name not in BRANCH_ENTRIES)
+            kind = "a symbolic link" if target.is_symlink() else "not a folder"
+            raise OutputError(str(target), f"is {kind}, which a publish would replace; move it")
+        foreign = _foreign_entries(target)
     except OSError as err:
         raise OutputError(str(target), err.strerror or str(err)) from None
     if foreign:
         more = f" and {len(foreign) - 5} more" if len(foreign) > 5 else ""
-        shown = ", ".join(foreign[:5]) + more
         raise OutputError(
             str(target),
-            f"not a branch folder the crawler published (it holds {shown}); move it away or "
-            "choose another output folder",
+            f"holds {', '.join(foreign[:5])}{more}, which the crawler did not write and a "
+            "publish would delete; move them away or choose another output folder",
         )
+
+
+def _foreign_entries(branch: Path) -> list[str]:
+    """What in a branch folder a publish did not write (paths relative to it)."""
+    foreign = []
+    with os.scandir(branch) as entries:
+        for entry in entries:
+            if entry.name in _OS_LITTER:
+                continue
+            if entry.name in BRANCH_FILES:
+                if not entry.is_file(follow_symlinks=False):
+                    foreign.append(entry.name)
+            elif entry.name == "pages" and entry.is_dir(follow_symlinks=False):
+                foreign += _foreign_pages(Path(entry.path))
+            else:
+                foreign.append(entry.name)
+    return sorted(foreign)
+
+
+def _foreign_pages(pages: Path) -> list[str]:
+    foreign = []
+    with os.scandir(pages) as packages:
+        for package in packages:
+            where = f"pages/{package.name}"
+            if package.name in _OS_LITTER:
+                continue
+            if not package.is_dir(follow_symlinks=False):
+                foreign.append(where)
+                continue
+            with os.scandir(package.path) as files:
+                for file in files:
+                    page = file.name == "specs.md" and file.is_file(follow_symlinks=False)
+                    if not page and file.name not in _OS_LITTER:
+                        foreign.append(f"{where}/{file.name}")
+    return foreign
 
 
 class BranchStage:

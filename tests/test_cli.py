@@ -255,15 +255,20 @@ def test_an_output_that_cannot_be_looked_at_fails_when_written(
     assert done.err.startswith(f"error: cannot write {output}") and "too long" in done.err
 
 
+@pytest.mark.parametrize("value", ["", " ", "\t"], ids=["empty", "space", "tab"])
 @pytest.mark.parametrize("flag", ["--output", "--mirror", "--metrics"])
-def test_an_empty_path_flag_is_a_usage_error(here: RunHere, tmp_path: Path, flag: str) -> None:
+def test_an_empty_path_flag_is_a_usage_error(
+    here: RunHere, tmp_path: Path, flag: str, value: str
+) -> None:
     """`--output "$UNSET"` in a cron line must not publish into the working directory."""
     config = sample_config(tmp_path)
     before = sorted(p.name for p in tmp_path.iterdir())
-    done = here("sync", "--branch", "develop", "--config", str(config), flag, "")
+    done = here("sync", "--branch", "develop", "--config", str(config), flag, value)
     assert (done.code, done.out) == (2, "")
     key = flag.removeprefix("--")
-    assert done.err == f"error: config error in command line: key '{key}': must not be empty\n"
+    assert done.err == (
+        f"error: config error in command line: key '{key}': must not be empty or blank\n"
+    )
     assert sorted(p.name for p in tmp_path.iterdir()) == before
 
 
@@ -291,29 +296,53 @@ def test_a_mirror_inside_the_output_folder_is_fine(here: RunHere, tmp_path: Path
     assert (tmp_path / "develop" / "index.json").is_file()
 
 
+@pytest.mark.parametrize(
+    ("make", "named"),
+    [
+        pytest.param({"notes.txt": "mine", "photos/a.jpg": "x"}, "notes.txt, photos", id="files"),
+        pytest.param({"pages/photos/a.jpg": "x"}, "pages/photos/a.jpg", id="in-pages"),
+        pytest.param({"pages/zlib/thesis.tex": "x"}, "pages/zlib/thesis.tex", id="in-a-page"),
+        pytest.param({"index.json/thesis.tex": "x"}, "index.json", id="index-a-folder"),
+        pytest.param({"pages": "x"}, "pages", id="pages-a-file"),
+    ],
+)
 def test_a_folder_the_crawler_did_not_publish_is_never_replaced(
-    here: RunHere, tmp_path: Path
+    here: RunHere, tmp_path: Path, make: dict[str, str], named: str
 ) -> None:
     """The output folder may be shared (a home folder): a branch folder holding anything but
-    what a publish writes stays as it is, and the branch fails before any download."""
+    what a publish writes stays as it is, and the branch fails."""
     config = sample_config(tmp_path)
     branch = tmp_path / "out" / "develop"
-    (branch / "photos").mkdir(parents=True)
-    (branch / "notes.txt").write_text("mine")
+    for relative, text in make.items():
+        (branch / relative).parent.mkdir(parents=True, exist_ok=True)
+        (branch / relative).write_text(text)
+    before = tree_bytes(branch)
     done = here("sync", "--branch", "develop", "--config", str(config))
     assert done.code == 4
     assert (
-        f"branch develop failed: cannot write {branch}: not a branch folder the crawler "
-        "published (it holds notes.txt, photos); move it away or choose another output folder"
+        f"branch develop failed: cannot write {branch}: holds {named}, which the crawler did "
+        "not write and a publish would delete; move them away or choose another output folder"
     ) in done.err
-    assert "fetched" not in done.err
-    assert sorted(p.name for p in branch.iterdir()) == ["notes.txt", "photos"]
-    assert (branch / "notes.txt").read_text() == "mine"
+    assert tree_bytes(branch) == before
+    assert sorted(p.relative_to(branch) for p in branch.rglob("*")) == sorted(
+        {Path(r) for r in make} | {p for r in make for p in Path(r).parents if str(p) != "."}
+    )
 
-    shutil.rmtree(branch / "photos")
-    (branch / "notes.txt").unlink()
-    assert here("sync", "--branch", "develop", "--config", str(config)).code == 0  # empty: ours
-    assert (branch / "index.json").is_file()
+
+def test_a_branch_folder_with_finder_litter_or_unchanged_is_no_problem(
+    here: RunHere, tmp_path: Path
+) -> None:
+    """``.DS_Store`` (macOS Finder) is replaced with the rest; a branch that does not change
+    replaces nothing, so a foreign file does not fail it."""
+    config = sample_config(tmp_path)
+    branch = tmp_path / "out" / "develop"
+    branch.mkdir(parents=True)
+    (branch / ".DS_Store").write_text("finder")
+    assert here("sync", "--branch", "develop", "--config", str(config)).code == 0
+    assert (branch / "index.json").is_file() and not (branch / ".DS_Store").exists()
+    (branch / "README").write_text("served by nginx")
+    assert here("sync", "--branch", "develop", "--config", str(config)).code == 6
+    assert (branch / "README").read_text() == "served by nginx"
 
 
 def test_a_publish_checks_the_folder_it_replaces_again(tmp_path: Path) -> None:
@@ -322,7 +351,7 @@ def test_a_publish_checks_the_folder_it_replaces_again(tmp_path: Path) -> None:
     stage.write("index.json", b"{}")
     (tmp_path / "develop").mkdir()
     (tmp_path / "develop" / "mine.txt").write_text("mine")
-    with pytest.raises(OutputError, match=re.escape("it holds mine.txt")):
+    with pytest.raises(OutputError, match=re.escape("holds mine.txt, which")):
         stage.publish()
     stage.discard()
     assert sorted(p.name for p in (tmp_path / "develop").iterdir()) == ["mine.txt"]
@@ -388,6 +417,7 @@ def test_bad_flag_value(tmp_path: Path) -> None:
         pytest.param(("sync", "--all", "-q", "-v"), "not allowed with argument", id="q-and-v"),
         pytest.param(("branches", "--all"), "unrecognized arguments: --all", id="branches-all"),
         pytest.param(("verify", ""), "argument path: must not be empty", id="verify-empty"),
+        pytest.param(("verify", " "), "argument path: must not be empty", id="verify-blank"),
     ],
 )
 def test_bad_command_line(
