@@ -19,6 +19,7 @@ import ctypes
 import errno
 import json
 import os
+import re
 import secrets
 import shutil
 import tempfile
@@ -145,11 +146,11 @@ def recover(output: Path) -> list[str]:
     state = state_dir(output)
     try:
         tmp = state / "tmp"
-        for entry in sorted(tmp.iterdir()) if tmp.is_dir() else []:
+        for entry in _ours(tmp, _RUN_FOLDER):
             shutil.rmtree(entry, ignore_errors=True)
             done.append(f"removed downloads left by an interrupted run ({entry.name})")
         staging = state / "staging"
-        for entry in sorted(staging.iterdir()) if staging.is_dir() else []:
+        for entry in _ours(staging, _STAGED_BRANCH):
             kind, _, rest = entry.name.partition("-")
             target = output / rest.rpartition(".")[0]
             if kind == "old" and target.parent == output and not target.exists():
@@ -161,6 +162,24 @@ def recover(output: Path) -> list[str]:
     except OSError as err:
         raise OutputError(str(state), err.strerror or str(err)) from None
     return done
+
+
+#: What runs leave in ``.crawler/tmp`` (a folder per pid) and ``.crawler/staging`` (a branch
+#: built or set aside, suffixed with random hex, or with a pid by earlier versions).
+_RUN_FOLDER = re.compile(r"[0-9]+")
+_STAGED_BRANCH = re.compile(r"(new|old)-.+\.[0-9a-f]+")
+
+
+def _ours(folder: Path, name: re.Pattern[str]) -> list[Path]:
+    """The folders in ``folder`` named as a run names them (not symbolic links): anything else
+    there was put by someone else and is left alone."""
+    if not folder.is_dir():
+        return []
+    return sorted(
+        entry
+        for entry in folder.iterdir()
+        if name.fullmatch(entry.name) and entry.is_dir() and not entry.is_symlink()
+    )
 
 
 #: The files a published branch folder holds, besides ``pages/<package>/specs.md``.

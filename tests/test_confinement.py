@@ -294,3 +294,29 @@ async def test_an_index_nested_too_deeply_fails_with_its_reason(tmp_path: Path) 
     error = _report(tmp_path)["error"]
     assert "nested too deeply" in error and "internal error" not in error
     assert tree_bytes(tmp_path / "out" / "develop") == published
+
+
+async def test_recovery_removes_only_what_runs_leave(tmp_path: Path) -> None:
+    """Leftovers of a run that died are removed before the next one; anything else under
+    ``.crawler/tmp`` and ``.crawler/staging`` (an output folder shared with other tools, a
+    symbolic link to somewhere else) is not the crawler's to delete."""
+    root = tmp_path / "mirror"
+    _mirror(root)
+    state = tmp_path / "out" / ".crawler"
+    theirs = tmp_path / "theirs"
+    (theirs / "keep").mkdir(parents=True)
+    (theirs / "keep" / "data").write_text("precious")
+    leftovers = [state / "tmp" / "4242", state / "staging" / "new-develop.0a1b2c3d"]
+    foreign = [state / "tmp" / "session1", state / "staging" / "notes"]
+    for folder in leftovers + foreign:
+        folder.mkdir(parents=True)
+        (folder / "file").write_text("x")
+    (state / "tmp" / "4343").symlink_to(theirs / "keep")
+    argv = ["sync", "--branch", "develop", "--config", _config(tmp_path, str(root)), "-q"]
+
+    assert await main_async(argv) == 0
+
+    assert [f.exists() for f in leftovers] == [False, False]
+    assert [(f / "file").read_text() for f in foreign] == ["x", "x"]
+    assert (theirs / "keep" / "data").read_text() == "precious"
+    assert (state / "tmp" / "4343").is_symlink()
