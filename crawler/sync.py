@@ -36,7 +36,7 @@ import logging
 import os
 import shutil
 import time
-from collections.abc import Callable, Coroutine, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -157,15 +157,15 @@ class _EarlyConsolidation:
 
 
 async def _read_all(
-    branch: str, reads: list[Coroutine[Any, Any, SourceOutcome]], sources: Sequence[Source]
+    branch: str, sources: Sequence[Source], read: Callable[[int, Source], Awaitable[SourceOutcome]]
 ) -> list[SourceOutcome]:
-    """Every source's outcome, root first, the reads running at once.
+    """Every source's outcome (``read(i, source)``), root first, the reads running at once.
 
     A branch whose root index is missing or unusable fails whatever its stacks hold: the reads
     still running then are stopped (downloads and queued decoding jobs alike), and their
     sources reported as ``not_read``.
     """
-    tasks = [asyncio.ensure_future(read) for read in reads]
+    tasks = [asyncio.ensure_future(read(i, source)) for i, source in enumerate(sources)]
     try:
         root = await tasks[0]
         if root.facts is not None:
@@ -319,7 +319,7 @@ class Syncer:
                 early.offer(outcome)
                 return outcome
 
-            outcomes = await _read_all(branch, [read(i, s) for i, s in enumerate(sources)], sources)
+            outcomes = await _read_all(branch, sources, read)
             report["sources"] = [o.report_entry() for o in outcomes]
             failed = self._check(branch, outcomes)
             entries = [o.index_entry() for o in outcomes]
