@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
-from urllib.parse import unquote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 import msgspec
 
@@ -34,6 +34,12 @@ _V2 = re.compile(r"(?:^|/)build_cache/index\.json$")
 _LABEL = re.compile(r"[^\x00-\x1f\x7f]{1,200}")
 
 
+def file_path(location: str) -> str:
+    """The filesystem path a ``file://`` URL names (percent-decoded; bytes that are not UTF-8,
+    from a folder named in another encoding, come back as they were)."""
+    return unquote(urlsplit(location).path, errors="surrogateescape")
+
+
 def is_safe_name(name: str) -> bool:
     """True when ``name`` can be used as a single file or folder name under the output."""
     return SAFE_NAME.fullmatch(name) is not None
@@ -47,14 +53,20 @@ class Mirror:
 
     @classmethod
     def parse(cls, mirror: str) -> Mirror:
-        """Normalise a mirror given as ``http(s)://...``, ``file://...`` or a plain path."""
+        """Normalise a mirror given as ``http(s)://...``, ``file://...`` or a plain path.
+
+        A folder becomes a ``file://`` URL of its absolute path, percent-encoded as URLs are
+        (``/srv/my mirror`` is ``file:///srv/my%20mirror``), so that a ``#``, ``?`` or ``%``
+        in a folder name is read as part of the name; :func:`file_path` turns it back.
+        """
         scheme, sep, rest = mirror.partition("://")
         scheme = scheme.lower() if sep else ""
         if scheme in ("http", "https"):
             return cls(f"{scheme}://{rest}".rstrip("/"))
         if scheme == "file":
-            mirror = unquote(urlsplit(f"file://{rest}").path)
-        return cls("file://" + str(Path(mirror).expanduser().resolve()))
+            mirror = file_path(f"file://{rest}")
+        folder = os.fsencode(Path(mirror).expanduser().resolve())
+        return cls("file://" + quote(folder))
 
     @property
     def is_local(self) -> bool:
@@ -72,8 +84,8 @@ class Mirror:
             if ours.scheme != theirs.scheme:
                 return False
             # Lexically: ".." cannot climb out, and symlinks inside the mirror are the mirror's.
-            root = os.path.normpath(unquote(ours.path))
-            path = os.path.normpath(unquote(theirs.path))
+            root = os.path.normpath(file_path(self.base))
+            path = os.path.normpath(file_path(url))
             return path == root or path.startswith(root.rstrip("/") + "/")
         return (ours.scheme, ours.netloc.lower()) == (theirs.scheme, theirs.netloc.lower())
 

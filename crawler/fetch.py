@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import BinaryIO, TypeVar
-from urllib.parse import unquote, urlsplit
 
 import aiofiles
 import aiohttp
@@ -39,6 +38,7 @@ from tenacity import AsyncRetrying, RetryCallState, stop_after_attempt, wait_ran
 
 from . import __version__
 from .config import Config
+from .discovery import file_path
 from .errors import FetchError, HTTPStatusError, NotFoundError, OutputError
 
 log = logging.getLogger(__name__)
@@ -129,7 +129,7 @@ def _decoding(location: str, resp: aiohttp.ClientResponse) -> Iterator[None]:
 
 def local_path(location: str) -> Path:
     """The filesystem path of a ``file://`` location."""
-    return Path(unquote(urlsplit(location).path))
+    return Path(file_path(location))
 
 
 class Fetcher:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import shutil
 import signal
@@ -20,6 +21,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 import yaml
@@ -287,6 +289,34 @@ def test_an_output_in_a_local_mirror_is_a_usage_error(
         f"error: config error in command line: key 'output': {tmp_path / output} is {where}\n"
     )
     assert sorted(p.relative_to(mirror) for p in mirror.rglob("*")) == before
+
+
+@pytest.mark.parametrize(
+    ("folder", "encoded"),
+    [
+        pytest.param("m#1 ?%41", "m%231%20%3F%2541", id="url-characters"),
+        pytest.param("mirrör", "mirr%C3%B6r", id="utf-8"),
+        pytest.param(os.fsdecode(b"m\xff"), "m%FF", id="not-utf-8"),
+    ],
+)
+def test_a_mirror_folder_may_be_named_with_any_characters(
+    tmp_path: Path, folder: str, encoded: str
+) -> None:
+    """A folder's name is not a URL: ``#``, ``?`` and ``%`` are part of it, and ``index.json``
+    names the mirror as the ``file://`` URL of the folder, percent-encoded."""
+    mirror = tmp_path / folder
+    shutil.copytree(SAMPLE_MIRROR, mirror)
+    sync = ("sync", "--branch", "develop", "--mirror")
+    done = run_cli(*sync, folder, "--output", "out", "-q", cwd=tmp_path)
+    assert done.code == 0, done.err
+    published = json.loads((tmp_path / "out" / "develop" / "index.json").read_bytes())
+    assert published["mirror"] == f"file://{quote(os.fsencode(tmp_path))}/{encoded}"
+    assert published["stats"]["specs"] > 0
+    # The same folder as a file:// URL, and an output inside it, refused as inside a mirror.
+    done = run_cli(*sync, published["mirror"], "--output", f"{folder}/out", cwd=tmp_path)
+    assert (done.code, done.out) == (2, "")
+    inside = f"{tmp_path / folder / 'out'} is inside the mirror {mirror}\n"
+    assert done.err.endswith(inside.encode(errors="backslashreplace").decode())  # as stderr does
 
 
 def test_a_mirror_inside_the_output_folder_is_fine(here: RunHere, tmp_path: Path) -> None:
