@@ -162,7 +162,11 @@ class SourceOutcome:
         }
 
     def state(self) -> SourceState:
-        """What the next run needs to know about this source."""
+        """What the next run needs to know about this source. One that was not read passes on
+        nothing about its bytes or its server: what it received may be what made it fail (a v3
+        blob that does not match its name), and must not pass as current next time."""
+        if self.facts is None:
+            return SourceState(self.source.label, self.source.url, self.status)
         return SourceState(
             self.source.label,
             self.source.url,
@@ -172,6 +176,7 @@ class SourceOutcome:
             self.etag,
             self.facts,
             self.downloaded,
+            self.source.location,
         )
 
 
@@ -297,7 +302,7 @@ class SourceReader:
         Returns the file to decode, or None when a cached summary was taken.
         """
         source = outcome.source
-        before = previous.source(source.label, source.url) if previous else None
+        before = previous.source(source.label, source.url, source.location) if previous else None
         if before is not None:  # what the server is known for carries over to this run
             outcome.etag, outcome.downloaded = before.etag, before.downloaded
         if source.sidecar is None:

@@ -71,7 +71,11 @@ class SourceFacts(msgspec.Struct, frozen=True, gc=False):
 
 
 class SourceState(msgspec.Struct, frozen=True, gc=False):
-    """What the last published sync learnt about one source."""
+    """What the last published sync learnt about one source.
+
+    ``etag`` and ``downloaded`` describe the server at ``location``, where the source was
+    fetched from: they carry over only to a run that fetches it from there again.
+    """
 
     label: str
     url: str
@@ -82,6 +86,7 @@ class SourceState(msgspec.Struct, frozen=True, gc=False):
     facts: SourceFacts | None = None
     #: True once this URL was really downloaded (so ``etag`` None means "the server sends none").
     downloaded: bool = False
+    location: str | None = None
 
 
 class BranchState(msgspec.Struct, frozen=True, gc=False):
@@ -94,10 +99,12 @@ class BranchState(msgspec.Struct, frozen=True, gc=False):
     sources: list[SourceState]
     stats: dict[str, int] = {}
 
-    def source(self, label: str, url: str) -> SourceState | None:
-        """The previous state of a source, if it had the same URL."""
+    def source(self, label: str, url: str, location: str) -> SourceState | None:
+        """The previous state of a source, if it had the same URL and was fetched from the same
+        place (a local mirror tells nothing about a server's ETags, nor one server about
+        another's)."""
         for s in self.sources:
-            if s.label == label and s.url == url:
+            if (s.label, s.url, s.location) == (label, url, location):
                 return s
         return None
 

@@ -384,6 +384,28 @@ async def test_a_new_etag_for_the_same_bytes_is_the_one_sent_next(
     assert site.sent("s1") == ['"reuploaded"']
 
 
+async def test_a_blob_that_failed_its_checksum_is_not_revalidated_next_time(
+    tmp_path: Path, serve: Serve
+) -> None:
+    """A v3 blob whose bytes are not what its name says fails (here within the budget of
+    failed stacks). Its ETag is that of the wrong bytes, which the cache knows as another
+    stack's: the next run must download it again and fail it again, as a cold sync does."""
+    site = await make_site(tmp_path, serve, layout="v3")
+    settings = yaml.safe_load(site.config.read_text())
+    site.config.write_text(yaml.safe_dump({**settings, "publish": {"max_failed_stacks": 1}}))
+    site.file("s2").write_bytes(site.file("s1").read_bytes())
+    assert await site.sync() == 5
+    first = site.published()
+    site.forget_requests()
+
+    assert await site.sync() == 5
+
+    assert site.sent("s2") == [None]
+    assert site.outcomes()["s2"] == ("failed", False)
+    assert "sha256 is" in site.source("s2")["error"]
+    assert site.published() == first
+
+
 # --- a stale sidecar is not trusted where ETags exist ---------------------------------------------
 
 
@@ -406,6 +428,28 @@ async def test_a_stale_sidecar_does_not_hide_a_changed_index_when_the_server_sen
     after = site.published()
     assert b'"cmake"' in after["index.json"]
     assert after == await site.cold()
+
+
+async def test_what_a_local_mirror_taught_does_not_carry_over_to_a_server(
+    tmp_path: Path, serve: Serve
+) -> None:
+    """A local read sends no ETag: that says nothing about a server's ETags. The same folder,
+    then served with ETags and stale sidecars (its indexes changed, their .hash not yet), must
+    not pass as unchanged on the sidecars' word."""
+    site = await make_site(tmp_path, None)
+    await site.start()
+    stale = {x: site.sidecar(x).read_bytes() for x in LABELS}
+    site.rebuild(MORE_SPECS)
+    for label, old in stale.items():
+        site.sidecar(label).write_bytes(old)
+    cold = await site.cold()  # read from the folder
+    server = await serve(site.mirror)
+
+    assert await site.sync(f"--mirror={server.url}") == 0
+
+    assert site.outcomes() == only_s2_changed(("fetched", False))
+    site.base = server.url
+    assert site.published() == cold
 
 
 # --- no ETags: sidecars trusted once downloaded; no validator at all: download, no decode ---------
