@@ -246,7 +246,8 @@ class Fetcher:
     async def exists(self, location: str) -> bool | None:
         """Whether a file is on the mirror (``HEAD``; a local file is looked at).
 
-        None when the server cannot say (it does not allow ``HEAD``).
+        None when the server cannot say: it does not allow ``HEAD`` (405, 501), or forbids it
+        (403: a presigned URL, for one, is signed for ``GET`` alone).
         """
         if location.startswith("file://"):
             return local_path(location).is_file()
@@ -255,7 +256,7 @@ class Fetcher:
             async with self.session.head(location) as resp:
                 if resp.status == 404:
                     return False
-                if resp.status in (405, 501):
+                if resp.status in (403, 405, 501):
                     return None
                 self._check_status(location, resp)
                 return True

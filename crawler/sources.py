@@ -278,10 +278,10 @@ class SourceReader:
         """The SHA-256 the mirror vouches for without a download, if any.
 
         Nothing for a local mirror: hashing the file is exact and cheap. A v3 blob's name is its
-        checksum (and its presence is checked). A v2 sidecar is uploaded after its index, so it
-        can be stale for a moment: it is trusted only where a conditional request is impossible,
-        that is for a URL that was downloaded before and whose server sent no ETag then (with
-        an ETag, ``If-None-Match`` is exact).
+        checksum. A v2 sidecar is uploaded after its index, so it can be stale for a moment: it
+        is trusted only where a conditional request is impossible, that is for a URL that was
+        downloaded before and whose server sent no ETag then (with an ETag, ``If-None-Match``
+        is exact).
         """
         source = outcome.source
         if source.location.startswith("file://"):
@@ -332,8 +332,9 @@ class SourceReader:
         etag = before.etag if before and self.store.has(outcome.kind, before.sha256) else None
         promised = self._promised(outcome, before)
         if promised is not None and self.store.has(outcome.kind, promised):
-            # A blob named in the document may still be gone: a cold sync would say "missing".
-            there = await fetcher.exists(source.location) if source.checksum else True
+            # A name or a sidecar vouches for the bytes, not that the index is still there: a
+            # cold sync would say "missing".
+            there = await fetcher.exists(source.location)
             if there is False:
                 raise NotFoundError(source.location)
             if there and self._reuse(outcome, promised, "unchanged", before):

@@ -491,6 +491,40 @@ async def test_without_etags_unchanged_sidecars_spare_the_download_and_changed_o
     assert site.published() == after
 
 
+async def test_a_sidecar_left_behind_does_not_hide_that_its_index_is_gone(
+    tmp_path: Path, serve: Serve
+) -> None:
+    """A sidecar vouches for the bytes of its index, not for the index being there: a stack
+    whose index.json was deleted (its .hash left) is missing, as in a cold sync."""
+    site = await make_site(tmp_path, serve, etags=False)
+    await site.start()
+    site.file("s1").unlink()
+
+    assert await site.sync() == 0
+
+    assert site.outcomes()["s1"] == ("missing", False)
+    assert await site.sync(out=tmp_path / "cold") == 0
+    assert site.published() == site.published(tmp_path / "cold")
+
+
+@pytest.mark.parametrize("status", [403, 405, 501])
+async def test_a_blob_the_server_will_not_head_is_asked_for(
+    tmp_path: Path, serve: Serve, status: int
+) -> None:
+    """A server that forbids or does not allow HEAD (a presigned URL is signed for GET alone)
+    cannot say whether a blob is there: it is asked for it, here with its ETag."""
+    site = await make_site(tmp_path, serve, layout="v3")
+    before = await site.start()
+    site.http.script(site.path("s1"), Fault(status=status))  # the next request: the HEAD
+    site.forget_requests()
+
+    assert await site.sync() == 6
+
+    assert site.outcomes()["s1"] == ("unchanged", False)
+    assert site.sent("s1") == [server_etag(site.file("s1").read_bytes())]
+    assert site.published() == before
+
+
 # --- a local mirror is always hashed --------------------------------------------------------------
 
 
