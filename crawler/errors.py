@@ -85,6 +85,10 @@ class NotFoundError(HTTPStatusError):
         self.args = (url, attempts)
 
 
+class SourceChanged(FetchError):
+    """A local index file changed while it was being read (the mirror is being updated)."""
+
+
 class ChecksumError(FetchError):
     """The body's SHA-256 differs from the checksum its URL or sidecar promised."""
 

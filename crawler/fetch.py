@@ -39,7 +39,7 @@ from tenacity import AsyncRetrying, RetryCallState, stop_after_attempt, wait_ran
 from . import __version__
 from .config import Config
 from .discovery import file_path
-from .errors import FetchError, HTTPStatusError, NotFoundError, OutputError
+from .errors import FetchError, HTTPStatusError, NotFoundError, OutputError, SourceChanged
 
 log = logging.getLogger(__name__)
 
@@ -65,11 +65,25 @@ class Fetched:
     attempts: int
     seconds: float
     etag: str | None = None
+    #: A local file is used in place: device, inode, size and mtime when it was hashed.
+    identity: tuple[int, int, int, int] | None = None
 
     @property
     def not_modified(self) -> bool:
         """True when a conditional request said the cached copy is current."""
         return self.path is None
+
+    def check_unchanged(self) -> None:
+        """Raise :class:`SourceChanged` when a local file is no longer the one that was hashed
+        (replaced, or written to): what was read from it may not be the bytes of ``sha256``."""
+        if self.identity is None or self.path is None:
+            return  # a download is the crawler's own file
+        try:
+            now = _identity(os.stat(self.path))
+        except OSError:
+            now = None
+        if now != self.identity:
+            raise SourceChanged(self.location, "changed while it was being read")
 
 
 def _retry_after(value: str | None) -> float | None:
@@ -304,8 +318,9 @@ class Fetcher:
         limit = self.config.max_index_bytes
         if location.startswith("file://"):
             path = local_path(location)
-            size, digest = await asyncio.to_thread(_hash_file, location, path, limit)
-            return Fetched(location, path, size, digest, 1, time.monotonic() - started)
+            size, digest, identity = await asyncio.to_thread(_hash_file, location, path, limit)
+            seconds = time.monotonic() - started
+            return Fetched(location, path, size, digest, 1, seconds, identity=identity)
 
         async def attempt() -> Fetched:
             headers = {"If-None-Match": etag} if etag else {}
@@ -418,14 +433,20 @@ async def _read_local(location: str) -> bytes:
         raise FetchError(location, err.strerror or str(err)) from None
 
 
-def _hash_file(location: str, path: Path, limit: int) -> tuple[int, str]:
-    """Size and SHA-256 of a local file (runs in a thread; hashlib releases the GIL); one
-    larger than ``limit`` bytes fails."""
+def _identity(stat: os.stat_result) -> tuple[int, int, int, int]:
+    return stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns
+
+
+def _hash_file(location: str, path: Path, limit: int) -> tuple[int, str, tuple[int, int, int, int]]:
+    """Size, SHA-256 and identity (see :attr:`Fetched.identity`, taken before reading) of a
+    local file (runs in a thread; hashlib releases the GIL); one larger than ``limit`` bytes
+    fails."""
     digest = hashlib.sha256()
     size = 0
     try:
         with path.open("rb") as src:
-            _check_size(location, os.fstat(src.fileno()).st_size, limit, _INDEX, "on disk")
+            stat = os.fstat(src.fileno())
+            _check_size(location, stat.st_size, limit, _INDEX, "on disk")
             while chunk := src.read(_WRITE_BATCH):  # a file may grow, a device be endless
                 digest.update(chunk)
                 size += len(chunk)
@@ -434,4 +455,4 @@ def _hash_file(location: str, path: Path, limit: int) -> tuple[int, str]:
         raise NotFoundError(location) from None
     except OSError as err:
         raise FetchError(location, err.strerror or str(err)) from None
-    return size, digest.hexdigest()
+    return size, digest.hexdigest(), _identity(stat)

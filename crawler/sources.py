@@ -27,8 +27,8 @@ from .config import Config
 from .consolidate import paused_gc
 from .decodepool import ROOT_FIRST, STACKS_AFTER, DecodeQueue
 from .discovery import Source
-from .errors import ChecksumError, CrawlerError, FetchError, NotFoundError
-from .fetch import Fetcher
+from .errors import ChecksumError, CrawlerError, FetchError, NotFoundError, SourceChanged
+from .fetch import Fetched, Fetcher
 from .progress import Reporter
 from .progressive import RootParts
 from .state import BranchState, SourceFacts, SourceState, Store, summary_of
@@ -44,6 +44,8 @@ from .validate import Kind, SourceSummary
 log = logging.getLogger(__name__)
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
+#: Reads of a local index that keeps changing as it is read (:meth:`Fetched.check_unchanged`).
+_CHANGING_ATTEMPTS = 3
 
 
 def is_sha256(text: str | None) -> bool:
@@ -216,11 +218,19 @@ class SourceReader:
         outcome = SourceOutcome(source)
         started = time.monotonic()
         try:
-            async with self._slot:
-                path = await self._fetch(fetcher, outcome, dest, previous)
-            outcome.fetch_seconds = time.monotonic() - started
-            if path is not None:
-                await self._decode(path, outcome)
+            for attempt in range(1, _CHANGING_ATTEMPTS + 1):
+                async with self._slot:
+                    fetched = await self._fetch(fetcher, outcome, dest, previous)
+                outcome.fetch_seconds = time.monotonic() - started
+                if fetched is None:
+                    break
+                try:
+                    await self._decode(fetched, outcome)
+                    break
+                except SourceChanged as err:  # a local file: read it again, hashing first
+                    if attempt == _CHANGING_ATTEMPTS:
+                        raise SourceChanged(err.url, err.reason, attempt) from None
+                    log.info("%s %s, reading it again", branch, err)
         except NotFoundError as err:
             outcome.status, outcome.error = "missing", str(err)
         except CrawlerError as err:
@@ -296,7 +306,7 @@ class SourceReader:
 
     async def _fetch(
         self, fetcher: Fetcher, outcome: SourceOutcome, dest: Path, previous: BranchState | None
-    ) -> Path | None:
+    ) -> Fetched | None:
         """Prove the cached summary current, or download the index.
 
         Returns the file to decode, or None when a cached summary was taken.
@@ -327,7 +337,7 @@ class SourceReader:
         outcome: SourceOutcome,
         dest: Path,
         before: SourceState | None,
-    ) -> Path | None:
+    ) -> Fetched | None:
         source = outcome.source
         etag = before.etag if before and self.store.has(outcome.kind, before.sha256) else None
         promised = self._promised(outcome, before)
@@ -359,7 +369,7 @@ class SourceReader:
             raise ChecksumError(source.location, source.checksum, fetched.sha256 or "")
         if self._reuse(outcome, fetched.sha256, "fetched"):
             return None  # same bytes as a cached summary: no need to decode them again
-        return fetched.path
+        return fetched
 
     @staticmethod
     async def _sidecar(fetcher: Fetcher, location: str) -> str | None:
@@ -445,15 +455,19 @@ class SourceReader:
                 with paused_gc():
                     return results, merge_root(loaded)
 
-    async def _decode(self, path: Path, outcome: SourceOutcome) -> None:
+    async def _decode(self, fetched: Fetched, outcome: SourceOutcome) -> None:
+        """Summarise a fetched index and cache the summary under its SHA-256; raises
+        :class:`SourceChanged` when a local file changed meanwhile (nothing is cached)."""
         started = time.monotonic()
-        kind, url = outcome.kind, outcome.source.url
+        kind, url, path = outcome.kind, outcome.source.url, fetched.path
+        assert path is not None
         if kind == "root":
             parts, summary = await self._root_summary(path, url, outcome.size or 0)
         else:
             limit = self.config.max_index_bytes
             parts = [await self.decoder.run(STACKS_AFTER, summarize_stack, str(path), url, limit)]
             summary = summary_of(kind, parts)
+        fetched.check_unchanged()
         outcome.use(summary)
         outcome.decoded = True
         outcome.decode_seconds = time.monotonic() - started

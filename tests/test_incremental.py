@@ -31,6 +31,7 @@ import yaml
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
+import crawler.fetch
 from crawler.cli import main_async
 from crawler.synth import SynthRef, SynthSpec, build_mirror, index_document
 
@@ -548,6 +549,69 @@ async def test_a_local_mirror_is_hashed_every_time_and_decoded_only_when_changed
     after = site.published()
     assert b'"cmake"' in after["index.json"]
     assert after == await site.cold()
+
+
+def write_after_hashing(
+    monkeypatch: pytest.MonkeyPatch, target: Path, content: bytes, times: int
+) -> None:
+    """Have a writer replace ``target`` (a local index) with ``content`` just after the crawler
+    hashed it, the first ``times`` times: the bytes then decoded are not the bytes hashed.
+    (The n-th time, ``content`` ends with n - 1 more spaces: other bytes, the same index.)"""
+    real = crawler.fetch._hash_file
+    done: list[Path] = []
+
+    def hash_then_write(location: str, path: Path, limit: int) -> object:
+        hashed = real(location, path, limit)
+        if path == target.resolve() and len(done) < times:
+            new = path.with_name("index.json.new")
+            new.write_bytes(content + b" " * len(done))
+            done.append(new.replace(path))  # as rsync does: a new file renamed over the old
+        return hashed
+
+    monkeypatch.setattr(crawler.fetch, "_hash_file", hash_then_write)
+
+
+async def test_a_local_index_replaced_while_read_is_read_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The summary of what was decoded is cached under the SHA-256 of what was hashed: if
+    the file was replaced in between, that cache entry would lie, to this branch and to any
+    other whose index has those bytes. The file is read again; the output is a cold sync's."""
+    root = tmp_path / "mirror"
+    build_mirror(root, (SynthRef("aaa", SPECS), SynthRef("bbb", SPECS)))
+    s1, s2 = (root / f"aaa/{label}/build_cache/index.json" for label in ("s1", "s2"))
+    assert s1.read_bytes() == (root / "bbb/s1/build_cache/index.json").read_bytes()
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump(fast_config(str(root), tmp_path / "out")))
+    sync = ["sync", "--config", str(config), "-q"]
+    write_after_hashing(monkeypatch, s1, s2.read_bytes(), times=1)
+
+    assert await main_async([*sync, "--branch=aaa"]) == 0
+
+    monkeypatch.undo()
+    for branch, code in (("aaa", 6), ("bbb", 0)):  # bbb's s1 has the bytes aaa's had
+        assert await main_async([*sync, f"--branch={branch}"]) == code
+        assert await main_async([*sync, f"--branch={branch}", f"--output={tmp_path}/cold"]) == 0
+        published = tree_bytes(tmp_path / "out" / branch)
+        cold = tree_bytes(tmp_path / "cold" / branch)
+        assert published.keys() == cold.keys()
+        assert all(published[k] == cold[k] for k in cold if k != "report.json")
+
+
+async def test_a_local_index_that_keeps_changing_fails_its_source(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    site = await make_site(tmp_path, None)
+    before = await site.start()
+    site.rebuild(MORE_SPECS)  # s2 changes: it must be decoded
+    write_after_hashing(monkeypatch, site.file("s2"), site.file("s2").read_bytes(), times=3)
+
+    assert await site.sync() == 4
+
+    s2 = site.source("s2")
+    assert s2["status"] == "failed"
+    assert s2["error"].endswith(": changed while it was being read after 3 attempts")
+    assert site.published() == before
 
 
 async def test_a_local_v3_blob_is_hashed_too(tmp_path: Path) -> None:
