@@ -2,11 +2,11 @@
 
 Next to the output, under ``<output>/.crawler/``:
 
-* ``cache/<kind>-<sha256>.parts.msgpack``: the summary of an index file with that SHA-256 (a pure
-  function of the bytes and of whether it is a root or a stack index, so it can be reused
-  whenever the same bytes come back), stored as the decoding workers returned it (the parts
-  of a root index, the :class:`~crawler.validate.SourceSummary` of a stack), so that saving it
-  costs no encoding;
+* ``cache/<kind>-<sha256>.<version>.parts.msgpack``: the summary of an index file with that
+  SHA-256 (a pure function of the bytes, of whether it is a root or a stack index, and of the
+  tool's version, so it can be reused whenever the same bytes come back to the same version),
+  stored as the decoding workers returned it (the parts of a root index, the
+  :class:`~crawler.validate.SourceSummary` of a stack), so that saving it costs no encoding;
 * ``state/<branch>.json``: per source of the last published sync, its URL, SHA-256, size, ETag
   and counts, plus a fingerprint of the inputs and the SHA-256 of the published ``index.json``.
 
@@ -14,7 +14,8 @@ A source is not downloaded again when something the mirror says proves its bytes
 cached summary: a v3 blob's checksum (its name), a v2 ``index.json.hash`` sidecar, or a ``304 Not
 Modified`` answer to ``If-None-Match`` with the ETag of the last download. A missing or changed
 validator means a fresh download; even then, bytes whose SHA-256 has a cached summary are not
-decoded again. State written by another tool version is ignored.
+decoded again. State and summaries written by another tool version are ignored (another
+version may check or render records differently), and the next prune deletes those summaries.
 """
 
 from __future__ import annotations
@@ -110,9 +111,12 @@ class BranchState(msgspec.Struct, frozen=True, gc=False):
 
 
 _DECODE_CACHED = msgspec.msgpack.Decoder(_Cached)
-#: Cache files hold the workers' bytes since 0.2 (0.1 stored ``CachedSummary``): the suffix
-#: keeps another version's files from being read, and :meth:`Store.prune` deletes them.
-_CACHE_SUFFIX = ".parts.msgpack"
+
+
+def _cache_suffix() -> str:
+    """How this version's cache files end: another version's are not read, and
+    :meth:`Store.prune` deletes them (0.1 named them ``<kind>-<sha256>.msgpack``)."""
+    return f".{__version__}.parts.msgpack"
 
 
 def fingerprint(
@@ -133,7 +137,7 @@ class Store:
         self.states = self.root / "state"
 
     def _summary_path(self, kind: Kind, sha256: str) -> Path:
-        return self.cache / f"{kind}-{sha256}{_CACHE_SUFFIX}"
+        return self.cache / f"{kind}-{sha256}{_cache_suffix()}"
 
     def has(self, kind: Kind, sha256: str | None) -> bool:
         """True when the summary of these bytes is cached."""
@@ -184,10 +188,11 @@ class Store:
             state = self.branch(path.stem)
             if state is not None:
                 keep.update(s.sha256 for s in state.sources if s.sha256)
+        suffix = _cache_suffix()
         for path in self.cache.glob("*"):
             name = path.name
-            current = name.endswith(_CACHE_SUFFIX)  # else another version's file, or a leftover
-            if not current or name.removesuffix(_CACHE_SUFFIX).partition("-")[2] not in keep:
+            current = name.endswith(suffix)  # else another version's file, or a leftover
+            if not current or name.removesuffix(suffix).partition("-")[2] not in keep:
                 try:
                     path.unlink(missing_ok=True)
                 except OSError as err:  # only a cache: the next prune tries again

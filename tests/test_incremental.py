@@ -32,6 +32,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 import crawler.fetch
+import crawler.state
 from crawler.cli import main_async
 from crawler.synth import SynthRef, SynthSpec, build_mirror, index_document
 
@@ -762,9 +763,10 @@ async def test_the_same_content_from_another_mirror_is_published_under_its_name(
 async def test_cache_files_of_another_version_are_neither_read_nor_kept(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """0.1 cached a summary as ``<kind>-<sha256>.msgpack``; 0.2 caches the workers' bytes under
-    another suffix. An old file for the very bytes the mirror serves is not read (no warning,
-    nothing dropped), and the next prune deletes it with any other stray file."""
+    """0.1 cached a summary as ``<kind>-<sha256>.msgpack``; later versions cache the workers'
+    bytes as ``<kind>-<sha256>.<version>.parts.msgpack``. An old file for the very bytes the
+    mirror serves is not read (no warning, nothing dropped), and the next prune deletes it with
+    any other stray file."""
     site = await make_site(tmp_path, None)
     await site.start()
     cache = site.out / ".crawler" / "cache"
@@ -782,3 +784,23 @@ async def test_cache_files_of_another_version_are_neither_read_nor_kept(
     assert "dropping unreadable cached summary" not in caplog.text
     assert not old.exists() and not stray.exists()
     assert all(p.name.endswith(".parts.msgpack") for p in cache.iterdir())
+
+
+async def test_summaries_cached_by_another_version_are_not_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another version may check or render records differently: after an upgrade, a summary
+    cached for the same bytes is not reused (nor is the state), and the next prune deletes
+    it. The upgrade is played here by changing the version the state module sees."""
+    site = await make_site(tmp_path, None)
+    await site.start()
+    cache = site.out / ".crawler" / "cache"
+    older = sorted(cache.iterdir())
+    monkeypatch.setattr(crawler.state, "__version__", "99.0")
+
+    site.rebuild(MORE_SPECS)
+    assert await site.sync() == 0
+
+    assert site.outcomes() == FETCHED_AND_DECODED  # s1 too, although its bytes are cached
+    assert not any(path.exists() for path in older)
+    assert all(p.name.endswith(".99.0.parts.msgpack") for p in cache.iterdir())
