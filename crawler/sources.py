@@ -260,19 +260,21 @@ class SourceReader:
         """Take the cached summary of bytes with this SHA-256, if there is one.
 
         When the last publish read the same bytes, its facts are enough for now and the summary
-        itself is loaded only if the branch must be rebuilt.
+        itself is loaded only if the branch must be rebuilt. Bytes larger than ``max_index_mb``
+        (lowered since they were read) are not taken: read again, they fail as they would in a
+        cold sync.
         """
         if sha256 is None:
             return False
-        kind = outcome.kind
+        kind, limit = outcome.kind, self.config.max_index_bytes
         if before is not None and before.sha256 == sha256 and before.facts is not None:
-            if not self.store.has(kind, sha256):
+            if not self.store.has(kind, sha256) or (before.size or 0) > limit:
                 return False
             outcome.use_later(lambda: self._load(kind, sha256), before.facts)
             outcome.size = before.size
         else:
             cached = self.store.load(kind, sha256)
-            if cached is None:
+            if cached is None or cached.size > limit:
                 return False
             outcome.use(cached.summary)
             outcome.size = cached.size

@@ -263,3 +263,25 @@ async def test_a_local_discovery_document_too_large_is_not_read(
     error = capsys.readouterr().err
     assert "larger than the limit for a discovery document or a sidecar (64 MiB)" in error
     assert tree_bytes(tmp_path / "out" / "develop") == before
+
+
+async def test_an_index_read_before_the_limit_was_lowered_fails_as_in_a_cold_sync(
+    mirror_server: ServeMirror, tmp_path: Path
+) -> None:
+    """Bytes proven unchanged (here by a 304) are not taken from the cache once they exceed
+    the limit: they are asked for again and fail, and the output stays as it was."""
+    root = tmp_path / "mirror"
+    build_mirror(root, [SynthRef("develop", SPECS)])
+    (root / S1).write_bytes(_padded(root / S1, MIB + MIB // 2))
+    server = await mirror_server(root)
+    argv = _argv(tmp_path, server.url)
+    config = Path(argv[argv.index("--config") + 1])
+    config.write_text(config.read_text().replace("max_index_mb: 1\n", "max_index_mb: 2\n"))
+    assert await main_async(argv) == 0
+    before = tree_bytes(tmp_path / "out" / "develop")
+    config.write_text(config.read_text().replace("max_index_mb: 2\n", "max_index_mb: 1\n"))
+
+    assert await main_async(argv) == 4
+
+    assert "larger than max_index_mb (1 MiB)" in _s1(tmp_path)["error"]
+    assert tree_bytes(tmp_path / "out" / "develop") == before
