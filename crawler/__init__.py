@@ -1,3 +1,3 @@
 """spack-cache-crawler: crawl Spack binary build-cache mirrors into consolidated JSON indexes."""
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
