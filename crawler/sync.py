@@ -193,6 +193,22 @@ async def _read_all(
     return outcomes
 
 
+#: Pages written between two checks for a signal (a few milliseconds' work).
+_PAGES_PER_CHECKPOINT = 50
+
+
+async def _checkpoint() -> None:
+    """Give the event loop a turn in a long synchronous stretch, so that a SIGTERM or SIGINT
+    that came meanwhile is handled (it cancels the run, raising CancelledError here).
+
+    A signal reaches asyncio through a pipe: one turn polls it and queues the reading of the
+    pipe, the next reads it and queues the handler, the third runs the handler before this task
+    goes on. So it takes three turns for the cancellation to land here rather than later.
+    """
+    for _ in range(3):
+        await asyncio.sleep(0)
+
+
 def _lines(joined: str) -> list[str]:
     return joined.split("\n") if joined else []
 
@@ -343,7 +359,10 @@ class Syncer:
             entries = [o.index_entry() for o in outcomes]
             inputs = fingerprint(entries, formats, self.mirror.base, locations)
             with paused_gc():  # everything up to the publish builds acyclic data
+                # The build is synchronous work in steps of up to a second or so (more for a
+                # large branch); between them, _checkpoint() lets SIGTERM or SIGINT stop it.
                 packages, conflicts = early.finish(root, stacks)
+                await _checkpoint()
                 stats = branch_stats(outcomes, packages, conflicts)
                 report.update(findings(outcomes, conflicts), stats=stats)
                 del root, stacks
@@ -351,7 +370,9 @@ class Syncer:
                     o.release()  # the summaries are consolidated: free them before serialising
                 old = published_spec_stacks(published)
                 self._gate(branch, old, stats["specs"])
+                await _checkpoint()
                 changes = changes_between(branch, old, spec_stacks_of(packages))
+                await _checkpoint()
                 index = {
                     "schema_version": SCHEMA_VERSION,
                     "branch": branch,
@@ -362,7 +383,7 @@ class Syncer:
                 }
                 status: BranchStatus = "partial" if failed else "published"
                 report.update(status=status, error=None, changes=changes["totals"])
-                digest = self._publish(branch, index, packages, changes, report, clock)
+                digest = await self._publish(branch, index, packages, changes, report, clock)
             state = BranchState(
                 __version__, inputs, digest, formats, [o.state() for o in outcomes], stats
             )
@@ -482,7 +503,7 @@ class Syncer:
         if is_safe_name(branch):
             atomic_write(state_dir(self.output) / "reports" / f"{branch}.json", encode_json(report))
 
-    def _publish(
+    async def _publish(
         self,
         branch: str,
         index: dict[str, Any],
@@ -491,18 +512,27 @@ class Syncer:
         report: dict[str, Any],
         clock: float,
     ) -> str:
-        """Stage and publish a branch; returns the SHA-256 of its index.json."""
+        """Stage and publish a branch; returns the SHA-256 of its index.json.
+
+        A signal that comes before the staged branch is swapped in cancels the publish (at the
+        next :func:`_checkpoint`, every few dozen pages): the staging folder is removed and the
+        published branch stays as it was.
+        """
         stage = BranchStage(self.output, branch)
-        encoded = encode_json(index)
         try:
+            encoded = encode_json(index)
+            await _checkpoint()
             stage.write("index.json", encoded)
             stage.write("changes.json", encode_json(changes))
             if "pages" in self.config.formats:
-                for name, summary in packages.items():
+                for i, (name, summary) in enumerate(packages.items()):
+                    if i % _PAGES_PER_CHECKPOINT == 0:
+                        await _checkpoint()
                     page = render_page(name, branch, summary).encode()
                     stage.write(f"pages/{name}/specs.md", page)
             self._finish(report, clock)
             stage.write("report.json", encode_json(report))
+            await _checkpoint()
             stage.publish()
         finally:
             stage.discard()

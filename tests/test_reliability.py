@@ -28,6 +28,8 @@ from typing import Any
 import pytest
 import yaml
 
+import crawler.sync
+import crawler.write
 from crawler.changes import summary_line
 from crawler.cli import main_async
 from crawler.synth import SynthRef, SynthSpec, build_mirror, generate_specs
@@ -788,6 +790,32 @@ async def test_a_signal_during_downloads_stops_cleanly(
     assert tree_bytes(s.out / "a") == before
     assert s.leftovers() == []
     assert (s.out / ".crawler" / "lock").read_bytes() == b""  # released
+
+
+async def test_a_signal_while_the_branch_is_written_stops_before_the_publish(
+    site: MakeSite, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Consolidating and writing a branch is synchronous work (seconds for a large one): a
+    SIGTERM that comes meanwhile must still stop the run before the new branch is swapped in,
+    not be dropped when the run ends. The signal is sent as the first page is rendered."""
+    s = await site((ref("a"),))
+    before = (await s.publish("a"))["a"]
+    s.rebuild(ref("a", NEXT))
+    render = crawler.write.render_page
+
+    def render_and_signal(*args: Any) -> str:
+        monkeypatch.setattr(crawler.sync, "render_page", render)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return render(*args)
+
+    monkeypatch.setattr(crawler.sync, "render_page", render_and_signal)
+
+    done = await s.sync("a")
+
+    assert done.code == 143
+    assert done.err.endswith("interrupted by SIGTERM; published output untouched\n")
+    assert tree_bytes(s.out / "a") == before
+    assert s.leftovers() == []
 
 
 # --- 10. indexes that change under the crawler ------------------------------------------------
