@@ -20,6 +20,7 @@ import email.utils
 import hashlib
 import logging
 import os
+import stat
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
@@ -418,23 +419,39 @@ def _hash_and_write(digest: hashlib._Hash, out: BinaryIO, chunks: list[bytes]) -
         raise OutputError(out.name, err.strerror or str(err)) from None
 
 
-async def _read_local(location: str) -> bytes:
-    path = local_path(location)
+def _open_local(location: str, path: Path) -> int:
+    """A descriptor of a local mirror file, which must be a regular file: a folder is no file
+    (``NotFoundError``, as a 404), and a named pipe, a device or a socket fails the read. A
+    pipe is never opened for reading as such: that waits, for ever, for a writer."""
     try:
-        async with aiofiles.open(path, "rb") as src:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError):
+        raise NotFoundError(location) from None
+    except OSError as err:
+        raise FetchError(location, err.strerror or str(err)) from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        if stat.S_ISDIR(mode):
+            raise NotFoundError(location)
+        raise FetchError(location, "not a regular file (a named pipe, a device or a socket)")
+    os.set_blocking(fd, True)
+    return fd
+
+
+async def _read_local(location: str) -> bytes:
+    fd = await asyncio.to_thread(_open_local, location, local_path(location))
+    try:
+        async with aiofiles.open(fd, "rb") as src:  # closes fd
             data: bytes = await src.read(DOCUMENT_LIMIT + 1)
             _check_size(location, len(data), DOCUMENT_LIMIT, _DOCUMENT, "read")
             return data
-    except FileNotFoundError:
-        raise NotFoundError(location) from None
-    except IsADirectoryError:
-        raise NotFoundError(location) from None
     except OSError as err:
         raise FetchError(location, err.strerror or str(err)) from None
 
 
-def _identity(stat: os.stat_result) -> tuple[int, int, int, int]:
-    return stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns
+def _identity(found: os.stat_result) -> tuple[int, int, int, int]:
+    return found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns
 
 
 def _hash_file(location: str, path: Path, limit: int) -> tuple[int, str, tuple[int, int, int, int]]:
@@ -444,15 +461,13 @@ def _hash_file(location: str, path: Path, limit: int) -> tuple[int, str, tuple[i
     digest = hashlib.sha256()
     size = 0
     try:
-        with path.open("rb") as src:
-            stat = os.fstat(src.fileno())
-            _check_size(location, stat.st_size, limit, _INDEX, "on disk")
-            while chunk := src.read(_WRITE_BATCH):  # a file may grow, a device be endless
+        with open(_open_local(location, path), "rb") as src:
+            found = os.fstat(src.fileno())
+            _check_size(location, found.st_size, limit, _INDEX, "on disk")
+            while chunk := src.read(_WRITE_BATCH):  # a file may grow as it is read
                 digest.update(chunk)
                 size += len(chunk)
                 _check_size(location, size, limit, _INDEX, "read")
-    except (FileNotFoundError, IsADirectoryError):
-        raise NotFoundError(location) from None
     except OSError as err:
         raise FetchError(location, err.strerror or str(err)) from None
-    return size, digest.hexdigest(), _identity(stat)
+    return size, digest.hexdigest(), _identity(found)

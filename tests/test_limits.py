@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -202,16 +203,36 @@ async def test_a_local_index_too_large_fails(tmp_path: Path) -> None:
     assert tree_bytes(tmp_path / "out" / "develop") == before
 
 
-async def test_a_local_index_that_never_ends_is_cut_off(tmp_path: Path) -> None:
-    """A file that grows while read, or a device: its size on disk says nothing."""
+@pytest.mark.parametrize("kind", ["device", "named pipe"])
+async def test_a_local_index_that_is_no_regular_file_is_not_read(tmp_path: Path, kind: str) -> None:
+    """A device may never end, and opening a named pipe waits for ever for a writer (the run,
+    and its lock, would hang): neither is read, the source fails."""
     root, argv, before = await _local(tmp_path)
     (root / S1).unlink()
-    (root / S1).symlink_to("/dev/zero")
+    if kind == "device":
+        (root / S1).symlink_to("/dev/zero")
+    else:
+        os.mkfifo(root / S1)
 
     assert await main_async(argv) == 4
 
     error = _s1(tmp_path)["error"]
-    assert "larger than max_index_mb (1 MiB): at least" in error
+    assert error.endswith(": not a regular file (a named pipe, a device or a socket)")
+    assert tree_bytes(tmp_path / "out" / "develop") == before
+
+
+async def test_a_local_discovery_document_that_is_a_named_pipe_is_not_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root, argv, before = await _local(tmp_path)
+    (root / "cache_spack_io_index.json").unlink()
+    os.mkfifo(root / "cache_spack_io_index.json")
+
+    assert await main_async(argv) == 3
+
+    assert capsys.readouterr().err.endswith(
+        "cache_spack_io_index.json: not a regular file (a named pipe, a device or a socket)\n"
+    )
     assert tree_bytes(tmp_path / "out" / "develop") == before
 
 
