@@ -324,7 +324,9 @@ class Syncer:
             if previous is not None:
                 report["stats"] = previous.stats  # replaced below if the branch is rebuilt
             if not self.force and self.config.is_immutable(branch) and published.is_file():
-                return self._done(branch, "skipped", report, clock, "immutable and published")
+                if self._complete(branch, previous):
+                    return self._done(branch, "skipped", report, clock, "immutable and published")
+                log.info("%s: immutable, but published without some stacks: syncing it", branch)
             sources = discovery.refs[branch]
             self.reporter.branch_started(branch, len(sources))
             early = _EarlyConsolidation()
@@ -419,6 +421,18 @@ class Syncer:
             message = f"{status}: {message} ({report['duration_seconds']:.2f}s)"
         self.reporter.branch_done(branch, message, ok=not failing)
         return BranchResult(branch, status, message, report)
+
+    def _complete(self, branch: str, previous: BranchState | None) -> bool:
+        """Whether a published branch holds every stack it lists (it was not published as
+        ``partial``), by its state, or else by its ``report.json``. An immutable ref published
+        without some stacks is synced again until they are in. Unknown counts as incomplete."""
+        if previous is not None:
+            return previous.stats.get("sources_failed", 0) == 0
+        try:
+            published = msgspec.json.decode((self.output / branch / "report.json").read_bytes())
+        except (OSError, msgspec.DecodeError):
+            return False
+        return isinstance(published, dict) and published.get("status") == "published"
 
     def _gate(self, branch: str, old: SpecStacks | None, specs: int) -> None:
         """Refuse to publish an empty root or a large drop in specs, unless forced."""

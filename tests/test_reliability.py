@@ -391,6 +391,33 @@ async def test_a_published_immutable_ref_is_skipped_until_forced(site: MakeSite)
     assert tree_bytes(s.out / "develop") == before["develop"]
 
 
+@pytest.mark.parametrize("state", ["kept", "lost"])
+async def test_an_immutable_ref_published_without_a_stack_is_synced_until_complete(
+    site: MakeSite, state: str
+) -> None:
+    """A release published as partial (a stack failed, within the budget) is not "published"
+    for good: it is synced again, by its state or else its report.json, until every stack is
+    in; then it is skipped as any other."""
+    s = await site((ref("v1.0"),), default_refs=True)
+    s2 = s.mirror / s.path("v1.0", "s2")
+    good = s2.read_bytes()
+    s2.write_bytes(b"{not json")
+    assert (await s.sync("v1.0", flags=["--max-failed-stacks=1"])).code == 5
+    assert s.report("v1.0")["failed_stacks"] == ["s2"]
+    s2.write_bytes(good)
+    if state == "lost":
+        shutil.rmtree(s.out / ".crawler")
+
+    done = await s.sync("v1.0", quiet=False)
+
+    assert done.code == 0, done.err
+    assert "v1.0: immutable, but published without some stacks: syncing it" in done.err
+    assert s.report("v1.0")["status"] == "published"
+    assert all(source["status"] == "ok" for source in s.index("v1.0")["sources"])
+    assert (await s.sync("v1.0")).code == 6
+    assert s.report("v1.0")["status"] == "skipped"
+
+
 # --- 3. the failure budget --------------------------------------------------------------------
 
 
