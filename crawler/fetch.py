@@ -19,6 +19,7 @@ import dataclasses
 import email.utils
 import hashlib
 import logging
+import math
 import os
 import stat
 import time
@@ -142,6 +143,11 @@ def _decoding(location: str, resp: aiohttp.ClientResponse) -> Iterator[None]:
         raise
 
 
+def _limit(seconds: float) -> float | None:
+    """A time limit as aiohttp takes it: None for none (``.inf`` in the config)."""
+    return None if math.isinf(seconds) else seconds
+
+
 def local_path(location: str) -> Path:
     """The filesystem path of a ``file://`` location."""
     return Path(file_path(location))
@@ -160,7 +166,9 @@ class Fetcher:
     async def __aenter__(self) -> Fetcher:
         t = self.config.timeouts
         self._session = aiohttp.ClientSession(
-            timeout=aiohttp.ClientTimeout(total=None, connect=t.connect, sock_read=t.read),
+            timeout=aiohttp.ClientTimeout(
+                total=None, connect=_limit(t.connect), sock_read=_limit(t.read)
+            ),
             # Twice the download bound: a source's small sidecar request runs beside its index.
             connector=aiohttp.TCPConnector(limit=2 * self.config.concurrency),
             headers={"User-Agent": USER_AGENT},

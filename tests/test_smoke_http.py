@@ -27,3 +27,14 @@ async def test_http_and_folder_give_identical_indexes(
         if path.endswith("specs.md"):
             assert data == outputs["folder"][path], path
     assert any(p.endswith("develop-2025-04-20/pages/py-optree/specs.md") for p in outputs["http"])
+
+
+async def test_infinite_time_limits_mean_none(mirror_server: ServeMirror, tmp_path: Path) -> None:
+    """``.inf`` (YAML's infinity) passes the config's checks, so it must work: no limit."""
+    server = await mirror_server(SAMPLE_MIRROR)
+    config = tmp_path / "c.yaml"
+    limits = {"connect": float("inf"), "read": float("inf"), "source": float("inf")}
+    config.write_text(yaml.safe_dump(fast_config(server.url, tmp_path / "out", timeouts=limits)))
+    assert ".inf" in config.read_text()
+
+    assert await main_async(["sync", "--branch=develop", "--config", str(config), "-q"]) == 0
