@@ -293,7 +293,8 @@ async def main_async(argv: Sequence[str] | None = None, *, sleep: Sleep = asynci
         if args.command == "verify":
             return _verify(args)
         if args.command == "sync" and bool(args.branch) == bool(args.all):
-            raise UsageError("crawler sync: give --branch NAME (repeatable) or --all, not both")
+            which = "not both" if args.all else "to say which branches"
+            raise UsageError(f"crawler sync: give --branch NAME (repeatable) or --all, {which}")
         config = _config(args)
         if args.command == "branches":
             return await _branches(config, sleep)

@@ -408,7 +408,9 @@ def test_default_config_is_read_from_the_working_directory(here: RunHere, tmp_pa
 def test_sync_needs_branch_or_all(tmp_path: Path) -> None:
     done = run_cli("sync", "--config", str(sample_config(tmp_path)), cwd=tmp_path)
     assert (done.code, done.out) == (2, "")
-    assert done.err == ("error: crawler sync: give --branch NAME (repeatable) or --all, not both\n")
+    assert done.err == (
+        "error: crawler sync: give --branch NAME (repeatable) or --all, to say which branches\n"
+    )
     assert not (tmp_path / "out").exists()
 
 
