@@ -8,7 +8,8 @@ Next to the output, under ``<output>/.crawler/``:
   stored as the decoding workers returned it (the parts of a root index, the
   :class:`~crawler.validate.SourceSummary` of a stack), so that saving it costs no encoding;
 * ``state/<branch>.json``: per source of the last published sync, its URL, SHA-256, size, ETag
-  and counts, plus a fingerprint of the inputs and the SHA-256 of the published ``index.json``.
+  and counts, plus a fingerprint of the inputs and digests of the published ``index.json`` and
+  pages (a branch whose files were deleted or altered since is published again).
 
 A source is not downloaded again when something the mirror says proves its bytes are those of a
 cached summary: a v3 blob's checksum (its name), a v2 ``index.json.hash`` sidecar, or a ``304 Not
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +101,7 @@ class BranchState(msgspec.Struct, frozen=True, gc=False):
     formats: list[str]
     sources: list[SourceState]
     stats: dict[str, int] = {}
+    pages_sha256: str | None = None  # :class:`PagesDigest` of the pages, if any were written
 
     def source(self, label: str, url: str, location: str) -> SourceState | None:
         """The previous state of a source, if it had the same URL and was fetched from the same
@@ -126,6 +129,23 @@ def fingerprint(
     formats, the mirror and where each source was read, and what each source held)."""
     parts = [__version__, formats, mirror, locations, entries]
     return hashlib.sha256(encode_json(parts)).hexdigest()
+
+
+class PagesDigest:
+    """A digest of a branch's pages, fed in package-name order: the same pages, and no others,
+    give the same digest."""
+
+    def __init__(self) -> None:
+        self._sha256 = hashlib.sha256()
+
+    def add(self, package: str, page: bytes) -> None:
+        """One page: ``pages/<package>/specs.md``."""
+        self._sha256.update(f"{package}\n{len(page)}\n".encode())
+        self._sha256.update(page)
+
+    def hexdigest(self) -> str:
+        """The digest of the pages added so far."""
+        return self._sha256.hexdigest()
 
 
 class Store:
@@ -205,3 +225,15 @@ class Store:
             return hashlib.sha256(path.read_bytes()).hexdigest()
         except OSError:
             return None
+
+    @staticmethod
+    def published_pages_sha256(pages: Path) -> str | None:
+        """:class:`PagesDigest` of a published ``pages/`` folder, None when it is not there or
+        a page is missing or unreadable."""
+        digest = PagesDigest()
+        try:
+            for package in sorted(entry.name for entry in os.scandir(pages)):
+                digest.add(package, (pages / package / "specs.md").read_bytes())
+        except OSError:
+            return None
+        return digest.hexdigest()

@@ -55,7 +55,7 @@ from .lock import RunLock
 from .progress import Reporter
 from .report import branch_stats, findings, published_spec_stacks, spec_stacks_of
 from .sources import SourceOutcome, SourceReader
-from .state import BranchState, Store, fingerprint
+from .state import BranchState, PagesDigest, Store, fingerprint
 from .validate import SourceSummary
 from .write import (
     BranchStage,
@@ -385,10 +385,9 @@ class Syncer:
                 }
                 status: BranchStatus = "partial" if failed else "published"
                 report.update(status=status, error=None, changes=changes["totals"])
-                digest = await self._publish(branch, index, packages, changes, report, clock)
-            state = BranchState(
-                __version__, inputs, digest, formats, [o.state() for o in outcomes], stats
-            )
+                digest, pages = await self._publish(branch, index, packages, changes, report, clock)
+            learnt = [o.state() for o in outcomes]
+            state = BranchState(__version__, inputs, digest, formats, learnt, stats, pages)
             self._after_publish(lambda: self.store.save_branch(branch, state))
         except _Refused as err:
             return self._done(branch, "refused", report, clock, str(err), outcomes)
@@ -460,12 +459,17 @@ class Syncer:
             self._after_publish(lambda: self.store.save_branch(branch, state))
 
     def _current(self, branch: str, previous: BranchState, inputs: str) -> bool:
-        """True when the published branch was made from exactly these inputs and is intact."""
+        """True when the published branch was made from exactly these inputs and is intact:
+        its ``index.json`` and its pages (if it has pages) are the bytes that were published."""
         if previous.fingerprint != inputs:
             return False
-        return self.store.published_sha256(self.output / branch / "index.json") == (
-            previous.index_sha256
-        )
+        folder = self.output / branch
+        if self.store.published_sha256(folder / "index.json") != previous.index_sha256:
+            return False
+        if "pages" not in previous.formats:
+            return True
+        pages = self.store.published_pages_sha256(folder / "pages")
+        return pages is not None and pages == previous.pages_sha256
 
     def _check(self, branch: str, outcomes: list[SourceOutcome]) -> list[SourceOutcome]:
         """The failed stacks (within the budget), or the reason the branch cannot be published."""
@@ -525,8 +529,9 @@ class Syncer:
         changes: dict[str, Any],
         report: dict[str, Any],
         clock: float,
-    ) -> str:
-        """Stage and publish a branch; returns the SHA-256 of its index.json.
+    ) -> tuple[str, str | None]:
+        """Stage and publish a branch; returns the SHA-256 of its index.json and the
+        :class:`~crawler.state.PagesDigest` of its pages (None without pages).
 
         A signal that comes before the staged branch is swapped in cancels the publish (at the
         next :func:`_checkpoint`, every few dozen pages): the staging folder is removed and the
@@ -538,12 +543,14 @@ class Syncer:
             await _checkpoint()
             stage.write("index.json", encoded)
             stage.write("changes.json", encode_json(changes))
-            if "pages" in self.config.formats:
-                for i, (name, summary) in enumerate(packages.items()):
+            pages = PagesDigest() if "pages" in self.config.formats else None
+            if pages is not None:
+                for i, (name, summary) in enumerate(packages.items()):  # sorted by name
                     if i % _PAGES_PER_CHECKPOINT == 0:
                         await _checkpoint()
                     page = render_page(name, branch, summary).encode()
                     stage.write(f"pages/{name}/specs.md", page)
+                    pages.add(name, page)
             self._finish(report, clock)
             stage.write("report.json", encode_json(report))
             await _checkpoint()
@@ -551,7 +558,7 @@ class Syncer:
         finally:
             stage.discard()
         self._after_publish(lambda: self._save_report(branch, report))
-        return hashlib.sha256(encoded).hexdigest()
+        return hashlib.sha256(encoded).hexdigest(), pages.hexdigest() if pages else None
 
     @staticmethod
     def _after_publish(bookkeeping: Callable[[], None]) -> None:

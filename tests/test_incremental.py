@@ -720,6 +720,32 @@ async def test_a_deleted_or_damaged_published_index_is_republished(
     assert await site.sync() == 6
 
 
+async def test_deleted_damaged_or_extra_published_pages_are_republished(
+    tmp_path: Path, serve: Serve
+) -> None:
+    """The pages are published files as much as index.json: one deleted or altered, or one
+    more, and the branch is published again (from the cache: nothing is downloaded)."""
+    site = await make_site(tmp_path, serve)
+    before = await site.start()
+    pages = site.out / BRANCH / "pages"
+    damages: dict[str, Callable[[], object]] = {
+        "deleted": (pages / "zlib" / "specs.md").unlink,
+        "altered": lambda: (pages / "zlib" / "specs.md").write_text("---\n---"),
+        "a folder deleted": lambda: shutil.rmtree(pages / "hdf5"),
+        "one more": lambda: shutil.copytree(pages / "zlib", pages / "zlib2"),
+    }
+    for how, damage in damages.items():
+        damage()
+
+        assert (how, await site.sync()) == (how, 0)
+
+        assert site.report()["status"] == "published"
+        assert site.outcomes() == UNCHANGED
+        assert site.published() == before
+
+    assert await site.sync() == 6
+
+
 # --- the output formats and the mirror are inputs too ---------------------------------------------
 
 
