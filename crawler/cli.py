@@ -253,6 +253,12 @@ def _write_metrics(config: Config, result: RunResult | None, code: int, seconds:
 def _verify(args: argparse.Namespace) -> int:
     from .verify import verify_branch  # jsonschema is slow to import and only needed here
 
+    if not args.path.is_dir():  # a typo, or the index file itself: not a branch with problems
+        found = "no such folder" if not args.path.exists() else "not a folder"
+        raise UsageError(
+            f"crawler verify: {args.path}: {found} (give a published branch folder, "
+            "such as output/develop)"
+        )
     problems = verify_branch(args.path, schema=not args.no_schema)
     for problem in problems:
         print(problem)

@@ -51,7 +51,7 @@ import msgspec
 from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 
 from .consolidate import PackageSummary
-from .write import render_page
+from .write import foreign_entries, render_page
 
 SCHEMA_PATH = Path(__file__).resolve().parent / "schema" / "index.schema.json"
 MAX_SCHEMA_ERRORS = 20
@@ -292,4 +292,14 @@ def verify_branch(path: Path, *, schema: bool = True) -> list[str]:
         )
     problems += _side_file_problems(folder, "changes.json")
     problems += _side_file_problems(folder, "report.json")
-    return problems
+    return problems + _foreign_problems(folder)
+
+
+def _foreign_problems(folder: Path) -> list[str]:
+    """Entries a publish does not write, beside the pages (those are checked with them): the
+    next publish of the branch would refuse to replace the folder."""
+    try:
+        foreign = [name for name in foreign_entries(folder) if not name.startswith("pages/")]
+    except OSError as err:
+        return [f"{folder}: cannot be listed: {err.strerror or err}"]
+    return [f"{name}: not written by a publish (the next one would stop on it)" for name in foreign]

@@ -200,7 +200,7 @@ def check_replaceable(target: Path) -> None:
         if target.is_symlink() or not target.is_dir():
             kind = "a symbolic link" if target.is_symlink() else "not a folder"
             raise OutputError(str(target), f"is {kind}, which a publish would replace; move it")
-        foreign = _foreign_entries(target)
+        foreign = foreign_entries(target)
     except OSError as err:
         raise OutputError(str(target), err.strerror or str(err)) from None
     if foreign:
@@ -212,7 +212,7 @@ def check_replaceable(target: Path) -> None:
         )
 
 
-def _foreign_entries(branch: Path) -> list[str]:
+def foreign_entries(branch: Path) -> list[str]:
     """What in a branch folder a publish did not write (paths relative to it)."""
     foreign = []
     with os.scandir(branch) as entries:

@@ -450,12 +450,15 @@ def test_bad_flag_value(tmp_path: Path) -> None:
         pytest.param(("branches", "--all"), "unrecognized arguments: --all", id="branches-all"),
         pytest.param(("verify", ""), "argument path: must not be empty", id="verify-empty"),
         pytest.param(("verify", " "), "argument path: must not be empty", id="verify-blank"),
+        pytest.param(("verify", "nope"), "nope: no such folder (give a", id="verify-missing"),
+        pytest.param(("verify", "c.yaml"), "c.yaml: not a folder (give a", id="verify-file"),
     ],
 )
 def test_bad_command_line(
     here: RunHere, tmp_path: Path, args: tuple[str, ...], message: str
 ) -> None:
     config = sample_config(tmp_path)
+    (tmp_path / "c.yaml").write_text("")
     extra = ("--config", str(config)) if args and args[0] == "sync" else ()
     done = here(*args, *extra)
     assert done.code == 2

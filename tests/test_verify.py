@@ -331,6 +331,20 @@ def test_extra_pages(branch: Path) -> None:
     ]
 
 
+def test_entries_a_publish_does_not_write(branch: Path) -> None:
+    (branch / "extra.txt").write_text("mine")
+    (branch / "notes").mkdir()
+    (branch / "report.json").unlink()
+    (branch / "report.json").mkdir()
+    (branch / ".DS_Store").write_bytes(b"")  # Finder's litter is fine
+    assert verify_branch(branch, schema=False) == [
+        f"report.json: not readable JSON: [Errno 21] Is a directory: '{branch / 'report.json'}'",
+        "extra.txt: not written by a publish (the next one would stop on it)",
+        "notes: not written by a publish (the next one would stop on it)",
+        "report.json: not written by a publish (the next one would stop on it)",
+    ]
+
+
 def test_bad_report(branch: Path) -> None:
     report = branch / "report.json"
     report.write_text('{"branch": "develop", "status": ')
