@@ -1,6 +1,7 @@
 """Metrics: a textfile for node_exporter's textfile collector, describing the last run.
 
-``crawler sync --metrics FILE`` writes, at the end of every run (failed ones included), a file
+``crawler sync --metrics FILE`` writes, at the end of every run (failed ones included, but not
+one that found the output locked: the file is the lock holder's), a file
 such as ``/var/lib/node_exporter/textfile_collector/spack_cache_crawler.prom``. node_exporter
 serves it on its next scrape, so Prometheus can alert on a branch that stopped being published.
 

@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from crawler.cli import main_async
+from crawler.lock import RunLock
 from crawler.metrics import load_last_success, render_metrics, write_metrics
 
 from .conftest import SAMPLE_MIRROR, fast_config
@@ -355,3 +356,19 @@ async def test_an_unwritable_metrics_file_does_not_fail_the_sync(
     assert f"metrics not written: cannot write {blocker}" in err
     assert (tmp_path / "out" / "develop" / "index.json").is_file()
     assert not metrics.exists()
+
+
+async def test_a_run_that_finds_the_output_locked_leaves_the_metrics_alone(
+    tmp_path: Path,
+) -> None:
+    """The metrics file describes the run holding the lock, which writes it when it ends."""
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump(fast_config(str(SAMPLE_MIRROR), tmp_path / "out")))
+    metrics = tmp_path / "crawler.prom"
+    metrics.write_text("# the lock holder's last run\n")
+    argv = ["sync", "--branch", "develop", "--config", str(config), "--metrics", str(metrics)]
+
+    async with RunLock(tmp_path / "out", wait=0):
+        assert await main_async([*argv, "-q"]) == 7
+
+    assert metrics.read_text() == "# the lock holder's last run\n"
