@@ -164,36 +164,39 @@ def _check_keys(origin: str, data: object, path: str) -> None:
             _check_keys(origin, item, f"{path}[{i}]")
 
 
-def _check_mirror(origin: str, mirror: str) -> None:
+def _check_mirror(origin: str, mirror: str, key: str = "mirror") -> None:
+    """Refuse a mirror (or a rewrite's replacement, ``key``; that one must be a URL, as it
+    replaces the start of one) that no request could be sent to."""
     scheme = mirror.split("://", 1)[0].lower() if "://" in mirror else ""
-    if scheme not in ("", "http", "https", "file"):
-        raise ConfigError(
-            origin, f"unsupported URL scheme {scheme!r} (use http, https, file or a path)", "mirror"
-        )
+    allowed = ("http", "https", "file") if key != "mirror" else ("", "http", "https", "file")
+    if scheme not in allowed:
+        use = "http, https, file or a path" if "" in allowed else "an http, https or file URL"
+        what = f"unsupported URL scheme {scheme!r}" if scheme else f"{mirror!r} is not a URL"
+        raise ConfigError(origin, f"{what} (use {use})", key)
     if scheme in ("http", "https"):
-        _check_http_url(origin, mirror)
+        _check_http_url(origin, mirror, key)
     if scheme == "file" and not mirror.split("://", 1)[1].strip():  # `file://$UNSET`
-        raise ConfigError(origin, f"{mirror!r} names no folder", "mirror")
+        raise ConfigError(origin, f"{mirror!r} names no folder", key)
 
 
-def _check_http_url(origin: str, url: str) -> None:
+def _check_http_url(origin: str, url: str, key: str) -> None:
     """Refuse an http(s) mirror URL that no request could be sent to, as parsed by yarl (what
     aiohttp sends requests with): a space in its path is encoded, one in its host is not."""
     if not url.isprintable():
-        raise ConfigError(origin, f"{url!r} holds a control character", "mirror")
+        raise ConfigError(origin, f"{url!r} holds a control character", key)
     try:
         parsed = URL(url)
         host = parsed.host  # IDNA errors (a UnicodeError, a ValueError) come here
         if host:
             host.encode("idna")  # as the request will: an empty or overlong label fails
     except ValueError as err:
-        raise ConfigError(origin, f"{url!r} is not a valid URL: {err}", "mirror") from None
+        raise ConfigError(origin, f"{url!r} is not a valid URL: {err}", key) from None
     if not host:
-        raise ConfigError(origin, f"{url!r} names no host", "mirror")
+        raise ConfigError(origin, f"{url!r} names no host", key)
     if " " in host:
-        raise ConfigError(origin, f"{url!r} holds a space in its host", "mirror")
+        raise ConfigError(origin, f"{url!r} holds a space in its host", key)
     if parsed.port == 0:
-        raise ConfigError(origin, f"{url!r} names port 0", "mirror")
+        raise ConfigError(origin, f"{url!r} names port 0", key)
 
 
 def _resolve(base: Path, value: str, origin: str, key: str) -> str:
@@ -226,6 +229,8 @@ def build_config(data: object, origin: str = "<defaults>", base: Path | None = N
     except RecursionError:  # a YAML alias inside its own value: `a: &x [*x]`
         raise ConfigError(origin, "a value contains itself (a recursive YAML alias)") from None
     _check_mirror(origin, config.mirror)
+    for i, rewrite in enumerate(config.rewrites):
+        _check_mirror(origin, rewrite.replacement, f"rewrites[{i}].replacement")
     if base is not None:
         metrics = _resolve(base, config.metrics, origin, "metrics") if config.metrics else None
         config = msgspec.structs.replace(

@@ -328,6 +328,21 @@ def test_bad_value(tmp_path: Path, text: str, key: str, reason: str) -> None:
         ),
         ("rewrites:\n  prefix: s3://a/\n", "rewrites", "Expected 'array', got 'object'"),
         ("rewrites:\n  - s3://a/\n", "rewrites[0]", "Expected 'object', got 'str'"),
+        (
+            "rewrites:\n  - prefix: s3://a/\n    replacement: notaurl\n",
+            "rewrites[0].replacement",
+            "'notaurl' is not a URL (use an http, https or file URL)",
+        ),
+        (
+            "rewrites:\n  - prefix: s3://a/\n    replacement: ftp://x/\n",
+            "rewrites[0].replacement",
+            "unsupported URL scheme 'ftp' (use an http, https or file URL)",
+        ),
+        (
+            "rewrites:\n  - prefix: s3://a/\n    replacement: https://a b/\n",
+            "rewrites[0].replacement",
+            "'https://a b/' holds a space in its host",
+        ),
     ],
 )
 def test_rewrites_are_validated(tmp_path: Path, text: str, key: str, reason: str) -> None:
