@@ -143,6 +143,12 @@ def _decoding(location: str, resp: aiohttp.ClientResponse) -> Iterator[None]:
         raise
 
 
+def _answered(resp: aiohttp.ClientResponse, etag: str | None = None) -> None:
+    """Log an answer (``-v``): method, URL, status, and the ETag a conditional request sent."""
+    sent = f" (If-None-Match: {etag})" if etag else ""
+    log.debug("%s %s%s: HTTP %d", resp.method, resp.url, sent, resp.status)
+
+
 def _limit(seconds: float) -> float | None:
     """A time limit as aiohttp takes it: None for none (``.inf`` in the config)."""
     return None if math.isinf(seconds) else seconds
@@ -277,6 +283,7 @@ class Fetcher:
 
         async def attempt() -> bool | None:
             async with self.session.head(location) as resp:
+                _answered(resp)
                 if resp.status == 404:
                     return False
                 if resp.status in (403, 405, 501):
@@ -297,6 +304,7 @@ class Fetcher:
 
         async def attempt() -> bytes:
             async with self.session.get(location, allow_redirects=False) as resp:
+                _answered(resp)
                 self._check_status(location, resp)
                 _check_size(location, resp.content_length, DOCUMENT_LIMIT, _DOCUMENT)
                 body = bytearray()
@@ -334,6 +342,7 @@ class Fetcher:
         async def attempt() -> Fetched:
             headers = {"If-None-Match": etag} if etag else {}
             async with self.session.get(location, headers=headers, allow_redirects=False) as resp:
+                _answered(resp, etag)
                 if etag and resp.status == 304:
                     return Fetched(location, None, 0, None, 0, 0.0, etag)
                 self._check_status(location, resp)
@@ -343,7 +352,12 @@ class Fetcher:
                 return Fetched(location, dest, size, digest, 0, 0.0, resp.headers.get("ETag"))
 
         fetched, tries = await self._bounded(location, attempt)
-        return dataclasses.replace(fetched, attempts=tries, seconds=time.monotonic() - started)
+        seconds = time.monotonic() - started
+        if not fetched.not_modified:
+            log.debug(
+                "%s: %d bytes in %.2fs, sha256 %s", location, fetched.size, seconds, fetched.sha256
+            )
+        return dataclasses.replace(fetched, attempts=tries, seconds=seconds)
 
 
 _INDEX = "max_index_mb"

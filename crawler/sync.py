@@ -344,6 +344,8 @@ class Syncer:
             formats: list[str] = sorted(self.config.formats)
             locations = [o.source.location for o in outcomes]
             inputs = fingerprint(entries, formats, self.mirror.base, locations)
+            if previous is None:
+                log.debug("%s: no state of an earlier publish by this version", branch)
             if previous is not None and self._current(branch, previous, inputs):
                 self._remember(branch, previous, outcomes)
                 if failed:  # still partial: the published output lacks the failing stacks
@@ -462,14 +464,19 @@ class Syncer:
         """True when the published branch was made from exactly these inputs and is intact:
         its ``index.json`` and its pages (if it has pages) are the bytes that were published."""
         if previous.fingerprint != inputs:
+            log.debug("%s: inputs differ from the last publish's", branch)
             return False
         folder = self.output / branch
         if self.store.published_sha256(folder / "index.json") != previous.index_sha256:
+            log.debug("%s: published index.json is not the one published", branch)
             return False
         if "pages" not in previous.formats:
             return True
         pages = self.store.published_pages_sha256(folder / "pages")
-        return pages is not None and pages == previous.pages_sha256
+        if pages is None or pages != previous.pages_sha256:
+            log.debug("%s: published pages are not the ones published", branch)
+            return False
+        return True
 
     def _check(self, branch: str, outcomes: list[SourceOutcome]) -> list[SourceOutcome]:
         """The failed stacks (within the budget), or the reason the branch cannot be published."""

@@ -588,6 +588,30 @@ def test_quiet_sync_prints_nothing(tmp_path: Path) -> None:
     ]
 
 
+async def test_verbose_sync_logs_requests_and_decisions(
+    mirror_server: ServeMirror, tmp_path: Path
+) -> None:
+    """``-v`` (cron, a pipe) adds what was asked of the server and why a branch was rebuilt or
+    not, on top of the usual lines."""
+    server = await mirror_server(SAMPLE_MIRROR)
+    config = write_config(tmp_path / "c.yaml", fast_config(server.url, tmp_path / "out"))
+    argv = ("sync", "--branch", "develop", "--config", str(config), "-v")
+    first = await run_cli_async(*argv, cwd=tmp_path)
+    second = await run_cli_async(*argv, cwd=tmp_path)
+
+    assert (first.code, second.code) == (0, 6)
+    discovery = json.loads((SAMPLE_MIRROR / "cache_spack_io_index.json").read_bytes())
+    url = next(e["url"] for e in discovery["develop"] if e["label"] == "root")
+    root = url.replace("s3://spack-binaries", server.url)  # a v3 blob
+    assert f" DEBUG GET {root}: HTTP 200\n" in first.err
+    assert " DEBUG develop: no state of an earlier publish by this version\n" in first.err
+    assert re.search(rf" DEBUG {re.escape(root)}: [0-9]+ bytes in [0-9.]+s, sha256 ", first.err)
+    # this server does not allow HEAD: the blob is asked for with its ETag
+    assert f" DEBUG HEAD {root}: HTTP 405\n" in second.err
+    assert re.search(rf" DEBUG GET {re.escape(root)} \(If-None-Match: .+\): HTTP 304\n", second.err)
+    assert " INFO develop: unchanged: output is current" in second.err
+
+
 def test_flags_override_the_config(here: RunHere, tmp_path: Path) -> None:
     config = sample_config(tmp_path, formats=["json"])
     done = here(
