@@ -228,12 +228,23 @@ class Store:
 
     @staticmethod
     def published_pages_sha256(pages: Path) -> str | None:
-        """:class:`PagesDigest` of a published ``pages/`` folder, None when it is not there or
-        a page is missing or unreadable."""
+        """:class:`PagesDigest` of the pages in a published ``pages/`` folder (no folder: no
+        pages), None when one cannot be read.
+
+        A page is ``<package>/specs.md``, a regular file in a folder. Anything else there is
+        not a page and does not count: Finder's ``.DS_Store``, a note someone left (a branch
+        that is rebuilt keeps refusing to delete those; an unchanged one does not mind them).
+        """
         digest = PagesDigest()
         try:
-            for package in sorted(entry.name for entry in os.scandir(pages)):
-                digest.add(package, (pages / package / "specs.md").read_bytes())
+            with os.scandir(pages) as entries:
+                folders = sorted(e.name for e in entries if e.is_dir(follow_symlinks=False))
+            for package in folders:
+                page = pages / package / "specs.md"
+                if page.is_file() and not page.is_symlink():
+                    digest.add(package, page.read_bytes())
+        except FileNotFoundError:
+            pass  # no pages (a branch without packages has none)
         except OSError:
             return None
         return digest.hexdigest()

@@ -744,6 +744,23 @@ async def test_deleted_damaged_or_extra_published_pages_are_republished(
         assert site.published() == before
 
     assert await site.sync() == 6
+    # What is not a page does not count: Finder's litter, a note, a folder without a page
+    (pages / ".DS_Store").write_bytes(b"")
+    (pages / "zlib" / ".DS_Store").write_bytes(b"")
+    (pages / "notes.txt").write_text("mine")
+    (pages / "photos").mkdir()
+    assert await site.sync() == 6
+
+
+async def test_a_branch_without_packages_stays_unchanged(tmp_path: Path, serve: Serve) -> None:
+    """Published with --force (an empty root is refused otherwise), a branch has no pages
+    folder at all: that is its pages as published, and the next run finds it unchanged."""
+    site = await make_site(tmp_path, serve)
+    site.rebuild(())
+    assert await site.sync("--force") == 0
+    assert not (site.out / BRANCH / "pages").exists()
+
+    assert await site.sync() == 6
 
 
 # --- the output formats and the mirror are inputs too ---------------------------------------------
