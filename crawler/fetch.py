@@ -67,8 +67,9 @@ class Fetched:
     attempts: int
     seconds: float
     etag: str | None = None
-    #: A local file is used in place: device, inode, size and mtime when it was hashed.
-    identity: tuple[int, int, int, int] | None = None
+    #: A local file is used in place: device, inode, size, mtime and ctime when it was hashed
+    #: (ctime too: a tool may write a file and set its mtime back, never its ctime).
+    identity: tuple[int, ...] | None = None
 
     @property
     def not_modified(self) -> bool:
@@ -472,11 +473,11 @@ async def _read_local(location: str) -> bytes:
         raise FetchError(location, err.strerror or str(err)) from None
 
 
-def _identity(found: os.stat_result) -> tuple[int, int, int, int]:
-    return found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns
+def _identity(found: os.stat_result) -> tuple[int, ...]:
+    return found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns, found.st_ctime_ns
 
 
-def _hash_file(location: str, path: Path, limit: int) -> tuple[int, str, tuple[int, int, int, int]]:
+def _hash_file(location: str, path: Path, limit: int) -> tuple[int, str, tuple[int, ...]]:
     """Size, SHA-256 and identity (see :attr:`Fetched.identity`, taken before reading) of a
     local file (runs in a thread; hashlib releases the GIL); one larger than ``limit`` bytes
     fails."""

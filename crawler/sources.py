@@ -463,12 +463,17 @@ class SourceReader:
         started = time.monotonic()
         kind, url, path = outcome.kind, outcome.source.url, fetched.path
         assert path is not None
-        if kind == "root":
-            parts, summary = await self._root_summary(path, url, outcome.size or 0)
-        else:
-            limit = self.config.max_index_bytes
-            parts = [await self.decoder.run(STACKS_AFTER, summarize_stack, str(path), url, limit)]
-            summary = summary_of(kind, parts)
+        try:
+            if kind == "root":
+                parts, summary = await self._root_summary(path, url, outcome.size or 0)
+            else:
+                limit = self.config.max_index_bytes
+                job = (summarize_stack, str(path), url, limit)
+                parts = [await self.decoder.run(STACKS_AFTER, *job)]
+                summary = summary_of(kind, parts)
+        except CrawlerError:
+            fetched.check_unchanged()  # bytes half written meanwhile: read again, not failed
+            raise
         fetched.check_unchanged()
         outcome.use(summary)
         outcome.decoded = True

@@ -599,6 +599,37 @@ async def test_a_local_index_replaced_while_read_is_read_again(
         assert all(published[k] == cold[k] for k in cold if k != "report.json")
 
 
+async def test_a_local_index_half_written_when_decoded_is_read_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Written to in place after its hashing (``cp`` truncates, then writes), an index may not
+    even decode: that is no reason to fail it. Read again, it is whole."""
+    site = await make_site(tmp_path, None)
+    await site.start()
+    site.rebuild(MORE_SPECS)  # s2 changes: it must be decoded
+    target = site.file("s2").resolve()
+    whole = target.read_bytes()
+    real = crawler.fetch._hash_file
+    hashed: list[Path] = []
+
+    def hash_then_write(location: str, path: Path, limit: int) -> object:
+        if path == target and hashed:
+            target.write_bytes(whole)  # the writer is done by the next read
+        result = real(location, path, limit)
+        if path == target and not hashed:
+            hashed.append(path)
+            with target.open("r+b") as file:  # in place: the same file, half of it
+                file.truncate(len(whole) // 2)
+        return result
+
+    monkeypatch.setattr(crawler.fetch, "_hash_file", hash_then_write)
+
+    assert await site.sync() == 0
+
+    assert site.outcomes()["s2"] == ("fetched", True)
+    assert site.published() == await site.cold()
+
+
 async def test_a_local_index_that_keeps_changing_fails_its_source(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
