@@ -36,7 +36,7 @@ import logging
 import os
 import shutil
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -323,8 +323,10 @@ class Syncer:
             previous = self.store.branch(branch)
             if previous is not None:
                 report["stats"] = previous.stats  # replaced below if the branch is rebuilt
+            excused: set[str] = set()  # stacks that may fail beyond the budget
             if not self.force and self.config.is_immutable(branch) and published.is_file():
-                if self._complete(branch, previous):
+                excused = self._published_without(branch, previous)
+                if not excused:
                     return self._done(branch, "skipped", report, clock, "immutable and published")
                 log.info("%s: immutable, but published without some stacks: syncing it", branch)
             sources = discovery.refs[branch]
@@ -339,7 +341,7 @@ class Syncer:
 
             outcomes = await _read_all(branch, sources, read)
             report["sources"] = [o.report_entry() for o in outcomes]
-            failed = self._check(branch, outcomes)
+            failed = self._check(branch, outcomes, excused)
             entries = [o.index_entry() for o in outcomes]
             formats: list[str] = sorted(self.config.formats)
             locations = [o.source.location for o in outcomes]
@@ -423,17 +425,28 @@ class Syncer:
         self.reporter.branch_done(branch, message, ok=not failing)
         return BranchResult(branch, status, message, report)
 
-    def _complete(self, branch: str, previous: BranchState | None) -> bool:
-        """Whether a published branch holds every stack it lists (it was not published as
-        ``partial``), by its state, or else by its ``report.json``. An immutable ref published
-        without some stacks is synced again until they are in. Unknown counts as incomplete."""
+    def _published_without(self, branch: str, previous: BranchState | None) -> set[str]:
+        """The stacks a published branch was published without (``partial``), by its state,
+        or else by its ``report.json``; empty when it is complete.
+
+        An immutable ref published without some stacks is synced again until they are in. Those
+        stacks may fail again without failing it (it stays partial, exit 5, as published), and
+        an unknown answer (no state, no readable report) counts as incomplete.
+        """
+        unknown = {"?"}  # no label: excuses nothing, but is not "complete"
         if previous is not None:
-            return previous.stats.get("sources_failed", 0) == 0
+            return {s.label for s in previous.sources if s.status == "failed"}
         try:
             published = msgspec.json.decode((self.output / branch / "report.json").read_bytes())
         except (OSError, msgspec.DecodeError):
-            return False
-        return isinstance(published, dict) and published.get("status") == "published"
+            return unknown
+        if not isinstance(published, dict) or published.get("status") not in (
+            "published",
+            "partial",
+        ):
+            return unknown
+        failed = published.get("failed_stacks") or []
+        return {label for label in failed if isinstance(label, str)}
 
     def _gate(self, branch: str, old: SpecStacks | None, specs: int) -> None:
         """Refuse to publish an empty root or a large drop in specs, unless forced."""
@@ -478,8 +491,11 @@ class Syncer:
             return False
         return True
 
-    def _check(self, branch: str, outcomes: list[SourceOutcome]) -> list[SourceOutcome]:
-        """The failed stacks (within the budget), or the reason the branch cannot be published."""
+    def _check(
+        self, branch: str, outcomes: list[SourceOutcome], excused: Collection[str] = ()
+    ) -> list[SourceOutcome]:
+        """The failed stacks (within the budget, beyond it those ``excused``), or the reason the
+        branch cannot be published."""
         root = outcomes[0]
         if root.status == "missing":
             raise BranchError(branch, f"root index not found at {root.source.location}")
@@ -487,7 +503,7 @@ class Syncer:
             raise BranchError(branch, f"root index unusable: {root.error}")
         failed = [o for o in outcomes[1:] if o.status == "failed"]
         budget = self.config.publish.max_failed_stacks
-        if len(failed) > budget:
+        if len([o for o in failed if o.source.label not in excused]) > budget:
             shown = "; ".join(f"{o.source.label}: {o.error}" for o in failed[:3])
             more = f"; and {len(failed) - 3} more (see the report)" if len(failed) > 3 else ""
             raise BranchError(

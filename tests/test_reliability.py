@@ -404,9 +404,16 @@ async def test_an_immutable_ref_published_without_a_stack_is_synced_until_comple
     s2.write_bytes(b"{not json")
     assert (await s.sync("v1.0", flags=["--max-failed-stacks=1"])).code == 5
     assert s.report("v1.0")["failed_stacks"] == ["s2"]
-    s2.write_bytes(good)
+    partial = tree_bytes(s.out / "v1.0")
     if state == "lost":
         shutil.rmtree(s.out / ".crawler")
+
+    # still failing: that stack does not fail the ref (beyond the budget), which stays partial
+    still = await s.sync("v1.0")
+    assert still.code == 5, still.err
+    assert s.report("v1.0")["status"] == "partial"
+    assert tree_bytes(s.out / "v1.0").keys() == partial.keys()
+    s2.write_bytes(good)
 
     done = await s.sync("v1.0", quiet=False)
 
