@@ -139,10 +139,12 @@ _DOCUMENT = dict[str, list[_Entry]]
 
 
 def map_url(url: str, mirror: Mirror, config: Config) -> str:
-    """Where a listed source URL is fetched from (rewrites first, then ``s3://`` mapping)."""
+    """Where a listed source URL is fetched from (rewrites first, then ``s3://`` mapping), its
+    scheme in lowercase as the rest of the tool compares it (``FILE://`` is ``file://``)."""
     for rewrite in config.rewrites:
         if url.startswith(rewrite.prefix):
-            return rewrite.replacement + url[len(rewrite.prefix) :]
+            return _lower_scheme(rewrite.replacement + url[len(rewrite.prefix) :])
+    url = _lower_scheme(url)
     parts = urlsplit(url)
     if parts.scheme == "s3":
         location = mirror.join(parts.path)
@@ -156,6 +158,11 @@ def map_url(url: str, mirror: Mirror, config: Config) -> str:
             f"URL {url} is not on the mirror {mirror.base} (a configured rewrite can allow it)"
         )
     raise ValueError(f"unsupported URL {url!r} (expected s3://, http(s):// or file://)")
+
+
+def _lower_scheme(url: str) -> str:
+    scheme, sep, rest = url.partition("://")
+    return f"{scheme.lower()}{sep}{rest}" if sep else url
 
 
 def _source(ref: str, entry: _Entry, mirror: Mirror, config: Config) -> Source:

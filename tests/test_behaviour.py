@@ -600,6 +600,22 @@ async def test_rewrites_send_index_urls_elsewhere_than_the_mirror(
     assert all(loc.startswith(server.url + "/develop/") for loc in locations)
 
 
+async def test_a_rewrite_to_a_folder_may_spell_its_scheme_in_capitals(tmp_path: Path) -> None:
+    """URL schemes are case-insensitive: ``FILE://`` names a folder as ``file://`` does."""
+    served = tmp_path / "served"
+    build_mirror(served, [SynthRef("develop", (SynthSpec("zlib", "1.3.1", stacks=("e4s",)),))])
+    out = tmp_path / "out"
+    rewrites = [{"prefix": BUCKET, "replacement": "FILE://" + served.as_uri()[7:] + "/"}]
+    config = _config(tmp_path, str(served), out, rewrites=rewrites)
+
+    assert await _sync(config, "--branch", "develop") == 0
+
+    locations = [s["location"] for s in _report(out, "develop")["sources"]]
+    assert locations == [
+        f"{served.as_uri()}/develop/{p}build_cache/index.json" for p in ("", "e4s/")
+    ]
+
+
 # --- conflicts and invalid records -------------------------------------------------------------
 
 
