@@ -51,7 +51,7 @@ import msgspec
 from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 
 from .consolidate import PackageSummary
-from .write import foreign_entries, render_page
+from .write import OS_LITTER, foreign_entries, render_page
 
 SCHEMA_PATH = Path(__file__).resolve().parent / "schema" / "index.schema.json"
 MAX_SCHEMA_ERRORS = 20
@@ -219,7 +219,11 @@ def _page_problems(
 ) -> list[str]:
     pages = folder / "pages"
     expected = {f"{name}/specs.md": name for name in names}
-    found = {p.relative_to(pages).as_posix() for p in pages.rglob("*") if not p.is_dir()}
+    found = {
+        p.relative_to(pages).as_posix()
+        for p in pages.rglob("*")
+        if not p.is_dir() and p.name not in OS_LITTER  # Finder's, which publishes tolerate
+    }
     problems = []
     for relative in sorted(found | set(expected)):
         if relative not in expected:
@@ -292,14 +296,15 @@ def verify_branch(path: Path, *, schema: bool = True) -> list[str]:
         )
     problems += _side_file_problems(folder, "changes.json")
     problems += _side_file_problems(folder, "report.json")
-    return problems + _foreign_problems(folder)
+    reported = {problem.split(": ", 1)[0] for problem in problems}
+    return problems + _foreign_problems(folder, reported)
 
 
-def _foreign_problems(folder: Path) -> list[str]:
-    """Entries a publish does not write, beside the pages (those are checked with them): the
-    next publish of the branch would refuse to replace the folder."""
+def _foreign_problems(folder: Path, reported: set[str]) -> list[str]:
+    """Entries a publish does not write (a symbolic link where a page should be, too), unless
+    already ``reported``: the next publish of the branch would refuse to replace the folder."""
     try:
-        foreign = [name for name in foreign_entries(folder) if not name.startswith("pages/")]
+        foreign = [name for name in foreign_entries(folder) if name not in reported]
     except OSError as err:
         return [f"{folder}: cannot be listed: {err.strerror or err}"]
     return [f"{name}: not written by a publish (the next one would stop on it)" for name in foreign]

@@ -185,7 +185,7 @@ def _ours(folder: Path, name: re.Pattern[str]) -> list[Path]:
 #: The files a published branch folder holds, besides ``pages/<package>/specs.md``.
 BRANCH_FILES = frozenset({"index.json", "changes.json", "report.json"})
 #: Left by file browsers (macOS Finder) in any folder they show: replaced with the rest.
-_OS_LITTER = frozenset({".DS_Store"})
+OS_LITTER = frozenset({".DS_Store"})
 
 
 def check_replaceable(target: Path) -> None:
@@ -217,7 +217,7 @@ def foreign_entries(branch: Path) -> list[str]:
     foreign = []
     with os.scandir(branch) as entries:
         for entry in entries:
-            if entry.name in _OS_LITTER:
+            if entry.name in OS_LITTER:
                 continue
             if entry.name in BRANCH_FILES:
                 if not entry.is_file(follow_symlinks=False):
@@ -234,7 +234,7 @@ def _foreign_pages(pages: Path) -> list[str]:
     with os.scandir(pages) as packages:
         for package in packages:
             where = f"pages/{package.name}"
-            if package.name in _OS_LITTER:
+            if package.name in OS_LITTER:
                 continue
             if not package.is_dir(follow_symlinks=False):
                 foreign.append(where)
@@ -242,7 +242,7 @@ def _foreign_pages(pages: Path) -> list[str]:
             with os.scandir(package.path) as files:
                 for file in files:
                     page = file.name == "specs.md" and file.is_file(follow_symlinks=False)
-                    if not page and file.name not in _OS_LITTER:
+                    if not page and file.name not in OS_LITTER:
                         foreign.append(f"{where}/{file.name}")
     return foreign
 

@@ -337,11 +337,18 @@ def test_entries_a_publish_does_not_write(branch: Path) -> None:
     (branch / "report.json").unlink()
     (branch / "report.json").mkdir()
     (branch / ".DS_Store").write_bytes(b"")  # Finder's litter is fine
+    (branch / "pages" / ".DS_Store").write_bytes(b"")
+    (branch / "pages" / "zlib-ng" / ".DS_Store").write_bytes(b"")
+    page = branch / "pages" / "zlib-ng" / "specs.md"  # the same bytes, through a link
+    (branch / "zlib-ng.md").write_bytes(page.read_bytes())
+    page.unlink()
+    page.symlink_to(branch / "zlib-ng.md")
     assert verify_branch(branch, schema=False) == [
         f"report.json: not readable JSON: [Errno 21] Is a directory: '{branch / 'report.json'}'",
         "extra.txt: not written by a publish (the next one would stop on it)",
         "notes: not written by a publish (the next one would stop on it)",
-        "report.json: not written by a publish (the next one would stop on it)",
+        "pages/zlib-ng/specs.md: not written by a publish (the next one would stop on it)",
+        "zlib-ng.md: not written by a publish (the next one would stop on it)",
     ]
 
 
