@@ -314,12 +314,9 @@ async def main_async(argv: Sequence[str] | None = None, *, sleep: Sleep = asynci
                     raise
                 result = RunResult(syncer.results)  # what finished before, for the metrics
                 signame = received[-1]
-                finished = [f"{b.branch} ({b.status})" for b in syncer.results]
-                before = f"; finished before it: {', '.join(finished)}" if finished else ""
-                print(
-                    f"interrupted by {signame.name}; published output untouched{before}",
-                    file=sys.stderr,
-                )
+                finished = ", ".join(f"{b.branch} ({b.status})" for b in syncer.results)
+                which = f" after {finished}; the rest of the" if finished else "; published"
+                print(f"interrupted by {signame.name}{which} output untouched", file=sys.stderr)
                 code = EXIT_SIGTERM if signame == signal.SIGTERM else EXIT_SIGINT
                 return code
         code = exit_code(result)

@@ -852,6 +852,31 @@ async def test_a_signal_while_the_branch_is_written_stops_before_the_publish(
     assert s.leftovers() == []
 
 
+async def test_a_signal_during_a_swap_lets_that_branch_stand_and_says_so(
+    site: MakeSite, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A signal that comes while a branch is swapped in is handled after the swap: that branch
+    is published, the next one is not started, and the message says which is which."""
+    s = await site((ref("a"), ref("b", NEXT)))
+    swap = crawler.write.BranchStage.publish
+
+    def swap_and_signal(stage: crawler.write.BranchStage) -> None:
+        os.kill(os.getpid(), signal.SIGTERM)
+        swap(stage)
+
+    monkeypatch.setattr(crawler.write.BranchStage, "publish", swap_and_signal)
+
+    done = await s.sync("a", "b")
+
+    assert done.code == 143
+    assert done.err.endswith(
+        "interrupted by SIGTERM after a (published); the rest of the output untouched\n"
+    )
+    assert (s.out / "a" / "index.json").is_file()
+    assert not (s.out / "b").exists()
+    assert s.leftovers() == []
+
+
 # --- 10. indexes that change under the crawler ------------------------------------------------
 
 
