@@ -323,12 +323,13 @@ class Syncer:
             previous = self.store.branch(branch)
             if previous is not None:
                 report["stats"] = previous.stats  # replaced below if the branch is rebuilt
-            excused: set[str] = set()  # stacks that may fail beyond the budget
+            excused: frozenset[str] = frozenset()  # stacks that may fail beyond the budget
             if not self.force and self.config.is_immutable(branch) and published.is_file():
-                excused = self._published_without(branch, previous)
-                if not excused:
+                without = self._published_without(branch, previous)
+                if without is None:
                     return self._done(branch, "skipped", report, clock, "immutable and published")
                 log.info("%s: immutable, but published without some stacks: syncing it", branch)
+                excused = without
             sources = discovery.refs[branch]
             self.reporter.branch_started(branch, len(sources))
             early = _EarlyConsolidation()
@@ -425,28 +426,32 @@ class Syncer:
         self.reporter.branch_done(branch, message, ok=not failing)
         return BranchResult(branch, status, message, report)
 
-    def _published_without(self, branch: str, previous: BranchState | None) -> set[str]:
+    def _published_without(
+        self, branch: str, previous: BranchState | None
+    ) -> frozenset[str] | None:
         """The stacks a published branch was published without (``partial``), by its state,
-        or else by its ``report.json``; empty when it is complete.
+        or else by its ``report.json``; None when it is complete.
 
-        An immutable ref published without some stacks is synced again until they are in. Those
-        stacks may fail again without failing it (it stays partial, exit 5, as published), and
-        an unknown answer (no state, no readable report) counts as incomplete.
+        An immutable ref published without some stacks is synced again until they are in; if
+        they all fail again, it stays partial (exit 5), as published. When the report does not
+        say which stacks (no state, no readable report), the ref is synced again all the same,
+        and none is excused.
         """
-        unknown = {"?"}  # no label: excuses nothing, but is not "complete"
         if previous is not None:
-            return {s.label for s in previous.sources if s.status == "failed"}
+            failed = frozenset(s.label for s in previous.sources if s.status == "failed")
+            return failed or None
         try:
             published = msgspec.json.decode((self.output / branch / "report.json").read_bytes())
         except (OSError, msgspec.DecodeError):
-            return unknown
-        if not isinstance(published, dict) or published.get("status") not in (
-            "published",
-            "partial",
-        ):
-            return unknown
-        failed = published.get("failed_stacks") or []
-        return {label for label in failed if isinstance(label, str)}
+            return frozenset()
+        if not isinstance(published, dict):
+            return frozenset()
+        if published.get("status") == "published":
+            return None
+        labels = published.get("failed_stacks")
+        if published.get("status") != "partial" or not isinstance(labels, list):
+            return frozenset()
+        return frozenset(label for label in labels if isinstance(label, str))
 
     def _gate(self, branch: str, old: SpecStacks | None, specs: int) -> None:
         """Refuse to publish an empty root or a large drop in specs, unless forced."""
@@ -494,8 +499,8 @@ class Syncer:
     def _check(
         self, branch: str, outcomes: list[SourceOutcome], excused: Collection[str] = ()
     ) -> list[SourceOutcome]:
-        """The failed stacks (within the budget, beyond it those ``excused``), or the reason the
-        branch cannot be published."""
+        """The failed stacks (within the budget, or beyond it when all are ``excused``), or the
+        reason the branch cannot be published."""
         root = outcomes[0]
         if root.status == "missing":
             raise BranchError(branch, f"root index not found at {root.source.location}")
@@ -503,7 +508,9 @@ class Syncer:
             raise BranchError(branch, f"root index unusable: {root.error}")
         failed = [o for o in outcomes[1:] if o.status == "failed"]
         budget = self.config.publish.max_failed_stacks
-        if len([o for o in failed if o.source.label not in excused]) > budget:
+        # Beyond the budget only stacks the output was published without may fail (all of
+        # them excused): one it holds is never dropped past the budget.
+        if len(failed) > budget and not all(o.source.label in excused for o in failed):
             shown = "; ".join(f"{o.source.label}: {o.error}" for o in failed[:3])
             more = f"; and {len(failed) - 3} more (see the report)" if len(failed) > 3 else ""
             raise BranchError(

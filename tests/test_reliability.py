@@ -425,6 +425,58 @@ async def test_an_immutable_ref_published_without_a_stack_is_synced_until_comple
     assert s.report("v1.0")["status"] == "skipped"
 
 
+@pytest.mark.parametrize(
+    "report",
+    [
+        pytest.param(None, id="no-report"),
+        pytest.param({"status": "partial"}, id="no-failed-stacks"),
+        pytest.param({"status": "partial", "failed_stacks": 5}, id="failed-stacks-a-number"),
+        pytest.param({"status": "partial", "failed_stacks": "s2"}, id="failed-stacks-a-string"),
+        pytest.param([], id="not-an-object"),
+    ],
+)
+async def test_an_immutable_ref_whose_publish_cannot_be_told_is_synced_and_excuses_nothing(
+    site: MakeSite, report: object
+) -> None:
+    """Without a state (``.crawler/`` deleted) and a report.json that says which stacks it was
+    published without, an immutable ref is synced again, and any failing stack fails it: the
+    output stays as published, whatever the report held."""
+    s = await site((ref("v1.0"),), default_refs=True)
+    s2 = s.mirror / s.path("v1.0", "s2")
+    s2.write_bytes(b"{not json")
+    assert (await s.sync("v1.0", flags=["--max-failed-stacks=1"])).code == 5
+    shutil.rmtree(s.out / ".crawler")
+    if report is None:
+        (s.out / "v1.0" / "report.json").unlink()
+    else:
+        (s.out / "v1.0" / "report.json").write_text(json.dumps(report))
+    before = tree_bytes(s.out / "v1.0")
+
+    done = await s.sync("v1.0")
+
+    assert done.code == 4, done.err
+    assert "1 stack(s) failed (publish.max_failed_stacks is 0): s2" in done.err
+    assert tree_bytes(s.out / "v1.0") == before
+
+
+async def test_an_immutable_ref_never_loses_a_stack_it_holds_past_the_budget(
+    site: MakeSite,
+) -> None:
+    """Published without s2 (budget 1), then s1 fails too: s2 alone is excused, so two failed
+    stacks are over the budget and the ref keeps the s1 it was published with."""
+    s = await site((ref("v1.0"),), default_refs=True, publish={"max_failed_stacks": 1})
+    s1, s2 = (s.mirror / s.path("v1.0", label) for label in ("s1", "s2"))
+    s2.write_bytes(b"{not json")
+    assert (await s.sync("v1.0")).code == 5
+    before = tree_bytes(s.out / "v1.0")
+    s1.write_bytes(b"{not json")
+
+    done = await s.sync("v1.0")
+
+    assert done.code == 4, done.err
+    assert tree_bytes(s.out / "v1.0") == before
+
+
 # --- 3. the failure budget --------------------------------------------------------------------
 
 
