@@ -32,6 +32,7 @@ SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,199}")
 _BLOB = re.compile(r"(?:^|/)blobs/sha256/(?P<prefix>[0-9a-f]{2})/(?P<sum>[0-9a-f]{64})$")
 _V2 = re.compile(r"(?:^|/)build_cache/index\.json$")
 _LABEL = re.compile(r"[^\x00-\x1f\x7f]{1,200}")
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")  # RFC 3986
 
 
 def file_path(location: str) -> str:
@@ -161,8 +162,8 @@ def map_url(url: str, mirror: Mirror, config: Config) -> str:
 
 
 def _lower_scheme(url: str) -> str:
-    scheme, sep, rest = url.partition("://")
-    return f"{scheme.lower()}{sep}{rest}" if sep else url
+    found = _SCHEME.match(url)
+    return found[0].lower() + url[found.end() :] if found else url
 
 
 def _source(ref: str, entry: _Entry, mirror: Mirror, config: Config) -> Source:

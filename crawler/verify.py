@@ -296,13 +296,14 @@ def verify_branch(path: Path, *, schema: bool = True) -> list[str]:
         )
     problems += _side_file_problems(folder, "changes.json")
     problems += _side_file_problems(folder, "report.json")
-    reported = {problem.split(": ", 1)[0] for problem in problems}
+    reported = {p.split(": ", 1)[0] for p in problems if p.startswith("pages/")}
     return problems + _foreign_problems(folder, reported)
 
 
 def _foreign_problems(folder: Path, reported: set[str]) -> list[str]:
     """Entries a publish does not write (a symbolic link where a page should be, too), unless
-    already ``reported``: the next publish of the branch would refuse to replace the folder."""
+    the page checks already ``reported`` them: the next publish of the branch would refuse to
+    replace the folder."""
     try:
         foreign = [name for name in foreign_entries(folder) if name not in reported]
     except OSError as err:

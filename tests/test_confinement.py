@@ -17,6 +17,8 @@ import pytest
 import yaml
 
 from crawler.cli import main_async
+from crawler.config import build_config
+from crawler.discovery import Mirror, map_url
 from crawler.synth import SynthRef, SynthSpec, build_mirror
 
 from .conftest import Fault, ServeMirror, fast_config, tree_bytes
@@ -320,3 +322,18 @@ async def test_recovery_removes_only_what_runs_leave(tmp_path: Path) -> None:
     assert [(f / "file").read_text() for f in foreign] == ["x", "x"]
     assert (theirs / "keep" / "data").read_text() == "precious"
     assert (state / "tmp" / "4343").is_symlink()
+
+
+@pytest.mark.parametrize(
+    ("url", "location"),
+    [
+        pytest.param("FILE:///m/a", "file:///m/a", id="scheme-in-capitals"),
+        pytest.param("file:///m/A://b", "file:///m/A://b", id="a-later-colon-slashes"),
+        pytest.param("s3:/Develop/i?v=a://b", "file:///m/Develop/i", id="no-scheme-before-it"),
+    ],
+)
+def test_only_a_locations_scheme_is_lowercased(url: str, location: str) -> None:
+    """Schemes are case-insensitive, paths are not: ``FILE://`` becomes ``file://``, and
+    nothing after the scheme changes case."""
+    config = build_config({"mirror": "file:///m"})
+    assert map_url(url, Mirror.parse("file:///m"), config) == location

@@ -348,6 +348,7 @@ def test_entries_a_publish_does_not_write(branch: Path) -> None:
         "extra.txt: not written by a publish (the next one would stop on it)",
         "notes: not written by a publish (the next one would stop on it)",
         "pages/zlib-ng/specs.md: not written by a publish (the next one would stop on it)",
+        "report.json: not written by a publish (the next one would stop on it)",
         "zlib-ng.md: not written by a publish (the next one would stop on it)",
     ]
 
