@@ -468,8 +468,9 @@ class SourceReader:
                 parts, summary = await self._root_summary(path, url, outcome.size or 0)
             else:
                 limit = self.config.max_index_bytes
-                job = (summarize_stack, str(path), url, limit)
-                parts = [await self.decoder.run(STACKS_AFTER, *job)]
+                parts = [
+                    await self.decoder.run(STACKS_AFTER, summarize_stack, str(path), url, limit)
+                ]
                 summary = summary_of(kind, parts)
         except CrawlerError:
             fetched.check_unchanged()  # bytes half written meanwhile: read again, not failed
