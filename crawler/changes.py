@@ -163,7 +163,8 @@ def changes_between(branch: str, before: SpecStacks | None, after: SpecStacks) -
     }
 
 
-def _count(n: int, word: str) -> str:
+def counted(n: int, word: str) -> str:
+    """``1 spec``, ``2 specs``, ``1,234 specs``."""
     return f"{n:,} {word}{'' if n == 1 else 's'}"
 
 
@@ -178,15 +179,15 @@ def summary_line(changes: Mapping[str, Any]) -> str:
     totals = changes["totals"]
     branch = changes["branch"]
     if changes["first_publish"]:
-        packages = _count(len(changes["packages_added"]), "package")
-        return f"{branch}: first publish, {_count(totals['specs_after'], 'spec')} in {packages}"
+        packages = counted(len(changes["packages_added"]), "package")
+        return f"{branch}: first publish, {counted(totals['specs_after'], 'spec')} in {packages}"
     line = (
-        f"{branch}: +{_count(totals['added'], 'spec')}, -{_count(totals['removed'], 'spec')} "
+        f"{branch}: +{counted(totals['added'], 'spec')}, -{counted(totals['removed'], 'spec')} "
         f"({totals['specs_before']:,} -> {totals['specs_after']:,}), "
-        f"{_count(len(changes['packages_added']), 'package')} added, "
+        f"{counted(len(changes['packages_added']), 'package')} added, "
         f"{len(changes['packages_removed']):,} removed"
     )
     if not totals["added"] and not totals["removed"] and changes["by_stack"]:
         moved = sum(c["added"] + c["removed"] for c in changes["by_stack"].values())
-        line += f", {_count(moved, 'stack membership')} changed"
+        line += f", {counted(moved, 'stack membership')} changed"
     return line

@@ -12,6 +12,8 @@ import sys
 from types import TracebackType
 from typing import TYPE_CHECKING, Protocol
 
+from .changes import counted
+
 if TYPE_CHECKING:  # rich is imported only when a terminal gets the live display
     from rich.progress import TaskID
 
@@ -35,7 +37,7 @@ class LogReporter:
     """One log line per event, for cron and pipes."""
 
     def branch_started(self, branch: str, sources: int) -> None:
-        log.info("%s: fetching %d sources", branch, sources)
+        log.info("%s: fetching %s", branch, counted(sources, "source"))
 
     def source_done(self, branch: str, line: str, size: int, ok: bool) -> None:
         (log.info if ok else log.error)("%s %s", branch, line)

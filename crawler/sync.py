@@ -45,7 +45,7 @@ from typing import Any, Literal
 import msgspec
 
 from . import __version__
-from .changes import SpecStacks, changes_between, summary_line
+from .changes import SpecStacks, changes_between, counted, summary_line
 from .config import Config
 from .consolidate import Conflict, Consolidator, PackageSummary, paused_gc
 from .discovery import Discovery, Mirror, Source, is_safe_name, parse_discovery
@@ -189,7 +189,7 @@ async def _read_all(
             raise outcome
     unread = sum(o.status == "not_read" for o in outcomes)
     if unread:
-        log.info("%s: root index %s: %d source(s) not read", branch, root.status, unread)
+        log.info("%s: root index %s: %s not read", branch, root.status, counted(unread, "source"))
     return outcomes
 
 

@@ -554,6 +554,7 @@ def test_sync_logs_one_line_per_source(tmp_path: Path) -> None:
     assert done.out == ""
     labels = sample_labels()["develop"]
     lines = done.err.splitlines()
+    assert f" INFO develop: fetching {len(labels)} sources" in lines[0]
     per_source: dict[str, str] = {}
     for label in labels:
         mine = [line for line in lines if f" develop {label}: " in line]
@@ -576,6 +577,14 @@ def test_sync_logs_one_line_per_source(tmp_path: Path) -> None:
     assert f"{specs} specs" in lines[-1]
     assert f"{packages} packages" in lines[-1]
     assert (tmp_path / "out" / "develop" / "pages").is_dir()
+
+
+def test_a_branch_of_one_source_is_one_source(here: RunHere, tmp_path: Path) -> None:
+    build_mirror(tmp_path / "mirror", [SynthRef("a", (SynthSpec("zlib", "1.3.1"),))])
+    done = here("sync", "--branch", "a", "--mirror", str(tmp_path / "mirror"), "--output", "out")
+    assert done.code == 0, done.err
+    assert " INFO a: fetching 1 source\n" in done.err
+    assert "first publish, 1 spec in 1 package" in done.err
 
 
 def test_quiet_sync_prints_nothing(tmp_path: Path) -> None:

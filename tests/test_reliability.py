@@ -571,7 +571,7 @@ async def test_a_root_that_fails_stops_the_other_downloads(site: MakeSite, fault
     s.server.delay("s2/build_cache/index.json", 30)
     started = time.monotonic()
 
-    done = await s.sync("a")
+    done = await s.sync("a", quiet=False)
 
     assert time.monotonic() - started < 10
     assert done.code == 4 and "root index" in done.err
@@ -580,6 +580,7 @@ async def test_a_root_that_fails_stops_the_other_downloads(site: MakeSite, fault
     assert statuses["root"] in ("missing", "failed")
     s1 = s.source_report("a", "s1")
     assert s1["error"] == "not read: the root index is missing or unusable"
+    assert f"a: root index {statuses['root']}: 2 sources not read" in done.err
     assert s.server.arrivals("s1/build_cache/index.json") == 1  # started, then stopped
     assert s.leftovers() == []
     assert tree_bytes(s.out / "a") == before
