@@ -13,6 +13,7 @@ import concurrent.futures
 import gc
 import heapq
 import itertools
+import logging
 import multiprocessing
 import os
 import threading
@@ -21,6 +22,8 @@ from collections.abc import Callable
 from multiprocessing.process import BaseProcess
 
 from .errors import WorkerError
+
+log = logging.getLogger("crawler")
 
 #: Priorities of :meth:`DecodeQueue.run` (lower first).
 ROOT_FIRST, STACKS_AFTER = 0, 1
@@ -210,7 +213,14 @@ class DecodeQueue:
         return False
 
     def _restart(self) -> None:
-        """Replace a pool whose process died (the jobs in it are run again, see :meth:`run`)."""
+        """Replace a pool whose process died (the jobs in it are run again, see :meth:`run`).
+
+        Logged as a warning: the run goes on and may well succeed, but an operator should know
+        that a process was killed (usually by the kernel's out-of-memory killer)."""
+        log.warning(
+            "a decoding process died (out of memory, or killed): the indexes in its pool are "
+            "decoded again, one at a time"
+        )
         if self._pool is not None:
             # Its manager thread ends its workers; any left are ended by close().
             self._retired += _processes(self._pool)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import os
 import subprocess
 import sys
@@ -287,6 +288,23 @@ class LockHolder:
         if self.process.poll() is None:
             self.process.kill()
         self.process.wait(timeout=10)
+
+
+@pytest.fixture
+def crawler_log(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureFixture]:
+    """``caplog`` that sees the ``crawler`` logger's records at INFO and above, also after a
+    test in this process ran the CLI (whose logging setup stops them reaching the root
+    logger, where ``caplog`` listens). For code called directly: a CLI run within the test
+    sets the logger up anew (read its stderr with ``capsys`` instead)."""
+    logger = logging.getLogger("crawler")
+    level = logger.level
+    logger.addHandler(caplog.handler)
+    logger.setLevel(logging.INFO)
+    try:
+        yield caplog
+    finally:
+        logger.removeHandler(caplog.handler)
+        logger.setLevel(level)
 
 
 @pytest.fixture

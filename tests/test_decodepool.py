@@ -92,9 +92,11 @@ async def test_a_job_that_kills_its_worker_fails_alone(workers: int) -> None:
     assert results[2:] == [f"{i} from v{i}".encode() for i in range(6)]
 
 
-async def test_a_worker_that_dies_once_costs_no_job(tmp_path: os.PathLike[str]) -> None:
+async def test_a_worker_that_dies_once_costs_no_job(
+    tmp_path: os.PathLike[str], crawler_log: pytest.LogCaptureFixture
+) -> None:
     """A worker killed once (say by the kernel, to free memory) fails nothing: every job in
-    flight with it is run again, the one that was running included."""
+    flight with it is run again, the one that was running included. The death is logged."""
     queue = DecodeQueue(1)
     marker = os.path.join(tmp_path, "died")
     try:
@@ -105,6 +107,11 @@ async def test_a_worker_that_dies_once_costs_no_job(tmp_path: os.PathLike[str]) 
         queue.close()
     assert results == [b"a from u1", b"second try", b"c from u3"]
     assert os.path.exists(marker)
+    warnings = [r.getMessage() for r in crawler_log.records if r.levelname == "WARNING"]
+    assert warnings == [
+        "a decoding process died (out of memory, or killed): the indexes in its pool are "
+        "decoded again, one at a time"
+    ]
 
 
 async def test_most_urgent_job_first() -> None:
