@@ -119,15 +119,26 @@ class SourceOutcome:
         """Root and stack indexes are summarised differently."""
         return "root" if self.source.is_root else "stack"
 
+    @property
+    def sidecar_matches(self) -> bool | None:
+        """Whether a v2 ``index.json.hash`` names these bytes (None: no sidecar, or no bytes)."""
+        if self.sidecar is None or self.sha256 is None:
+            return None
+        return self.sidecar == self.sha256
+
     def line(self) -> str:
-        """One human line: label, status, bytes, records, seconds."""
+        """One human line: label, status, bytes, records, seconds, and a sidecar that
+        disagrees (a mirror being updated; the index itself is used)."""
         if self.facts is None:
             return f"{self.source.label}: {self.status} ({self.error})"
         seconds = self.fetch_seconds + self.decode_seconds
-        return (
+        line = (
             f"{self.source.label}: {self.status} {self.size or 0:,} bytes, "
             f"{self.facts.records:,} records, {seconds:.2f}s"
         )
+        if self.sidecar_matches is False:
+            line += f"; its index.json.hash disagrees ({self.sidecar})"
+        return line
 
     def index_entry(self) -> dict[str, Any]:
         """The source as ``index.json`` lists it: only facts about the mirror's content."""
@@ -152,9 +163,7 @@ class SourceOutcome:
             "status": self.status,
             "location": self.source.location,
             "sidecar_sha256": self.sidecar,
-            "sidecar_matches": (
-                None if self.sidecar is None or self.sha256 is None else self.sidecar == self.sha256
-            ),
+            "sidecar_matches": self.sidecar_matches,
             "attempts": self.attempts,
             "retries": self.retries,
             "decoded": self.decoded,

@@ -12,6 +12,7 @@ import copy
 import gzip
 import hashlib
 import json
+import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -494,7 +495,7 @@ async def test_a_gzip_compressed_v3_blob_is_read(
 
 
 async def test_a_v2_sidecar_that_disagrees_is_reported_not_fatal(
-    mirror_server: ServeMirror, tmp_path: Path
+    mirror_server: ServeMirror, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     root = tmp_path / "mirror"
     discovery = build_mirror(root, [SynthRef("develop", (SynthSpec("zlib", "1.3.1"),))])
@@ -504,8 +505,11 @@ async def test_a_v2_sidecar_that_disagrees_is_reported_not_fatal(
     server = await mirror_server(root)
     out = tmp_path / "out"
 
-    assert await _sync(_config(tmp_path, server.url, out), "--branch", "develop") == 0
+    config = _config(tmp_path, server.url, out)
+    assert await main_async(["sync", "--branch", "develop", "--config", str(config)]) == 0
 
+    line = re.search(r"INFO develop root: fetched .*", capsys.readouterr().err)
+    assert line and line[0].endswith(f"s; its index.json.hash disagrees ({stale})"), line
     source = _report(out, "develop")["sources"][0]
     assert source["sidecar_sha256"] == stale
     assert source["sidecar_matches"] is False
