@@ -273,24 +273,26 @@ class Fetcher:
         except TimeoutError:
             raise FetchError(location, f"took longer than timeouts.source ({limit:g}s)") from None
 
-    async def exists(self, location: str) -> bool | None:
-        """Whether a file is on the mirror (``HEAD``; a local file is looked at).
+    async def confirmed(self, location: str) -> bool:
+        """Whether a ``HEAD`` request (for a local file, a look at it) confirms that a file is
+        on the mirror: an answer of 200.
 
-        None when the server cannot say: it does not allow ``HEAD`` (405, 501), or forbids it
-        (403: a presigned URL, for one, is signed for ``GET`` alone).
+        Any other answer leaves it to a download (``GET``), which then says whether the file is
+        there: a ``HEAD`` answering 404, 400 or 403 (a presigned URL is signed for ``GET``
+        alone), or not allowed (405, 501), is no proof that a ``GET`` would not find the file.
+        Transient answers (429, 5xx but 501) are retried, as for any request.
         """
         if location.startswith("file://"):
             return local_path(location).is_file()
 
-        async def attempt() -> bool | None:
+        async def attempt() -> bool:
             async with self.session.head(location) as resp:
                 _answered(resp)
-                if resp.status == 404:
-                    return False
-                if resp.status in (403, 405, 501):
-                    return None
-                self._check_status(location, resp)
-                return True
+                if resp.status == 200:
+                    return True
+                if resp.status == 429 or (resp.status >= 500 and resp.status != 501):
+                    self._check_status(location, resp)  # raises: retried
+                return False
 
         found, _ = await self._bounded(location, attempt)
         return found

@@ -353,12 +353,10 @@ class SourceReader:
         etag = before.etag if before and self.store.has(outcome.kind, before.sha256) else None
         promised = self._promised(outcome, before)
         if promised is not None and self.store.has(outcome.kind, promised):
-            # A name or a sidecar vouches for the bytes, not that the index is still there: a
-            # cold sync would say "missing".
-            there = await fetcher.exists(source.location)
-            if there is False:
-                raise NotFoundError(source.location)
-            if there and self._reuse(outcome, promised, "unchanged", before):
+            # A name or a sidecar vouches for the bytes, not that the index is still there:
+            # unless HEAD confirms it, the download decides (a cold sync would say "missing").
+            confirmed = await fetcher.confirmed(source.location)
+            if confirmed and self._reuse(outcome, promised, "unchanged", before):
                 return None
         progress = None
         if not source.location.startswith("file://"):  # local files are only hashed here

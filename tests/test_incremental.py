@@ -509,12 +509,14 @@ async def test_a_sidecar_left_behind_does_not_hide_that_its_index_is_gone(
     assert site.published() == site.published(tmp_path / "cold")
 
 
-@pytest.mark.parametrize("status", [403, 405, 501])
+@pytest.mark.parametrize("status", [400, 403, 404, 405, 501])
 async def test_a_blob_the_server_will_not_head_is_asked_for(
     tmp_path: Path, serve: Serve, status: int
 ) -> None:
-    """A server that forbids or does not allow HEAD (a presigned URL is signed for GET alone)
-    cannot say whether a blob is there: it is asked for it, here with its ETag."""
+    """A HEAD answered with anything but 200 is no proof either way: a server that forbids or
+    does not allow HEAD (a presigned URL is signed for GET alone), or one whose HEAD disagrees
+    with its GET (404 here, the blob served all the same), is asked for the blob, here with its
+    ETag. Were a HEAD 404 taken as "missing", runs would publish it and drop it in turn."""
     site = await make_site(tmp_path, serve, layout="v3")
     before = await site.start()
     site.http.script(site.path("s1"), Fault(status=status))  # the next request: the HEAD
@@ -524,6 +526,24 @@ async def test_a_blob_the_server_will_not_head_is_asked_for(
 
     assert site.outcomes()["s1"] == ("unchanged", False)
     assert site.sent("s1") == [server_etag(site.file("s1").read_bytes())]
+    assert site.published() == before
+
+
+async def test_a_sidecar_trusted_index_whose_head_says_404_is_downloaded(
+    tmp_path: Path, serve: Serve
+) -> None:
+    """Without ETags a sidecar vouches for the bytes and HEAD for the index being there: a HEAD
+    404 while GET serves the index leaves it to the download, and the run publishes what a
+    cold sync does (the stack is not reported missing)."""
+    site = await make_site(tmp_path, serve, etags=False)
+    before = await site.start()
+    site.http.script(site.path("s1"), Fault(status=404))  # the next request: the HEAD
+    site.forget_requests()
+
+    assert await site.sync() == 6
+
+    assert site.outcomes()["s1"] == ("fetched", False)
+    assert site.downloads() == site.paths("s1")
     assert site.published() == before
 
 
