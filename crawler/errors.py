@@ -26,6 +26,26 @@ line maps the classes to exit codes in one place (:mod:`crawler.cli`).
 
 from __future__ import annotations
 
+#: The most characters of a server's text (a header, an error's body) a message quotes.
+SHOWN_LIMIT = 300
+
+
+def shown(text: str, limit: int = SHOWN_LIMIT) -> str:
+    """A server's text as a message may quote it: at most ``limit`` characters, and anything
+    not printable escaped (control and bidi characters, which a terminal would act on, and
+    the surrogates that stand for bytes that were not UTF-8, which JSON cannot hold)."""
+    if len(text) > limit:
+        text = f"{text[:limit]}... ({len(text):,} characters)"
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else _escaped(c) for c in text)
+
+
+def _escaped(c: str) -> str:
+    if "\udc80" <= c <= "\udcff":  # a byte that was not UTF-8 (decoded with surrogateescape)
+        return f"\\x{ord(c) - 0xDC00:02x}"
+    return ascii(c)[1:-1]
+
 
 class CrawlerError(Exception):
     """Root of the crawler's own errors."""

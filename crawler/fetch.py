@@ -41,7 +41,14 @@ from tenacity import AsyncRetrying, RetryCallState, stop_after_attempt, wait_ran
 from . import __version__
 from .config import Config
 from .discovery import file_path
-from .errors import FetchError, HTTPStatusError, NotFoundError, OutputError, SourceChanged
+from .errors import (
+    FetchError,
+    HTTPStatusError,
+    NotFoundError,
+    OutputError,
+    SourceChanged,
+    shown,
+)
 
 log = logging.getLogger(__name__)
 
@@ -104,11 +111,21 @@ def _retry_after(value: str | None) -> float | None:
 
 
 def is_transient(exc: BaseException) -> bool:
-    """Whether a failed attempt is worth another try."""
+    """Whether a failed attempt is worth another try.
+
+    Besides 429, 5xx, connection errors, bodies cut short and timeouts: an answer aiohttp could
+    not parse (``ClientResponseError``; the session never raises it for a status). Such answers
+    come from bytes a previous answer left on a kept-alive connection (a ``HEAD`` answered
+    with a body, a body longer than its ``Content-Length``); the retry gets a new connection.
+    """
     if isinstance(exc, HTTPStatusError):
         return exc.status == 429 or exc.status >= 500
     return isinstance(
-        exc, aiohttp.ClientConnectionError | aiohttp.ClientPayloadError | TimeoutError
+        exc,
+        aiohttp.ClientConnectionError
+        | aiohttp.ClientPayloadError
+        | aiohttp.ClientResponseError
+        | TimeoutError,
     )
 
 
@@ -118,7 +135,7 @@ def describe(exc: BaseException) -> str:
         return "timed out"
     if isinstance(exc, aiohttp.ClientPayloadError):
         return f"body cut short ({exc})"
-    text = str(exc) or type(exc).__name__
+    text = shown(str(exc)) or type(exc).__name__  # aiohttp may quote what the server sent
     return f"{type(exc).__name__}: {text}" if text != type(exc).__name__ else text
 
 
@@ -142,6 +159,20 @@ def _decoding(location: str, resp: aiohttp.ClientResponse) -> Iterator[None]:
             reason = f"body does not decode as its Content-Encoding ({encoding}) says"
             raise FetchError(location, reason) from err
         raise
+
+
+#: The longest ETag kept (RFC 9110 sets none; real ones are a few dozen characters).
+_ETAG_LIMIT = 1024
+
+
+def usable_etag(etag: str | None) -> str | None:
+    """An ETag the crawler can send back in ``If-None-Match``, else None (as if the server sent
+    none): printable ASCII, as RFC 9110's entity-tags are in practice. Anything else (control
+    characters, bytes that are not ASCII) cannot be sent in a header, and kept it would fail
+    every later run of the branch."""
+    if etag and len(etag) <= _ETAG_LIMIT and etag.isascii() and etag.isprintable():
+        return etag
+    return None
 
 
 def _answered(resp: aiohttp.ClientResponse, etag: str | None = None) -> None:
@@ -256,8 +287,8 @@ class Fetcher:
             # and sources"). Not retried either: it would say the same again.
             raise FetchError(
                 location,
-                f"HTTP {resp.status} redirect to {resp.headers['Location']} not followed "
-                "(use the final URL as the mirror, or a rewrite)",
+                f"HTTP {resp.status} redirect to {shown(resp.headers['Location'])} not "
+                "followed (use the final URL as the mirror, or a rewrite)",
             )
         if resp.status != 200:
             raise HTTPStatusError(
@@ -342,6 +373,8 @@ class Fetcher:
             seconds = time.monotonic() - started
             return Fetched(location, path, size, digest, 1, seconds, identity=identity)
 
+        etag = usable_etag(etag)  # one kept by an earlier version may not be
+
         async def attempt() -> Fetched:
             headers = {"If-None-Match": etag} if etag else {}
             async with self.session.get(location, headers=headers, allow_redirects=False) as resp:
@@ -352,7 +385,8 @@ class Fetcher:
                 _check_size(location, resp.content_length, limit, _INDEX)
                 with _decoding(location, resp):
                     size, digest = await _stream_to(resp, dest, location, limit, progress)
-                return Fetched(location, dest, size, digest, 0, 0.0, resp.headers.get("ETag"))
+                etag_now = usable_etag(resp.headers.get("ETag"))
+                return Fetched(location, dest, size, digest, 0, 0.0, etag_now)
 
         fetched, tries = await self._bounded(location, attempt)
         seconds = time.monotonic() - started

@@ -28,7 +28,7 @@ from .consolidate import paused_gc
 from .decodepool import ROOT_FIRST, STACKS_AFTER, DecodeQueue
 from .discovery import Source
 from .errors import ChecksumError, CrawlerError, FetchError, NotFoundError, SourceChanged
-from .fetch import Fetched, Fetcher
+from .fetch import Fetched, Fetcher, usable_etag
 from .progress import Reporter
 from .progressive import RootParts
 from .state import BranchState, SourceFacts, SourceState, Store, summary_of
@@ -325,7 +325,7 @@ class SourceReader:
         source = outcome.source
         before = previous.source(source.label, source.url, source.location) if previous else None
         if before is not None:  # what the server is known for carries over to this run
-            outcome.etag, outcome.downloaded = before.etag, before.downloaded
+            outcome.etag, outcome.downloaded = usable_etag(before.etag), before.downloaded
         if source.sidecar is None:
             return await self._fetch_index(fetcher, outcome, dest, before)
         if before is None or before.etag is None:  # the sidecar may serve as the validator

@@ -34,6 +34,7 @@ from aiohttp.test_utils import TestServer
 import crawler.fetch
 import crawler.state
 from crawler.cli import main_async
+from crawler.fetch import usable_etag
 from crawler.synth import SynthRef, SynthSpec, build_mirror, index_document
 
 from .conftest import Fault, MirrorServer, fast_config, tree_bytes
@@ -384,6 +385,15 @@ async def test_a_new_etag_for_the_same_bytes_is_the_one_sent_next(
     assert await site.sync() == 6
 
     assert site.sent("s1") == ['"reuploaded"']
+
+
+def test_only_etags_that_can_be_sent_back_are_usable() -> None:
+    assert usable_etag('W/"5f-abc"') == 'W/"5f-abc"'
+    assert usable_etag('"a\x1bb"') is None  # a control character
+    assert usable_etag('"caf\udce9"') is None  # a byte that was not UTF-8 (JSON cannot hold it)
+    assert usable_etag('"caf\u00e9"') is None  # not ASCII
+    assert usable_etag('"' + "x" * 2000 + '"') is None
+    assert usable_etag("") is None
 
 
 async def test_a_blob_that_failed_its_checksum_is_not_revalidated_next_time(
