@@ -167,10 +167,18 @@ def _lower_scheme(url: str) -> str:
 
 
 def _source(ref: str, entry: _Entry, mirror: Mirror, config: Config) -> Source:
-    if not _LABEL.fullmatch(entry.label):
+    # Labels are printed and logged: no control or bidi characters (isprintable).
+    if not _LABEL.fullmatch(entry.label) or not entry.label.isprintable():
         raise ValueError(f"bad stack label {entry.label!r}")
+    if not entry.url.isprintable():
+        raise ValueError(f"URL {entry.url!r} of stack {entry.label!r} holds control characters")
+    parts = urlsplit(entry.url)
+    if parts.query or parts.fragment:
+        # Neither form of index URL has one; the sidecar's URL is the index's plus ".hash", and
+        # the s3:// mapping would drop a query (an S3 versionId, say) without a word.
+        raise ValueError(f"URL {entry.url} of stack {entry.label!r} has a query or fragment")
     location = map_url(entry.url, mirror, config)
-    path = urlsplit(entry.url).path
+    path = parts.path
     blob = _BLOB.search(path)
     if blob:
         if blob["sum"][:2] != blob["prefix"]:

@@ -660,6 +660,11 @@ async def test_branches_over_http_lists_unusable_refs(
     discovery = build_mirror(root, [SynthRef("a", (SynthSpec("zlib", "1.3.1", stacks=("s1",)),))])
     discovery["../evil"] = discovery["a"]
     discovery["norooot"] = [e for e in discovery["a"] if e["label"] != "root"]
+    root_url, s1_url = (e["url"] for e in discovery["a"])
+    discovery["query"] = [{"label": "root", "url": root_url + "?versionId=1"}]
+    discovery["fragment"] = [{"label": "root", "url": root_url + "#x"}]
+    discovery["escape"] = [{"label": "root", "url": root_url + "\x1b[2J"}]
+    discovery["bidi"] = [{"label": "root", "url": root_url}, {"label": "s\u202e1", "url": s1_url}]
     (root / "cache_spack_io_index.json").write_text(json.dumps(discovery))
     server = await mirror_server(root)
     done = await run_here_async(capsys, "branches", "--mirror", server.url)
@@ -667,7 +672,11 @@ async def test_branches_over_http_lists_unusable_refs(
     assert done.out.splitlines() == [
         "a\troot s1",
         "../evil\tUNUSABLE: ref name '../evil' is not a safe folder name",
+        "bidi\tUNUSABLE: bad stack label 's\\u202e1'",
+        f"escape\tUNUSABLE: URL '{root_url}\\x1b[2J' of stack 'root' holds control characters",
+        f"fragment\tUNUSABLE: URL {root_url}#x of stack 'root' has a query or fragment",
         "norooot\tUNUSABLE: no 'root' index listed",
+        f"query\tUNUSABLE: URL {root_url}?versionId=1 of stack 'root' has a query or fragment",
     ]
 
 
