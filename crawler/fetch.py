@@ -1,13 +1,14 @@
 """Fetch: read documents and index files from an HTTP(S) mirror or a local folder.
 
-One :class:`Fetcher` serves a whole run: one ``aiohttp.ClientSession`` with an explicit timeout,
-a ``User-Agent`` naming the tool and a connector limit. Index files are streamed to disk while
-their SHA-256 is computed, so a large index never sits in this process's memory; local mirrors are
-read in place. Only transient failures are retried (connection errors, timeouts, bodies cut short,
-429 and 5xx), with exponential backoff and full jitter capped by ``retry.max_wait``; a
-``Retry-After`` header replaces the backoff for that wait (capped the same way). A 404 or any other
-4xx is final at once, and so are a body that does not decode as its ``Content-Encoding`` says and
-one larger than its limit (``max_index_mb`` for an index, :data:`DOCUMENT_LIMIT` otherwise).
+One :class:`Fetcher` serves a whole run: one ``aiohttp.ClientSession`` with an explicit timeout, a
+``User-Agent`` naming the tool and a connector limit. Index files are streamed to disk while their
+SHA-256 is computed, so a large index never sits in this process's memory; local mirrors are read
+in place. Only transient failures are retried (connection errors, timeouts, bodies cut short,
+answers that do not parse as HTTP, 429 and 5xx), with exponential backoff and full jitter capped by
+``retry.max_wait``; a ``Retry-After`` header replaces the backoff for that wait (capped the same
+way). A 404 or any other 4xx is final at once, and so are a body that does not decode as its
+``Content-Encoding`` says and one larger than its limit (``max_index_mb`` for an index,
+:data:`DOCUMENT_LIMIT` for the discovery document, :data:`SIDECAR_LIMIT` for a sidecar).
 Cancellation is never retried.
 """
 
@@ -57,6 +58,9 @@ _WRITE_BATCH = 2 << 20
 #: The largest discovery document or sidecar read (both are a few KB): :meth:`Fetcher.read`
 #: holds the whole body in memory.
 DOCUMENT_LIMIT = 64 << 20
+#: The largest v2 ``index.json.hash`` read: it holds 64 hex digits. A larger limit would let a
+#: hostile server make each of the run's concurrent sidecar reads hold that much memory.
+SIDECAR_LIMIT = 4 << 10
 T = TypeVar("T")
 Sleep = Callable[[float], Awaitable[None]]
 #: Told how many bytes of a download are on disk (0 when an attempt starts over).
@@ -328,24 +332,26 @@ class Fetcher:
         found, _ = await self._bounded(location, attempt)
         return found
 
-    async def read(self, location: str) -> bytes:
-        """The whole body of a small document (the discovery document, a sidecar).
+    async def read(self, location: str, sidecar: bool = False) -> bytes:
+        """The whole body of a small document: the discovery document, or a ``sidecar``.
 
-        One larger than :data:`DOCUMENT_LIMIT` fails, unread, as far as its size is known.
+        One larger than :data:`DOCUMENT_LIMIT` (:data:`SIDECAR_LIMIT` for a sidecar) fails,
+        unread, as far as its size is known.
         """
+        limit, what = (SIDECAR_LIMIT, _SIDECAR) if sidecar else (DOCUMENT_LIMIT, _DOCUMENT)
         if location.startswith("file://"):
-            return await _read_local(location)
+            return await _read_local(location, limit, what)
 
         async def attempt() -> bytes:
             async with self.session.get(location, allow_redirects=False) as resp:
                 _answered(resp)
                 self._check_status(location, resp)
-                _check_size(location, resp.content_length, DOCUMENT_LIMIT, _DOCUMENT)
+                _check_size(location, resp.content_length, limit, what)
                 body = bytearray()
                 with _decoding(location, resp):
                     async for chunk, _ in resp.content.iter_chunks():
                         body += chunk
-                        _check_size(location, len(body), DOCUMENT_LIMIT, _DOCUMENT, "read")
+                        _check_size(location, len(body), limit, what, "read")
                 return bytes(body)
 
         body, _ = await self._bounded(location, attempt)
@@ -398,7 +404,8 @@ class Fetcher:
 
 
 _INDEX = "max_index_mb"
-_DOCUMENT = "the limit for a discovery document or a sidecar"
+_DOCUMENT = "the limit for a discovery document"
+_SIDECAR = "the limit for a sidecar"
 
 
 def _check_size(
@@ -409,7 +416,12 @@ def _check_size(
     again."""
     if size is not None and size > limit:
         told = f"at least {size:,} bytes" if how == "read" else f"{size:,} bytes {how}"
-        raise FetchError(location, f"larger than {what} ({limit >> 20} MiB): {told}")
+        raise FetchError(location, f"larger than {what} ({_binary(limit)}): {told}")
+
+
+def _binary(size: int) -> str:
+    """A limit in MiB or KiB as the configuration and README give it."""
+    return f"{size >> 20} MiB" if size >= 1 << 20 else f"{size >> 10} KiB"
 
 
 async def _stream_to(
@@ -498,12 +510,12 @@ def _open_local(location: str, path: Path) -> int:
     return fd
 
 
-async def _read_local(location: str) -> bytes:
+async def _read_local(location: str, limit: int, what: str) -> bytes:
     fd = await asyncio.to_thread(_open_local, location, local_path(location))
     try:
         async with aiofiles.open(fd, "rb") as src:  # closes fd
-            data: bytes = await src.read(DOCUMENT_LIMIT + 1)
-            _check_size(location, len(data), DOCUMENT_LIMIT, _DOCUMENT, "read")
+            data: bytes = await src.read(limit + 1)
+            _check_size(location, len(data), limit, what, "read")
             return data
     except OSError as err:
         raise FetchError(location, err.strerror or str(err)) from None

@@ -388,7 +388,7 @@ class SourceReader:
         can spare a download (see :mod:`crawler.state`).
         """
         try:
-            text = (await fetcher.read(location)).decode("ascii", "replace").strip()
+            text = (await fetcher.read(location, sidecar=True)).decode("ascii", "replace").strip()
         except NotFoundError:
             return None
         except FetchError as err:  # only a validator: the index itself decides

@@ -1,9 +1,10 @@
 """How large a body the crawler takes from a mirror (README, "Mirrors and sources").
 
 An index may be at most ``max_index_mb`` as served, once its ``Content-Encoding`` is undone and
-once gunzipped; the discovery document and sidecars at most ``fetch.DOCUMENT_LIMIT``. Beyond
-that the source fails, at once and without a retry, and what was published stays as it was: a
-runaway or hostile server cannot fill the disk or the memory of an unattended run.
+once gunzipped; the discovery document at most ``fetch.DOCUMENT_LIMIT``, and a sidecar
+``fetch.SIDECAR_LIMIT`` (it is then ignored, as unreadable). Beyond that the source fails, at once
+and without a retry, and what was published stays as it was: a runaway or hostile server cannot
+fill the disk or the memory of an unattended run.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import pytest
 import yaml
 
 from crawler.cli import main_async
-from crawler.fetch import DOCUMENT_LIMIT
+from crawler.fetch import DOCUMENT_LIMIT, SIDECAR_LIMIT
 from crawler.synth import SynthRef, SynthSpec, build_mirror
 
 from .conftest import Fault, MirrorServer, ServeMirror, fast_config, tree_bytes
@@ -173,7 +174,28 @@ async def test_a_discovery_document_too_large_is_not_read(
     assert await main_async(argv) == 3
 
     error = capsys.readouterr().err
-    assert "larger than the limit for a discovery document or a sidecar (64 MiB)" in error
+    assert "larger than the limit for a discovery document (64 MiB)" in error
+    assert tree_bytes(tmp_path / "out" / "develop") == before
+
+
+async def test_a_sidecar_larger_than_a_sidecar_is_ignored(
+    published: tuple[MirrorServer, list[str], dict[str, bytes]],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A sidecar holds 64 hex digits: one over 4 KiB is not read (a server compressing a huge
+    one made each of a run's concurrent sidecar reads hold up to 64 MiB), and is only a
+    validator: the index decides, and the branch is as it was."""
+    server, argv, before = published
+    server.script(S1 + ".hash", Fault(body=b"0" * (SIDECAR_LIMIT + 1)))
+    capsys.readouterr()
+
+    assert await main_async(argv) == 6
+
+    error = capsys.readouterr().err
+    assert "WARNING ignoring unreadable sidecar: cannot fetch " in error
+    assert f"larger than the limit for a sidecar (4 KiB): {SIDECAR_LIMIT + 1:,} bytes" in error
+    assert _s1(tmp_path)["sidecar_sha256"] is None
     assert tree_bytes(tmp_path / "out" / "develop") == before
 
 
@@ -282,7 +304,7 @@ async def test_a_local_discovery_document_too_large_is_not_read(
     assert await main_async(argv) == 3
 
     error = capsys.readouterr().err
-    assert "larger than the limit for a discovery document or a sidecar (64 MiB)" in error
+    assert "larger than the limit for a discovery document (64 MiB)" in error
     assert tree_bytes(tmp_path / "out" / "develop") == before
 
 
