@@ -204,6 +204,8 @@ def parse_discovery(body: bytes, url: str, mirror: Mirror, config: Config) -> Di
         raise IndexFormatError(url, f"a string is not valid UTF-8 ({err.reason})") from None
     except RecursionError:
         raise IndexFormatError(url, "not a discovery document: nested too deeply") from None
+    if not document:  # a mirror being set up or torn down: no run can do anything with it
+        raise IndexFormatError(url, "the discovery document lists no refs")
     refs: dict[str, tuple[Source, ...]] = {}
     problems: dict[str, str] = {}
     for ref, entries in sorted(document.items()):

@@ -539,6 +539,34 @@ async def test_discovery_document_not_json(mirror_server: ServeMirror, tmp_path:
     assert done.out == ""
 
 
+async def test_a_discovery_document_listing_no_refs_is_an_unusable_mirror(
+    mirror_server: ServeMirror, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``{}`` (a mirror being set up or torn down, a document truncated by a broken upload):
+    exit 3 and a message, rather than "nothing changed" under ``--all`` and a silent, empty
+    ``branches``. What was published stays."""
+    config = sample_config(tmp_path)
+    here_done = await run_here_async(capsys, "sync", "--all", "--config", str(config), "-q")
+    assert here_done.code == 0, here_done.err
+    before = tree_bytes(tmp_path / "out")
+    server = await mirror_server(SAMPLE_MIRROR)
+    server.script("cache_spack_io_index.json", Fault(body=b"{}"))
+    server.script("cache_spack_io_index.json", Fault(body=b"{}"))
+    url = f"{server.url}/cache_spack_io_index.json"
+
+    done = await run_here_async(
+        capsys, "sync", "--all", "--config", str(config), "--mirror", server.url
+    )
+    assert (done.code, done.out) == (3, "")
+    assert (
+        f"error: mirror unusable: bad document at {url}: the discovery document lists no refs"
+        in done.err
+    )
+    done = await run_here_async(capsys, "branches", "--mirror", server.url)
+    assert (done.code, done.out) == (3, "")
+    assert tree_bytes(tmp_path / "out") == before
+
+
 # --- successful runs ------------------------------------------------------------------------
 
 LINE = re.compile(
