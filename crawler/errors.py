@@ -112,11 +112,14 @@ class SourceChanged(FetchError):
 class ChecksumError(FetchError):
     """The body's SHA-256 differs from the checksum its URL or sidecar promised."""
 
-    def __init__(self, url: str, expected: str, actual: str) -> None:
+    def __init__(self, url: str, expected: str, actual: str, encoding: str | None = None) -> None:
         self.expected = expected
         self.actual = actual
-        super().__init__(url, f"sha256 is {actual}, expected {expected}")
-        self.args = (url, expected, actual)
+        reason = f"sha256 is {actual}, expected {expected}"
+        if encoding:  # the checksum may be of the bytes as stored, before that encoding
+            reason += f" (of the body once its Content-Encoding, {shown(encoding)}, was undone)"
+        super().__init__(url, reason)
+        self.args = (url, expected, actual, encoding)
 
 
 class IndexFormatError(CrawlerError):

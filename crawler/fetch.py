@@ -78,6 +78,8 @@ class Fetched:
     attempts: int
     seconds: float
     etag: str | None = None
+    #: The ``Content-Encoding`` the body was sent with (and aiohttp undid), if any.
+    encoding: str | None = None
     #: A local file is used in place: device, inode, size, mtime and ctime when it was hashed
     #: (ctime too: a tool may write a file and set its mtime back, never its ctime).
     identity: tuple[int, ...] | None = None
@@ -392,7 +394,8 @@ class Fetcher:
                 with _decoding(location, resp):
                     size, digest = await _stream_to(resp, dest, location, limit, progress)
                 etag_now = usable_etag(resp.headers.get("ETag"))
-                return Fetched(location, dest, size, digest, 0, 0.0, etag_now)
+                encoding = resp.headers.get("Content-Encoding")
+                return Fetched(location, dest, size, digest, 0, 0.0, etag_now, encoding)
 
         fetched, tries = await self._bounded(location, attempt)
         seconds = time.monotonic() - started

@@ -375,7 +375,9 @@ class SourceReader:
             fetched = await fetcher.download(source.location, dest, progress=progress)
         outcome.sha256, outcome.size, outcome.status = fetched.sha256, fetched.size, "fetched"
         if source.checksum is not None and fetched.sha256 != source.checksum:
-            raise ChecksumError(source.location, source.checksum, fetched.sha256 or "")
+            raise ChecksumError(
+                source.location, source.checksum, fetched.sha256 or "", fetched.encoding
+            )
         if self._reuse(outcome, fetched.sha256, "fetched"):
             return None  # same bytes as a cached summary: no need to decode them again
         return fetched

@@ -11,6 +11,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import email.utils
+import gzip
 import hashlib
 import json
 import os
@@ -444,6 +445,27 @@ async def test_v3_blob_with_wrong_checksum_fails(
     actual = hashlib.sha256(other).hexdigest()
     assert f"sha256 is {actual}, expected {expected}" in error_of(sc, "b")
     assert f"cannot fetch {sc.location('b', 's1')}" in err
+    assert tree_bytes(sc.out / "b") == before
+
+
+async def test_a_v3_blob_sent_with_a_content_encoding_says_so_when_it_fails_its_checksum(
+    mirror_server: ServeMirror, tmp_path: Path
+) -> None:
+    """A blob stored gzipped and served with ``Content-Encoding: gzip`` (object metadata on
+    S3, say) is gunzipped by the HTTP client, so the bytes hashed are not the bytes its name
+    is the checksum of. The source fails, as any other mismatch, and the message says which
+    encoding was undone, so that an operator can tell this case from a corrupt blob."""
+    sc = await serve(mirror_server, tmp_path, (v3_ref(),))
+    before = await sc.publish_then_update("b")
+    # The bytes of the gzip body are not those of the blob's name (as for such a blob, whose
+    # name is the checksum of the gzip bytes): another index, gzipped.
+    other = gzip.compress((sc.server.root / sc.path("b", "s2")).read_bytes())
+    sc.server.script(sc.path("b", "s1"), Fault(body=other, headers={"Content-Encoding": "gzip"}))
+
+    assert await sc.sync("b") == 4
+
+    error = error_of(sc, "b")
+    assert "(of the body once its Content-Encoding, gzip, was undone)" in error
     assert tree_bytes(sc.out / "b") == before
 
 
