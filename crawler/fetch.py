@@ -107,7 +107,7 @@ def _retry_after(value: str | None) -> float | None:
     if not value:
         return None
     value = value.strip()
-    if value.isdigit():
+    if value.isascii() and value.isdigit():  # isdigit() alone takes "²", which float() refuses
         return float(value)
     try:
         when = email.utils.parsedate_to_datetime(value)
@@ -119,19 +119,20 @@ def _retry_after(value: str | None) -> float | None:
 def is_transient(exc: BaseException) -> bool:
     """Whether a failed attempt is worth another try.
 
-    Besides 429, 5xx, connection errors, bodies cut short and timeouts: an answer aiohttp could
-    not parse (``ClientResponseError``; the session never raises it for a status). Such answers
-    come from bytes a previous answer left on a kept-alive connection (a ``HEAD`` answered
-    with a body, a body longer than its ``Content-Length``); the retry gets a new connection.
+    Besides 429, 5xx, connection errors, bodies cut short and timeouts: an answer whose status
+    line aiohttp could not parse. Those come from bytes a previous answer left on a kept-alive
+    connection (a ``HEAD`` answered with a body, a body longer than its ``Content-Length``), and
+    the retry gets a new connection. Other answers it cannot parse (an unknown
+    ``Content-Encoding``, a header line too long, bad chunk sizes) would come back the same.
+    aiohttp tells them apart only by their text; the session never raises
+    ``ClientResponseError`` for a status.
     """
     if isinstance(exc, HTTPStatusError):
         return exc.status == 429 or exc.status >= 500
+    if isinstance(exc, aiohttp.ClientResponseError):
+        return str(exc.message).startswith("Bad status line")
     return isinstance(
-        exc,
-        aiohttp.ClientConnectionError
-        | aiohttp.ClientPayloadError
-        | aiohttp.ClientResponseError
-        | TimeoutError,
+        exc, aiohttp.ClientConnectionError | aiohttp.ClientPayloadError | TimeoutError
     )
 
 
@@ -172,11 +173,12 @@ _ETAG_LIMIT = 1024
 
 
 def usable_etag(etag: str | None) -> str | None:
-    """An ETag the crawler can send back in ``If-None-Match``, else None (as if the server sent
-    none): printable ASCII, as RFC 9110's entity-tags are in practice. Anything else (control
-    characters, bytes that are not ASCII) cannot be sent in a header, and kept it would fail
-    every later run of the branch."""
-    if etag and len(etag) <= _ETAG_LIMIT and etag.isascii() and etag.isprintable():
+    """An ETag the crawler can send back in ``If-None-Match`` (aiohttp sends it as UTF-8, byte
+    for byte) and keep in its state, else None, as if the server had sent none. Control
+    characters cannot be sent in a header, and bytes that were not UTF-8 (decoded as
+    surrogates, which ``isprintable`` refuses too) cannot be saved as JSON: kept, either would
+    fail every later run of the branch."""
+    if etag and len(etag) <= _ETAG_LIMIT and etag.isprintable():
         return etag
     return None
 
@@ -314,10 +316,10 @@ class Fetcher:
         """Whether a ``HEAD`` request (for a local file, a look at it) confirms that a file is
         on the mirror: an answer of 200.
 
-        Any other answer leaves it to a download (``GET``), which then says whether the file is
-        there: a ``HEAD`` answering 404, 400 or 403 (a presigned URL is signed for ``GET``
-        alone), or not allowed (405, 501), is no proof that a ``GET`` would not find the file.
-        Transient answers (429, 5xx but 501) are retried, as for any request.
+        Any other answer leaves it to a download (``GET``, with its own retries), which then
+        says whether the file is there: a ``HEAD`` answering 404, 400 or 403 (a presigned URL is
+        signed for ``GET`` alone), not allowed (405, 501), or failing (429, 5xx) is no proof
+        that a ``GET`` would not find the file. Connection errors and timeouts are retried.
         """
         if location.startswith("file://"):
             return local_path(location).is_file()
@@ -325,11 +327,7 @@ class Fetcher:
         async def attempt() -> bool:
             async with self.session.head(location) as resp:
                 _answered(resp)
-                if resp.status == 200:
-                    return True
-                if resp.status == 429 or (resp.status >= 500 and resp.status != 501):
-                    self._check_status(location, resp)  # raises: retried
-                return False
+                return resp.status == 200
 
         found, _ = await self._bounded(location, attempt)
         return found

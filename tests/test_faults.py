@@ -253,6 +253,20 @@ async def test_retry_after_as_http_date_is_capped(
     assert sc.sleep.waits == [4.0]
 
 
+@pytest.mark.parametrize("value", ["\u00b2", "soon", "-3"])
+async def test_a_retry_after_that_is_no_number_of_seconds_nor_a_date_is_ignored(
+    mirror_server: ServeMirror, tmp_path: Path, value: str
+) -> None:
+    """Such a value leaves the wait to the backoff (none in these tests). "\u00b2" (a
+    superscript two) passes str.isdigit() but not float(): it crashed the source."""
+    sc = await serve(mirror_server, tmp_path, (v2_ref(),))
+    sc.server.script(sc.path("a", "s1"), Fault(503, headers={"Retry-After": value}))
+
+    assert await sc.sync("a") == 0
+
+    assert sc.source_report("a", "s1")["retries"] == 1
+
+
 # --- failures that fail the branch and keep its previous output -----------------------------
 
 

@@ -222,3 +222,41 @@ async def test_an_answer_that_never_parses_fails_with_a_short_message(
     assert len(error) < 1000
     assert "x" * 400 not in err
     assert tree_bytes(site.out / "develop") == before
+
+
+async def test_a_utf_8_etag_is_sent_back(site: Site, capsys: pytest.CaptureFixture[str]) -> None:
+    """An ETag in UTF-8 is a valid one (aiohttp sends it back byte for byte): it is kept and
+    revalidated, not dropped for the sidecar's word."""
+    assert (await site.sync(capsys))[0] == 0
+    s1 = site.path("s1")
+    etag = '"caf\u00e9"'.encode()
+    site.server.script(
+        s1, b"HTTP/1.1 200 OK\r\nContent-Length: {length}\r\nETag: " + etag + b"\r\n\r\n{body}"
+    )
+    assert (await site.sync(capsys))[0] == 6
+
+    assert (await site.sync(capsys))[0] == 6
+
+    assert site.server.sent(s1)[-1] == etag
+
+
+async def test_an_unsupported_content_encoding_is_not_retried(
+    site: Site, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A body in an encoding aiohttp cannot undo (Brotli without its module) would come back
+    the same: one request, and the source fails saying why."""
+    assert (await site.sync(capsys))[0] == 0
+    before = tree_bytes(site.out / "develop")
+    s1 = site.path("s1")
+    site.server.requests.clear()
+    for _ in range(3):
+        site.server.script(
+            s1, b"HTTP/1.1 200 OK\r\nContent-Encoding: br\r\nContent-Length: 3\r\n\r\nabc"
+        )
+
+    code, _ = await site.sync(capsys)
+
+    assert code == 4
+    assert len(site.server.sent(s1)) == 1
+    assert "content-encoding" in site.source("s1")["error"].lower()
+    assert tree_bytes(site.out / "develop") == before
