@@ -111,6 +111,7 @@ class DecodeQueue:
         self._queue: asyncio.PriorityQueue[_Entry] = asyncio.PriorityQueue()
         self._order = itertools.count()
         self._pool: concurrent.futures.ProcessPoolExecutor | None = None
+        self._warning: asyncio.TimerHandle | None = None  # a death not yet logged
         self._retired: list[BaseProcess] = []  # of replaced pools
         self._runners: list[asyncio.Task[None]] = []
         self._running = 0  # jobs handed to the pool and not settled
@@ -179,7 +180,7 @@ class DecodeQueue:
                 await self._drained.wait()  # the jobs still in the pool, broken or not
                 _, _, (fn, args, done) = heapq.heappop(self._reruns)
                 try:
-                    broken = not done.cancelled() and await self._attempt((fn, args, done))
+                    broken = not done.cancelled() and await self._attempt((fn, args, done), True)
                     if broken and not done.cancelled():
                         done.set_exception(WorkerError(str(args[1])))
                 except asyncio.CancelledError:  # closed: its caller must not wait for ever
@@ -188,8 +189,9 @@ class DecodeQueue:
         finally:
             self._open.set()
 
-    async def _attempt(self, job: _Job) -> bool:
-        """Run a job on the pool and settle its result; True if the pool broke meanwhile."""
+    async def _attempt(self, job: _Job, rerun: bool = False) -> bool:
+        """Run a job on the pool and settle its result; True if the pool broke meanwhile (a
+        job run again, alone, then fails: its caller reports that, no warning is logged)."""
         fn, args, done = job
         pool = self._pool
         self._running += 1
@@ -198,7 +200,7 @@ class DecodeQueue:
             result = await asyncio.get_running_loop().run_in_executor(pool, fn, *args)
         except concurrent.futures.process.BrokenProcessPool:
             if pool is self._pool:  # the first runner to notice replaces it, once
-                self._restart()
+                self._restart(warn=not rerun)
             return True
         except Exception as err:  # handed to the waiting source, which reports it
             if not done.cancelled():
@@ -212,24 +214,39 @@ class DecodeQueue:
                 self._drained.set()
         return False
 
-    def _restart(self) -> None:
+    def _restart(self, warn: bool = True) -> None:
         """Replace a pool whose process died (the jobs in it are run again, see :meth:`run`).
 
         Logged as a warning: the run goes on and may well succeed, but an operator should know
-        that a process was killed (usually by the kernel's out-of-memory killer)."""
-        log.warning(
-            "a decoding process died (out of memory, or killed): the indexes in its pool are "
-            "decoded again, one at a time"
-        )
+        that a process was killed (usually by the kernel's out-of-memory killer). The warning
+        waits :data:`_WARNING_DELAY`: SIGTERM or SIGINT sent to the whole process group
+        (``systemctl stop``, Ctrl-C) can end the workers just before the crawler's own handler
+        runs, and that is no sign of trouble. :meth:`close` drops it when the run is being
+        cancelled, and logs it at once otherwise."""
+        if warn and self._warning is None:
+            self._warning = asyncio.get_running_loop().call_later(_WARNING_DELAY, self._warn)
         if self._pool is not None:
             # Its manager thread ends its workers; any left are ended by close().
             self._retired += _processes(self._pool)
             self._pool.shutdown(wait=False, cancel_futures=True)
         self._new_pool()
 
+    def _warn(self) -> None:
+        self._warning = None
+        log.warning(
+            "a decoding process died (out of memory, or killed): the indexes in its pool are "
+            "decoded again, one at a time"
+        )
+
     def close(self) -> None:
         """Stop the runners and the workers; a decode still running is abandoned, and the
         callers of jobs not finished see them cancelled. A later :meth:`run` starts new ones."""
+        if self._warning is not None:
+            self._warning.cancel()
+            task = asyncio.current_task()
+            if task is None or not task.cancelling():  # not a SIGTERM or SIGINT: say it now
+                self._warn()
+            self._warning = None
         for runner in self._runners:
             runner.cancel()  # cancels the job it holds, if any
         self._runners = []
@@ -253,6 +270,9 @@ class DecodeQueue:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
 
+
+#: Seconds a worker's death waits to be logged (see :meth:`DecodeQueue._restart`).
+_WARNING_DELAY = 0.5
 
 #: A job: the function, its arguments, and its result.
 _Job = tuple[Callable[..., bytes], tuple[object, ...], "asyncio.Future[bytes]"]

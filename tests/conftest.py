@@ -297,14 +297,16 @@ def crawler_log(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureF
     logger, where ``caplog`` listens). For code called directly: a CLI run within the test
     sets the logger up anew (read its stderr with ``capsys`` instead)."""
     logger = logging.getLogger("crawler")
-    level = logger.level
+    level, propagate = logger.level, logger.propagate
     logger.addHandler(caplog.handler)
     logger.setLevel(logging.INFO)
+    logger.propagate = False  # else, before any CLI run, caplog gets each record twice
     try:
         yield caplog
     finally:
         logger.removeHandler(caplog.handler)
         logger.setLevel(level)
+        logger.propagate = propagate
 
 
 @pytest.fixture

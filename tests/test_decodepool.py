@@ -114,6 +114,35 @@ async def test_a_worker_that_dies_once_costs_no_job(
     ]
 
 
+async def test_a_death_as_the_run_is_cancelled_is_not_logged(
+    tmp_path: os.PathLike[str], crawler_log: pytest.LogCaptureFixture
+) -> None:
+    """SIGTERM sent to the whole process group (``systemctl stop``) can end a worker just
+    before the crawler's handler cancels the run, whose cleanup closes the queue: that death is
+    no out-of-memory alarm, and is not logged. (A death in a run that goes on is, above.)"""
+    queue = DecodeQueue(1)
+    marker = os.path.join(tmp_path, "died")
+
+    async def run() -> None:
+        try:
+            await queue.run(0, _die_once, marker, "u1")
+            await asyncio.sleep(60)
+        finally:
+            queue.close()
+
+    task = asyncio.create_task(run())
+    for _ in range(600):  # until the death is noticed, and its warning waits
+        if queue._warning is not None:
+            break
+        await asyncio.sleep(0.01)
+    assert queue._warning is not None
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await asyncio.sleep(1)  # past the warning's delay
+    assert [r for r in crawler_log.records if r.levelname == "WARNING"] == []
+
+
 async def test_most_urgent_job_first() -> None:
     """Jobs queued while the pool is full start by priority, then in the order queued: a root
     part submitted late goes before the stacks still waiting (the pool holds 3 jobs per
