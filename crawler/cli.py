@@ -35,9 +35,17 @@ from pathlib import Path
 import msgspec
 
 from . import __version__
+from .changes import counted
 from .config import Config, load_config, with_overrides
 from .discovery import Mirror
-from .errors import ConfigError, CrawlerError, FetchError, IndexFormatError, UsageError
+from .errors import (
+    ConfigError,
+    CrawlerError,
+    FetchError,
+    IndexFormatError,
+    UsageError,
+    shown,
+)
 from .fetch import Sleep, local_path
 from .lock import LockBusyError
 from .metrics import load_last_success, render_metrics, write_metrics
@@ -263,7 +271,8 @@ def _verify(args: argparse.Namespace) -> int:
     for problem in problems:
         print(problem)
     if problems:
-        print(f"{args.path}: {len(problems)} problem(s)", file=sys.stderr)
+        if not args.quiet:
+            print(f"{args.path}: {counted(len(problems), 'problem')}", file=sys.stderr)
         return EXIT_VERIFY_FAILED
     if not args.quiet:
         print(f"{args.path}: all checks hold")
@@ -275,7 +284,7 @@ async def _branches(config: Config, sleep: Sleep) -> int:
     for ref, sources in discovery.refs.items():
         print(f"{ref}\t{' '.join(s.label for s in sources)}")
     for ref, problem in discovery.problems.items():
-        print(f"{ref}\tUNUSABLE: {problem}")
+        print(f"{shown(ref)}\tUNUSABLE: {problem}")
     return EXIT_OK
 
 

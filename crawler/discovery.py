@@ -22,7 +22,7 @@ from urllib.parse import quote, unquote, urlsplit
 import msgspec
 
 from .config import Config
-from .errors import IndexFormatError
+from .errors import IndexFormatError, shown
 
 DISCOVERY_FILE = "cache_spack_io_index.json"
 ROOT_LABEL = "root"
@@ -173,7 +173,7 @@ def _source(ref: str, entry: _Entry, mirror: Mirror, config: Config) -> Source:
     if not entry.url.isprintable():
         raise ValueError(f"URL {entry.url!r} of stack {entry.label!r} holds control characters")
     parts = urlsplit(entry.url)
-    if parts.query or parts.fragment:
+    if "?" in entry.url or "#" in entry.url:  # a bare "?" or "#" leaves urlsplit's fields empty
         # Neither form of index URL has one; the sidecar's URL is the index's plus ".hash", and
         # the s3:// mapping would drop a query (an S3 versionId, say) without a word.
         raise ValueError(f"URL {entry.url} of stack {entry.label!r} has a query or fragment")
@@ -210,12 +210,12 @@ def parse_discovery(body: bytes, url: str, mirror: Mirror, config: Config) -> Di
     problems: dict[str, str] = {}
     for ref, entries in sorted(document.items()):
         if not is_safe_name(ref):
-            problems[ref] = f"ref name {ref!r} is not a safe folder name"
+            problems[ref] = shown(f"ref name {ref!r} is not a safe folder name")
             continue
         try:
             sources = [_source(ref, entry, mirror, config) for entry in entries]
-        except ValueError as err:
-            problems[ref] = str(err)
+        except ValueError as err:  # quoting the document's text: escaped, and not too long
+            problems[ref] = shown(str(err))
             continue
         labels = [s.label for s in sources]
         duplicates = sorted({label for label in labels if labels.count(label) > 1})

@@ -49,7 +49,7 @@ from .changes import SpecStacks, changes_between, counted, summary_line
 from .config import Config
 from .consolidate import Conflict, Consolidator, PackageSummary, paused_gc
 from .discovery import Discovery, Mirror, Source, is_safe_name, parse_discovery
-from .errors import BranchError, CrawlerError, OutputError, UsageError
+from .errors import BranchError, CrawlerError, OutputError, UsageError, shown
 from .fetch import Fetcher, Sleep
 from .lock import RunLock
 from .progress import Reporter
@@ -265,9 +265,15 @@ class Syncer:
                 reader = SourceReader(self.config, fetcher, self.store, self.reporter)
                 with self._workspace(reader) as work:
                     for branch in wanted:
-                        result = await self._branch(
-                            reader, discovery, branch, work, explicit=branches is not None
-                        )
+                        if branches is None and branch in discovery.problems:
+                            # --all: the mirror lists it, nobody asked for it. Not a result:
+                            # neither a failure to alert on forever, nor a success in metrics.
+                            problem = discovery.problems[branch]
+                            log.warning(
+                                "%s: unusable in the discovery document: %s", shown(branch), problem
+                            )
+                            continue
+                        result = await self._branch(reader, discovery, branch, work)
                         self.results.append(result)
         return RunResult(self.results, time.monotonic() - started)
 
@@ -302,7 +308,6 @@ class Syncer:
         discovery: Discovery,
         branch: str,
         work: Path,
-        explicit: bool,
     ) -> BranchResult:
         clock = time.monotonic()
         report: dict[str, Any] = {
@@ -313,11 +318,7 @@ class Syncer:
         }
         outcomes: list[SourceOutcome] = []
         try:
-            if branch in discovery.problems:
-                reason = f"unusable in the discovery document: {discovery.problems[branch]}"
-                if not explicit:  # --all: the mirror lists it, nobody asked for it
-                    log.warning("%s: %s", branch, reason)
-                    return self._done(branch, "skipped", report, clock, reason)
+            if branch in discovery.problems:  # asked for by name (--all skips it, see run())
                 raise BranchError(branch, discovery.problems[branch])
             published = self.output / branch / "index.json"
             previous = self.store.branch(branch)

@@ -692,6 +692,8 @@ async def test_branches_over_http_lists_unusable_refs(
     discovery["query"] = [{"label": "root", "url": root_url + "?versionId=1"}]
     discovery["fragment"] = [{"label": "root", "url": root_url + "#x"}]
     discovery["escape"] = [{"label": "root", "url": root_url + "\x1b[2J"}]
+    discovery["bare"] = [{"label": "root", "url": root_url + "#"}]
+    discovery["red\x1b[31m"] = discovery["a"]
     discovery["bidi"] = [{"label": "root", "url": root_url}, {"label": "s\u202e1", "url": s1_url}]
     (root / "cache_spack_io_index.json").write_text(json.dumps(discovery))
     server = await mirror_server(root)
@@ -700,11 +702,13 @@ async def test_branches_over_http_lists_unusable_refs(
     assert done.out.splitlines() == [
         "a\troot s1",
         "../evil\tUNUSABLE: ref name '../evil' is not a safe folder name",
+        f"bare\tUNUSABLE: URL {root_url}# of stack 'root' has a query or fragment",
         "bidi\tUNUSABLE: bad stack label 's\\u202e1'",
         f"escape\tUNUSABLE: URL '{root_url}\\x1b[2J' of stack 'root' holds control characters",
         f"fragment\tUNUSABLE: URL {root_url}#x of stack 'root' has a query or fragment",
         "norooot\tUNUSABLE: no 'root' index listed",
         f"query\tUNUSABLE: URL {root_url}?versionId=1 of stack 'root' has a query or fragment",
+        "red\\x1b[31m\tUNUSABLE: ref name 'red\\x1b[31m' is not a safe folder name",
     ]
 
 

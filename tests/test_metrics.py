@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import stat
 from pathlib import Path
@@ -13,6 +14,7 @@ import yaml
 from crawler.cli import main_async
 from crawler.lock import RunLock
 from crawler.metrics import load_last_success, render_metrics, write_metrics
+from crawler.synth import SynthRef, SynthSpec, build_mirror
 
 from .conftest import SAMPLE_MIRROR, fast_config
 
@@ -372,3 +374,30 @@ async def test_a_run_that_finds_the_output_locked_leaves_the_metrics_alone(
         assert await main_async([*argv, "-q"]) == 7
 
     assert metrics.read_text() == "# the lock holder's last run\n"
+
+
+async def test_refs_the_mirror_lists_as_unusable_are_not_in_the_metrics(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Under --all, a ref whose discovery entries are unusable (or whose name is unsafe) is
+    skipped with a warning. It is no result of the run: counted as a success, it would keep an
+    alert on its age quiet forever, and its name would reach the metrics file as given."""
+    mirror = tmp_path / "mirror"
+    discovery = build_mirror(mirror, [SynthRef("develop", (SynthSpec("zlib", "1.3.1"),))])
+    discovery["no-root"] = []
+    discovery["evil\x1b[31m"] = discovery["develop"]
+    (mirror / "cache_spack_io_index.json").write_text(json.dumps(discovery))
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump(fast_config(str(mirror), tmp_path / "out")))
+    metrics = tmp_path / "crawler.prom"
+
+    argv = ["sync", "--all", "--config", str(config), "--metrics", str(metrics), "-q"]
+    assert await main_async(argv) == 0
+
+    text = metrics.read_text()
+    assert 'branch="develop"' in text
+    assert "no-root" not in text and "evil" not in text
+    err = capsys.readouterr().err
+    assert "WARNING no-root: unusable in the discovery document: no 'root' index listed" in err
+    assert "WARNING evil\\x1b[31m: unusable in the discovery document: ref name" in err
+    assert "\x1b" not in err

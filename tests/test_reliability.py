@@ -1030,7 +1030,9 @@ async def test_crawler_verify_exits_0_then_8_on_a_corrupted_page(
         f"pages/zlib/specs.md: differs from package zlib in index.json "
         f"(first difference at byte {at})\n"
     )
-    assert broken.err == f"{branch}: 1 problem(s)\n"
+    assert broken.err == f"{branch}: 1 problem\n"
+    quiet = await run_cli("verify", "-q", str(branch), cwd=tmp_path)
+    assert (quiet.code, quiet.out, quiet.err) == (8, broken.out, "")  # "print problems only"
 
 
 # --- 12. metrics ------------------------------------------------------------------------------
