@@ -45,7 +45,7 @@ from typing import Any, Literal
 import msgspec
 
 from . import __version__
-from .changes import SpecStacks, changes_between, counted, summary_line
+from .changes import changes_between, counted, summary_line
 from .config import Config
 from .consolidate import Conflict, Consolidator, PackageSummary, paused_gc
 from .discovery import Discovery, Mirror, Source, is_safe_name, parse_discovery
@@ -193,6 +193,14 @@ async def _read_all(
     return outcomes
 
 
+def _published_count(previous: BranchState | None) -> int | None:
+    """The spec count of the last publish as its state recorded it: the gate's reference when
+    the published ``index.json`` cannot be read (damaged, say), rather than none at all."""
+    if previous is None:
+        return None
+    return previous.stats.get("specs")
+
+
 #: Pages written between two checks for a signal (a few milliseconds' work).
 _PAGES_PER_CHECKPOINT = 50
 
@@ -325,12 +333,13 @@ class Syncer:
             if previous is not None:
                 report["stats"] = previous.stats  # replaced below if the branch is rebuilt
             excused: frozenset[str] = frozenset()  # stacks that may fail beyond the budget
-            if not self.force and self.config.is_immutable(branch) and published.is_file():
+            if self.config.is_immutable(branch) and published.is_file():
                 without = self._published_without(branch, previous)
-                if without is None:
+                if without is None and not self.force:
                     return self._done(branch, "skipped", report, clock, "immutable and published")
-                log.info("%s: immutable, but published without some stacks: syncing it", branch)
-                excused = without
+                if without is not None:  # with --force too: it may not fail more than it did
+                    log.info("%s: immutable, but published without some stacks: syncing it", branch)
+                    excused = without
             sources = discovery.refs[branch]
             self.reporter.branch_started(branch, len(sources))
             early = _EarlyConsolidation()
@@ -377,7 +386,8 @@ class Syncer:
                 for o in outcomes:
                     o.release()  # the summaries are consolidated: free them before serialising
                 old = published_spec_stacks(published)
-                self._gate(branch, old, stats["specs"])
+                before = len(old) if old is not None else _published_count(previous)
+                self._gate(branch, before, stats["specs"])
                 await _checkpoint()
                 changes = changes_between(branch, old, spec_stacks_of(packages))
                 await _checkpoint()
@@ -454,15 +464,15 @@ class Syncer:
             return frozenset()
         return frozenset(label for label in labels if isinstance(label, str))
 
-    def _gate(self, branch: str, old: SpecStacks | None, specs: int) -> None:
-        """Refuse to publish an empty root or a large drop in specs, unless forced."""
+    def _gate(self, branch: str, before: int | None, specs: int) -> None:
+        """Refuse to publish an empty root or a large drop in specs against the ``before``
+        published (None: nothing known), unless forced."""
         if self.force:
             return
         if specs == 0:
             raise _Refused(f"branch {branch}: refused to publish: the root index has no specs")
-        if old is None:
+        if before is None:
             return
-        before = len(old)
         floor = before * (1 - self.config.publish.max_drop)
         if specs < floor:
             raise _Refused(
