@@ -214,6 +214,8 @@ class SourceReader:
         self._slot = asyncio.Semaphore(config.concurrency)
         self._parts: dict[Path, RootParts] = {}  # root downloads decoding as they come
         self.decoder = DecodeQueue(config.decode_workers or min(os.cpu_count() or 1, 8))
+        #: The SHA-256 of every index read in this run (their cached summaries are kept).
+        self.read_sha256: set[str] = set()
 
     def close(self) -> None:
         """Stop the decoding workers (also on cancellation); a later read starts new ones."""
@@ -253,6 +255,8 @@ class SourceReader:
                 parts.abandon()
             dest.unlink(missing_ok=True)  # noqa: ASYNC240 - one unlink, not worth a thread hop
             outcome.retries = fetcher.retries.get(source.location, 0)
+            if outcome.sha256 is not None:
+                self.read_sha256.add(outcome.sha256)
         if outcome.status in ("missing", "failed"):
             outcome.use(None)
         ok = outcome.status != "failed"

@@ -24,12 +24,14 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from . import __version__
+from .errors import OutputError
 from .summarize import load_root_shard, load_summary, merge_root
 from .validate import Kind, SourceSummary
 from .write import atomic_write, encode_json, state_dir
@@ -173,16 +175,26 @@ class Store:
         # ValueError, IndexError, KeyError: decodable, yet not what the workers returned
         except (OSError, msgspec.DecodeError, ValueError, IndexError, KeyError) as err:
             log.warning("dropping unreadable cached summary %s-%s: %s", kind, sha256, err)
-            self._summary_path(kind, sha256).unlink(missing_ok=True)
+            try:
+                self._summary_path(kind, sha256).unlink(missing_ok=True)
+            except OSError as gone:  # only a cache: the next prune tries again
+                log.warning("cannot remove %s-%s: %s", kind, sha256, gone)
             return None
 
     def save(self, kind: Kind, sha256: str, size: int, parts: list[bytes]) -> None:
-        """Cache the summary of bytes with this SHA-256, as the workers returned it."""
-        atomic_write(
-            self._summary_path(kind, sha256),
-            msgspec.msgpack.encode(_Cached(size, parts)),
-            durable=False,
-        )
+        """Cache the summary of bytes with this SHA-256, as the workers returned it.
+
+        Only a cache: when it cannot be written (a full disk, say), the run goes on without it
+        and the next one decodes those bytes again. The summary itself is sound, and the source
+        must not fail for the cache's sake."""
+        try:
+            atomic_write(
+                self._summary_path(kind, sha256),
+                msgspec.msgpack.encode(_Cached(size, parts)),
+                durable=False,
+            )
+        except OutputError as err:
+            log.warning("cannot cache a summary (the next run decodes it again): %s", err)
 
     def branch(self, branch: str) -> BranchState | None:
         """The state of a branch's last publish, if usable by this version."""
@@ -197,19 +209,29 @@ class Store:
         return state if state.version == __version__ else None
 
     def save_branch(self, branch: str, state: BranchState) -> None:
-        """Record a branch's publish; prune cached summaries no branch uses any more."""
+        """Record a branch's publish (or what a run found out about its sources)."""
         atomic_write(self.states / f"{branch}.json", encode_json(state))
-        self.prune()
 
-    def prune(self) -> None:
-        """Delete cached summaries that no branch state refers to."""
-        keep: set[str] = set()
-        for path in self.states.glob("*.json"):
+    def prune(self, read: Collection[str] = ()) -> None:
+        """Delete cached summaries that no branch state refers to, but for those of the bytes
+        ``read`` in this run (the SHA-256 of each index read).
+
+        Run at the end of each run: a branch that keeps failing (or being refused) caches the
+        summaries of what it read each time, and only its latest are worth keeping, for the
+        next try."""
+        keep: set[str] = set(read)
+        try:
+            states = sorted(self.states.glob("*.json"))
+            cached = sorted(self.cache.glob("*"))
+        except OSError as err:  # only a cache: the next prune tries again
+            log.warning("cannot prune the cache: %s", err)
+            return
+        for path in states:
             state = self.branch(path.stem)
             if state is not None:
                 keep.update(s.sha256 for s in state.sources if s.sha256)
         suffix = _cache_suffix()
-        for path in self.cache.glob("*"):
+        for path in cached:
             name = path.name
             current = name.endswith(suffix)  # else another version's file, or a leftover
             if not current or name.removesuffix(suffix).partition("-")[2] not in keep:

@@ -283,6 +283,7 @@ class Syncer:
                             continue
                         result = await self._branch(reader, discovery, branch, work)
                         self.results.append(result)
+                    self.store.prune(reader.read_sha256)
         return RunResult(self.results, time.monotonic() - started)
 
     @staticmethod

@@ -866,6 +866,48 @@ async def test_the_same_content_from_another_mirror_is_published_under_its_name(
     assert (code, index["mirror"]) == (0, other.url)
 
 
+async def test_a_branch_that_keeps_being_refused_does_not_grow_the_cache(
+    tmp_path: Path,
+) -> None:
+    """The cache keeps what branch states refer to and what the latest run read. A branch
+    refused night after night (or failing) used to keep every summary it ever decoded, since
+    the cache was pruned only when a branch was published."""
+    site = await make_site(tmp_path, None)
+    await site.start()
+    cache = site.out / ".crawler" / "cache"
+    counts = []
+    for night in range(3):
+        site.rebuild((SynthSpec(f"tool{night}", "1.0", stacks=("s1", "s2")),))
+        assert await site.sync() == 4  # refused by the gate: 1 spec against 3
+        cached = {p.name.split("-", 1)[1].split(".", 1)[0] for p in cache.iterdir()}
+        assert {s["sha256"] for s in site.report()["sources"]} <= cached  # for the next try
+        counts.append(len(cached))
+    assert counts[0] == counts[1] == counts[2], counts
+
+
+async def test_a_cache_that_cannot_be_written_or_read_costs_no_publish(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The cache is expendable: when it cannot be written (a full disk) or read (here its
+    folder was replaced by a file), the run goes on without it. It used to fail the branch,
+    blaming the mirror ("root index unusable: cannot write .../cache/..."), or to end in an
+    internal error when an unreadable summary could not be deleted either."""
+    site = await make_site(tmp_path, None)
+    await site.start()
+    cache = site.out / ".crawler" / "cache"
+    shutil.rmtree(cache)
+    cache.write_text("not a folder")
+    site.rebuild(MORE_SPECS)
+    capsys.readouterr()
+
+    assert await site.sync() == 0
+
+    assert site.published() == await site.cold()
+    err = capsys.readouterr().err
+    assert "cannot cache a summary (the next run decodes it again)" in err
+    assert "internal error" not in err
+
+
 async def test_cache_files_of_another_version_are_neither_read_nor_kept(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
