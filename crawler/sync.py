@@ -336,8 +336,13 @@ class Syncer:
             excused: frozenset[str] = frozenset()  # stacks that may fail beyond the budget
             if self.config.is_immutable(branch) and published.is_file():
                 without = self._published_without(branch, previous)
-                if without is None and not self.force:
+                damaged = previous is not None and not self._intact(branch, previous)
+                if without is None and not damaged and not self.force:
                     return self._done(branch, "skipped", report, clock, "immutable and published")
+                if damaged:
+                    log.info(
+                        "%s: immutable, but its output is not as published: syncing it", branch
+                    )
                 if without is not None:  # with --force too: it may not fail more than it did
                     log.info("%s: immutable, but published without some stacks: syncing it", branch)
                     excused = without
@@ -491,10 +496,17 @@ class Syncer:
             self._after_publish(lambda: self.store.save_branch(branch, state))
 
     def _current(self, branch: str, previous: BranchState, inputs: str) -> bool:
-        """True when the published branch was made from exactly these inputs and is intact:
-        its ``index.json`` and its pages (if it has pages) are the bytes that were published."""
+        """True when the published branch was made from exactly these inputs and is intact."""
         if previous.fingerprint != inputs:
             log.debug("%s: inputs differ from the last publish's", branch)
+            return False
+        return self._intact(branch, previous)
+
+    def _intact(self, branch: str, previous: BranchState) -> bool:
+        """True when the published branch is as its last publish wrote it, in the formats asked
+        for now: its ``index.json`` and its pages (if it has pages) are the bytes published."""
+        if previous.formats != sorted(self.config.formats):
+            log.debug("%s: published in other formats", branch)
             return False
         folder = self.output / branch
         if self.store.published_sha256(folder / "index.json") != previous.index_sha256:

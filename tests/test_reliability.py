@@ -410,6 +410,40 @@ async def test_a_published_immutable_ref_is_skipped_until_forced(site: MakeSite)
     assert tree_bytes(s.out / "develop") == before["develop"]
 
 
+@pytest.mark.parametrize("damage", ["index-truncated", "page-deleted", "pages-asked-for"])
+async def test_an_immutable_ref_whose_output_is_not_as_published_is_synced_again(
+    site: MakeSite, damage: str
+) -> None:
+    """An immutable ref is skipped once published, but only while its output is what was
+    published, in the formats asked for: a damaged index.json, a deleted page or pages asked
+    for now are repaired (from the cache), as for a mutable branch. Skipped, it stayed broken
+    for good, 'crawler verify' failing, and metrics counting it a success."""
+    s = await site(
+        (ref("v1.0"),),
+        default_refs=True,
+        formats=["json"] if damage == "pages-asked-for" else ["json", "pages"],
+    )
+    assert (await s.sync("v1.0")).code == 0
+    folder = s.out / "v1.0"
+    if damage == "index-truncated":
+        (folder / "index.json").write_bytes((folder / "index.json").read_bytes()[:100])
+    elif damage == "page-deleted":
+        (folder / "pages" / "zlib" / "specs.md").unlink()
+    else:
+        s.config.write_text(
+            yaml.safe_dump({**yaml.safe_load(s.config.read_text()), "formats": ["json", "pages"]})
+        )
+
+    done = await s.sync("v1.0", quiet=False)
+
+    assert done.code == 0, done.err
+    assert "v1.0: immutable, but its output is not as published: syncing it" in done.err
+    assert (folder / "pages" / "zlib" / "specs.md").is_file()
+    assert s.index("v1.0")["stats"]["specs"] == len(SPECS)
+    assert (await s.sync("v1.0")).code == 6
+    assert s.report("v1.0")["status"] == "skipped"
+
+
 @pytest.mark.parametrize("state", ["kept", "lost"])
 async def test_an_immutable_ref_published_without_a_stack_is_synced_until_complete(
     site: MakeSite, state: str
