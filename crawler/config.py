@@ -111,6 +111,12 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=Tr
     #: The file the settings came from, for messages; not a key of the file.
     origin: str = "<defaults>"
 
+    def __post_init__(self) -> None:
+        # One spelling of each choice (json is always written), so that what a branch was
+        # published in compares equal however the formats were given.
+        formats = tuple(sorted({"json", *self.formats}))
+        msgspec.structs.force_setattr(self, "formats", formats)
+
     @property
     def output_dir(self) -> Path:
         """The output folder as a path."""

@@ -162,8 +162,13 @@ class Store:
         return self.cache / f"{kind}-{sha256}{_cache_suffix()}"
 
     def has(self, kind: Kind, sha256: str | None) -> bool:
-        """True when the summary of these bytes is cached."""
-        return sha256 is not None and self._summary_path(kind, sha256).is_file()
+        """True when the summary of these bytes is cached (and the cache can be looked at)."""
+        if sha256 is None:
+            return False
+        try:
+            return self._summary_path(kind, sha256).is_file()
+        except OSError:  # a folder that cannot be searched: only a cache, go without it
+            return False
 
     def load(self, kind: Kind, sha256: str) -> CachedSummary | None:
         """A cached summary, or None when it is absent or unreadable (then it is re-fetched)."""
@@ -196,17 +201,19 @@ class Store:
         except OutputError as err:
             log.warning("cannot cache a summary (the next run decodes it again): %s", err)
 
-    def branch(self, branch: str) -> BranchState | None:
-        """The state of a branch's last publish, if usable by this version."""
+    def branch(self, branch: str, any_version: bool = False) -> BranchState | None:
+        """The state of a branch's last publish, if usable by this version (``any_version``:
+        whichever version wrote it, for what it says of the published files)."""
         path = self.states / f"{branch}.json"
         try:
             state = msgspec.json.decode(path.read_bytes(), type=BranchState)
         except FileNotFoundError:
             return None
         except (OSError, msgspec.DecodeError, msgspec.ValidationError) as err:
-            log.warning("ignoring unreadable state %s: %s", path, err)
+            if not any_version:
+                log.warning("ignoring unreadable state %s: %s", path, err)
             return None
-        return state if state.version == __version__ else None
+        return state if any_version or state.version == __version__ else None
 
     def save_branch(self, branch: str, state: BranchState) -> None:
         """Record a branch's publish (or what a run found out about its sources)."""
@@ -245,6 +252,22 @@ class Store:
         """SHA-256 of a published ``index.json``, None when it is not there."""
         try:
             return hashlib.sha256(path.read_bytes()).hexdigest()
+        except OSError:
+            return None
+
+    @staticmethod
+    def published_pages_count(pages: Path) -> int | None:
+        """How many pages (``<package>/specs.md``, regular files) a published ``pages/`` folder
+        holds, by looking at its entries only; None when it cannot be looked at."""
+        try:
+            with os.scandir(pages) as entries:
+                folders = [e.name for e in entries if e.is_dir(follow_symlinks=False)]
+            return sum(
+                (pages / p / "specs.md").is_file() and not (pages / p / "specs.md").is_symlink()
+                for p in folders
+            )
+        except FileNotFoundError:
+            return 0
         except OSError:
             return None
 

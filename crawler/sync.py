@@ -283,7 +283,6 @@ class Syncer:
                             continue
                         result = await self._branch(reader, discovery, branch, work)
                         self.results.append(result)
-                    self.store.prune(reader.read_sha256)
         return RunResult(self.results, time.monotonic() - started)
 
     @staticmethod
@@ -310,6 +309,9 @@ class Syncer:
         finally:
             reader.close()
             shutil.rmtree(work, ignore_errors=True)
+            # Also when the run fails or is stopped (a time limit killing it every night
+            # would otherwise let the cache grow); what this run read is kept.
+            self.store.prune(reader.read_sha256)
 
     async def _branch(
         self,
@@ -333,10 +335,12 @@ class Syncer:
             previous = self.store.branch(branch)
             if previous is not None:
                 report["stats"] = previous.stats  # replaced below if the branch is rebuilt
+            # What the last publish wrote, whichever version did (after an upgrade too).
+            record = previous or self.store.branch(branch, any_version=True)
             excused: frozenset[str] = frozenset()  # stacks that may fail beyond the budget
             if self.config.is_immutable(branch) and published.is_file():
                 without = self._published_without(branch, previous)
-                damaged = previous is not None and not self._intact(branch, previous)
+                damaged = record is not None and not self._intact(branch, record, exact=False)
                 if without is None and not damaged and not self.force:
                     return self._done(branch, "skipped", report, clock, "immutable and published")
                 if damaged:
@@ -392,7 +396,7 @@ class Syncer:
                 for o in outcomes:
                     o.release()  # the summaries are consolidated: free them before serialising
                 old = published_spec_stacks(published)
-                before = len(old) if old is not None else _published_count(previous)
+                before = len(old) if old is not None else _published_count(record)
                 self._gate(branch, before, stats["specs"])
                 await _checkpoint()
                 changes = changes_between(branch, old, spec_stacks_of(packages))
@@ -502,17 +506,29 @@ class Syncer:
             return False
         return self._intact(branch, previous)
 
-    def _intact(self, branch: str, previous: BranchState) -> bool:
-        """True when the published branch is as its last publish wrote it, in the formats asked
-        for now: its ``index.json`` and its pages (if it has pages) are the bytes published."""
-        if previous.formats != sorted(self.config.formats):
+    def _intact(self, branch: str, previous: BranchState, exact: bool = True) -> bool:
+        """True when the published branch is as its last publish wrote it: its ``index.json``
+        and its pages (if it has pages) are the bytes published, in the formats asked for now.
+
+        Not ``exact`` (an immutable ref, which stays put): it has at least the formats asked
+        for (pages published before stay), and its pages are only counted, not read (a nightly
+        ``--all`` would otherwise read every page of every release).
+        """
+        asked, published = list(self.config.formats), previous.formats
+        if asked != published if exact else not set(asked) <= set(published):
             log.debug("%s: published in other formats", branch)
             return False
         folder = self.output / branch
         if self.store.published_sha256(folder / "index.json") != previous.index_sha256:
             log.debug("%s: published index.json is not the one published", branch)
             return False
-        if "pages" not in previous.formats:
+        if "pages" not in published:
+            return True
+        if not exact:
+            count = self.store.published_pages_count(folder / "pages")
+            if count != previous.stats.get("packages"):
+                log.debug("%s: published pages are not as many as published", branch)
+                return False
             return True
         pages = self.store.published_pages_sha256(folder / "pages")
         if pages is None or pages != previous.pages_sha256:

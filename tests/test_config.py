@@ -382,10 +382,20 @@ def test_build_config_accepts_a_plain_mapping() -> None:
     config = build_config({"concurrency": 2, "formats": ["pages", "json"]})
     assert (config.concurrency, config.formats, config.origin) == (
         2,
-        ("pages", "json"),
+        ("json", "pages"),
         "<defaults>",
     )
     assert config.output_dir == Path("output")
+
+
+@pytest.mark.parametrize(
+    "formats", [["pages"], ["pages", "json"], ["json", "pages", "pages"]], ids=str
+)
+def test_formats_have_one_spelling(formats: list[str]) -> None:
+    """json is always written: however the formats are given, they compare equal (a branch's
+    state records them, and other spellings made immutable refs be republished)."""
+    assert build_config({"formats": formats}).formats == ("json", "pages")
+    assert with_overrides(build_config({}), formats=tuple(formats)).formats == ("json", "pages")
 
 
 @pytest.mark.parametrize(

@@ -35,6 +35,7 @@ import crawler.fetch
 import crawler.state
 from crawler.cli import main_async
 from crawler.fetch import usable_etag
+from crawler.state import Store
 from crawler.synth import SynthRef, SynthSpec, build_mirror, index_document
 
 from .conftest import Fault, MirrorServer, fast_config, tree_bytes
@@ -906,6 +907,15 @@ async def test_a_cache_that_cannot_be_written_or_read_costs_no_publish(
     err = capsys.readouterr().err
     assert "cannot cache a summary (the next run decodes it again)" in err
     assert "internal error" not in err
+
+
+def test_a_cache_that_cannot_be_looked_at_has_nothing(tmp_path: Path) -> None:
+    """``Path.is_file`` ignores only some errors (a missing file, a file for a folder): any
+    other (a folder this user may not search, a name too long) made a source fail."""
+    store = Store(tmp_path / "out")
+    store.cache.mkdir(parents=True)
+    assert store.has("stack", "x" * 300) is False  # ENAMETOOLONG
+    assert store.has("stack", None) is False
 
 
 async def test_cache_files_of_another_version_are_neither_read_nor_kept(

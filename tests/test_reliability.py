@@ -30,6 +30,7 @@ import yaml
 
 import crawler.sync
 import crawler.write
+from crawler import __version__
 from crawler.changes import summary_line
 from crawler.cli import main_async
 from crawler.synth import SynthRef, SynthSpec, build_mirror, generate_specs
@@ -307,6 +308,28 @@ async def test_a_large_drop_is_refused_and_force_publishes_it(site: MakeSite) ->
     assert s.report("a")["status"] == "published"
 
 
+async def test_runs_stopped_before_their_end_still_prune_the_cache(site: MakeSite) -> None:
+    """A run that never ends well (a time limit stopping it each night while a stack hangs)
+    still prunes the cache: when the prune came only at the end of a run, each night's
+    summaries of the branch published before the hang stayed for good."""
+    s = await site((ref("a"), ref("zz")))
+    await s.publish("a", "zz")
+    cache = s.out / ".crawler" / "cache"
+    read: list[set[str]] = []
+    for night in range(3):
+        s.rebuild(
+            ref("a", (*SPECS, SynthSpec(f"tool{night}", "1.0", stacks=("s1", "s2")))), ref("zz")
+        )
+        s.server.delay("zz/s1/build_cache/index.json", 30)
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(s.sync("a", "zz"), 3)
+        assert s.report("a")["status"] == "published"
+        read.append({source["sha256"] for source in s.report("a")["sources"]})
+    cached = {p.name.split("-", 1)[1].split(".", 1)[0] for p in cache.iterdir()}
+    assert read[2] <= cached
+    assert not (read[0] | read[1]) & cached  # neither in a state nor read by the last run
+
+
 async def test_the_gate_holds_when_the_published_index_cannot_be_read(site: MakeSite) -> None:
     """A damaged published index.json (a byte changed) cannot give the spec count to compare
     with: the count the state recorded at that publish serves, rather than nothing (which let
@@ -410,14 +433,17 @@ async def test_a_published_immutable_ref_is_skipped_until_forced(site: MakeSite)
     assert tree_bytes(s.out / "develop") == before["develop"]
 
 
-@pytest.mark.parametrize("damage", ["index-truncated", "page-deleted", "pages-asked-for"])
+@pytest.mark.parametrize(
+    "damage", ["index-truncated", "page-deleted", "pages-asked-for", "state-of-another-version"]
+)
 async def test_an_immutable_ref_whose_output_is_not_as_published_is_synced_again(
     site: MakeSite, damage: str
 ) -> None:
     """An immutable ref is skipped once published, but only while its output is what was
     published, in the formats asked for: a damaged index.json, a deleted page or pages asked
     for now are repaired (from the cache), as for a mutable branch. Skipped, it stayed broken
-    for good, 'crawler verify' failing, and metrics counting it a success."""
+    for good, 'crawler verify' failing, and metrics counting it a success. A state written by
+    another version of the tool (after an upgrade) still tells what was published."""
     s = await site(
         (ref("v1.0"),),
         default_refs=True,
@@ -426,6 +452,10 @@ async def test_an_immutable_ref_whose_output_is_not_as_published_is_synced_again
     assert (await s.sync("v1.0")).code == 0
     folder = s.out / "v1.0"
     if damage == "index-truncated":
+        (folder / "index.json").write_bytes((folder / "index.json").read_bytes()[:100])
+    elif damage == "state-of-another-version":
+        state = s.out / ".crawler" / "state" / "v1.0.json"
+        state.write_text(state.read_text().replace(f'"version":"{__version__}"', '"version":"0.1"'))
         (folder / "index.json").write_bytes((folder / "index.json").read_bytes()[:100])
     elif damage == "page-deleted":
         (folder / "pages" / "zlib" / "specs.md").unlink()
@@ -442,6 +472,24 @@ async def test_an_immutable_ref_whose_output_is_not_as_published_is_synced_again
     assert s.index("v1.0")["stats"]["specs"] == len(SPECS)
     assert (await s.sync("v1.0")).code == 6
     assert s.report("v1.0")["status"] == "skipped"
+
+
+@pytest.mark.parametrize("flags", [["--format", "json"], ["--format", "pages"]])
+async def test_an_immutable_ref_stays_put_whatever_the_formats_are_spelt_or_narrowed_to(
+    site: MakeSite, flags: list[str]
+) -> None:
+    """Published with pages (asked for in the config as ``[pages]``): a run asking for them as
+    ``--format pages`` (json is always written) finds it as published, and one asking for json
+    alone leaves its pages, as an old ref should stay put. Before, both republished it."""
+    s = await site((ref("v1.0"),), default_refs=True, formats=["pages"])
+    assert (await s.sync("v1.0")).code == 0
+    before = tree_bytes(s.out / "v1.0")
+
+    done = await s.sync("v1.0", flags=flags)
+
+    assert done.code == 6, done.err
+    assert s.report("v1.0")["status"] == "skipped"
+    assert tree_bytes(s.out / "v1.0") == before
 
 
 @pytest.mark.parametrize("state", ["kept", "lost"])
