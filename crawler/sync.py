@@ -193,6 +193,12 @@ async def _read_all(
     return outcomes
 
 
+def _formats(*formats: str) -> list[str]:
+    """Formats as a branch state records them: json (always written) and the others, sorted
+    and once each (states written before formats were normalised may lack json)."""
+    return sorted({"json", *formats})
+
+
 def _published_count(previous: BranchState | None) -> int | None:
     """The spec count of the last publish as its state recorded it: the gate's reference when
     the published ``index.json`` cannot be read (damaged, say), rather than none at all."""
@@ -338,7 +344,10 @@ class Syncer:
             # What the last publish wrote, whichever version did (after an upgrade too).
             record = previous or self.store.branch(branch, any_version=True)
             excused: frozenset[str] = frozenset()  # stacks that may fail beyond the budget
+            formats: list[str] = sorted(self.config.formats)
             if self.config.is_immutable(branch) and published.is_file():
+                if record is not None:  # it stays put: a rebuild keeps the formats it had too
+                    formats = _formats(*formats, *record.formats)
                 without = self._published_without(branch, previous)
                 damaged = record is not None and not self._intact(branch, record, exact=False)
                 if without is None and not damaged and not self.force:
@@ -364,7 +373,6 @@ class Syncer:
             report["sources"] = [o.report_entry() for o in outcomes]
             failed = self._check(branch, outcomes, excused)
             entries = [o.index_entry() for o in outcomes]
-            formats: list[str] = sorted(self.config.formats)
             locations = [o.source.location for o in outcomes]
             inputs = fingerprint(entries, formats, self.mirror.base, locations)
             if previous is None:
@@ -411,7 +419,9 @@ class Syncer:
                 }
                 status: BranchStatus = "partial" if failed else "published"
                 report.update(status=status, error=None, changes=changes["totals"])
-                digest, pages = await self._publish(branch, index, packages, changes, report, clock)
+                digest, pages = await self._publish(
+                    branch, index, packages, changes, report, clock, "pages" in formats
+                )
             learnt = [o.state() for o in outcomes]
             state = BranchState(__version__, inputs, digest, formats, learnt, stats, pages)
             self._after_publish(lambda: self.store.save_branch(branch, state))
@@ -514,7 +524,7 @@ class Syncer:
         for (pages published before stay), and its pages are only counted, not read (a nightly
         ``--all`` would otherwise read every page of every release).
         """
-        asked, published = list(self.config.formats), previous.formats
+        asked, published = list(self.config.formats), _formats(*previous.formats)
         if asked != published if exact else not set(asked) <= set(published):
             log.debug("%s: published in other formats", branch)
             return False
@@ -526,7 +536,8 @@ class Syncer:
             return True
         if not exact:
             count = self.store.published_pages_count(folder / "pages")
-            if count != previous.stats.get("packages"):
+            expected = previous.stats.get("packages")  # None in a state of 0.1: cannot tell
+            if expected is not None and count != expected:
                 log.debug("%s: published pages are not as many as published", branch)
                 return False
             return True
@@ -599,9 +610,10 @@ class Syncer:
         changes: dict[str, Any],
         report: dict[str, Any],
         clock: float,
+        with_pages: bool,
     ) -> tuple[str, str | None]:
-        """Stage and publish a branch; returns the SHA-256 of its index.json and the
-        :class:`~crawler.state.PagesDigest` of its pages (None without pages).
+        """Stage and publish a branch, with its pages or not; returns the SHA-256 of its
+        index.json and the :class:`~crawler.state.PagesDigest` of its pages (None without).
 
         A signal that comes before the staged branch is swapped in cancels the publish (at the
         next :func:`_checkpoint`, every few dozen pages): the staging folder is removed and the
@@ -613,7 +625,7 @@ class Syncer:
             await _checkpoint()
             stage.write("index.json", encoded)
             stage.write("changes.json", encode_json(changes))
-            pages = PagesDigest() if "pages" in self.config.formats else None
+            pages = PagesDigest() if with_pages else None
             if pages is not None:
                 for i, (name, summary) in enumerate(packages.items()):  # sorted by name
                     if i % _PAGES_PER_CHECKPOINT == 0:

@@ -469,21 +469,37 @@ async def test_an_immutable_ref_whose_output_is_not_as_published_is_synced_again
     assert done.code == 0, done.err
     assert "v1.0: immutable, but its output is not as published: syncing it" in done.err
     assert (folder / "pages" / "zlib" / "specs.md").is_file()
+    if damage == "page-deleted":  # repaired by a run asking for json alone: the pages stay
+        (folder / "pages" / "zlib" / "specs.md").unlink()
+        assert (await s.sync("v1.0", flags=["--format", "json"])).code == 0
+        assert {p.parent.name for p in (folder / "pages").glob("*/specs.md")} == {
+            spec.name for spec in SPECS
+        }
     assert s.index("v1.0")["stats"]["specs"] == len(SPECS)
     assert (await s.sync("v1.0")).code == 6
     assert s.report("v1.0")["status"] == "skipped"
 
 
-@pytest.mark.parametrize("flags", [["--format", "json"], ["--format", "pages"]])
+@pytest.mark.parametrize(
+    "flags", [["--format", "json"], ["--format", "pages"], ["--format", "pages", "old-state"]]
+)
 async def test_an_immutable_ref_stays_put_whatever_the_formats_are_spelt_or_narrowed_to(
     site: MakeSite, flags: list[str]
 ) -> None:
     """Published with pages (asked for in the config as ``[pages]``): a run asking for them as
     ``--format pages`` (json is always written) finds it as published, and one asking for json
-    alone leaves its pages, as an old ref should stay put. Before, both republished it."""
+    alone leaves its pages, as an old ref should stay put. Before, both republished it. A state
+    written before formats were normalised recorded ``[pages]`` alone: the same."""
     s = await site((ref("v1.0"),), default_refs=True, formats=["pages"])
     assert (await s.sync("v1.0")).code == 0
     before = tree_bytes(s.out / "v1.0")
+    if flags[-1] == "old-state":
+        flags = flags[:-1]
+        state = s.out / ".crawler" / "state" / "v1.0.json"
+        state.write_text(
+            state.read_text().replace('"formats":["json","pages"]', '"formats":["pages"]')
+        )
+        assert '"formats":["pages"]' in state.read_text()
 
     done = await s.sync("v1.0", flags=flags)
 
