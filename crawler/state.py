@@ -256,18 +256,19 @@ class Store:
             return None
 
     @staticmethod
-    def published_pages_count(pages: Path) -> int | None:
-        """How many pages (``<package>/specs.md``, regular files) a published ``pages/`` folder
-        holds, by looking at its entries only; None when it cannot be looked at."""
+    def published_pages_names(pages: Path) -> set[str] | None:
+        """The packages a published ``pages/`` folder has a page for (``<package>/specs.md``, a
+        regular file), by looking at its entries only; None when it cannot be looked at."""
         try:
             with os.scandir(pages) as entries:
                 folders = [e.name for e in entries if e.is_dir(follow_symlinks=False)]
-            return sum(
-                (pages / p / "specs.md").is_file() and not (pages / p / "specs.md").is_symlink()
+            return {
+                p
                 for p in folders
-            )
+                if (pages / p / "specs.md").is_file() and not (pages / p / "specs.md").is_symlink()
+            }
         except FileNotFoundError:
-            return 0
+            return set()
         except OSError:
             return None
 

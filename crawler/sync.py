@@ -199,6 +199,18 @@ def _formats(*formats: str) -> list[str]:
     return sorted({"json", *formats})
 
 
+class _Packages(msgspec.Struct):
+    packages: dict[str, msgspec.Raw]
+
+
+def _package_names(index: Path) -> set[str] | None:
+    """The package names of a published ``index.json`` (None when it cannot be read)."""
+    try:
+        return set(msgspec.json.decode(index.read_bytes(), type=_Packages).packages)
+    except (OSError, msgspec.DecodeError):
+        return None
+
+
 def _published_count(previous: BranchState | None) -> int | None:
     """The spec count of the last publish as its state recorded it: the gate's reference when
     the published ``index.json`` cannot be read (damaged, say), rather than none at all."""
@@ -349,7 +361,9 @@ class Syncer:
                 if record is not None:  # it stays put: a rebuild keeps the formats it had too
                     formats = _formats(*formats, *record.formats)
                 without = self._published_without(branch, previous)
-                damaged = record is not None and not self._intact(branch, record, exact=False)
+                damaged = record is not None and not self._intact(
+                    branch, record, list(self.config.formats), exact=False
+                )
                 if without is None and not damaged and not self.force:
                     return self._done(branch, "skipped", report, clock, "immutable and published")
                 if damaged:
@@ -377,7 +391,7 @@ class Syncer:
             inputs = fingerprint(entries, formats, self.mirror.base, locations)
             if previous is None:
                 log.debug("%s: no state of an earlier publish by this version", branch)
-            if previous is not None and self._current(branch, previous, inputs):
+            if previous is not None and self._current(branch, previous, inputs, formats):
                 self._remember(branch, previous, outcomes)
                 if failed:  # still partial: the published output lacks the failing stacks
                     report["failed_stacks"] = [o.source.label for o in failed]
@@ -509,22 +523,26 @@ class Syncer:
             state = msgspec.structs.replace(previous, sources=sources)
             self._after_publish(lambda: self.store.save_branch(branch, state))
 
-    def _current(self, branch: str, previous: BranchState, inputs: str) -> bool:
-        """True when the published branch was made from exactly these inputs and is intact."""
+    def _current(self, branch: str, previous: BranchState, inputs: str, formats: list[str]) -> bool:
+        """True when the published branch was made from exactly these inputs and is intact in
+        the ``formats`` this run would write."""
         if previous.fingerprint != inputs:
             log.debug("%s: inputs differ from the last publish's", branch)
             return False
-        return self._intact(branch, previous)
+        return self._intact(branch, previous, formats)
 
-    def _intact(self, branch: str, previous: BranchState, exact: bool = True) -> bool:
-        """True when the published branch is as its last publish wrote it: its ``index.json``
-        and its pages (if it has pages) are the bytes published, in the formats asked for now.
+    def _intact(
+        self, branch: str, previous: BranchState, asked: list[str], exact: bool = True
+    ) -> bool:
+        """True when the published branch is as its last publish wrote it, in the formats
+        ``asked``: its ``index.json`` and its pages (if it has pages) are the bytes published.
 
         Not ``exact`` (an immutable ref, which stays put): it has at least the formats asked
-        for (pages published before stay), and its pages are only counted, not read (a nightly
-        ``--all`` would otherwise read every page of every release).
+        for (pages published before stay), and its pages are only listed, not read (a nightly
+        ``--all`` would otherwise read every page of every release): one for each package of
+        its ``index.json``.
         """
-        asked, published = list(self.config.formats), _formats(*previous.formats)
+        published = _formats(*previous.formats)
         if asked != published if exact else not set(asked) <= set(published):
             log.debug("%s: published in other formats", branch)
             return False
@@ -535,10 +553,9 @@ class Syncer:
         if "pages" not in published:
             return True
         if not exact:
-            count = self.store.published_pages_count(folder / "pages")
-            expected = previous.stats.get("packages")  # None in a state of 0.1: cannot tell
-            if expected is not None and count != expected:
-                log.debug("%s: published pages are not as many as published", branch)
+            names = self.store.published_pages_names(folder / "pages")
+            if names is None or names != _package_names(folder / "index.json"):
+                log.debug("%s: published pages are not those of its packages", branch)
                 return False
             return True
         pages = self.store.published_pages_sha256(folder / "pages")

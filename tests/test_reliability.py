@@ -434,7 +434,14 @@ async def test_a_published_immutable_ref_is_skipped_until_forced(site: MakeSite)
 
 
 @pytest.mark.parametrize(
-    "damage", ["index-truncated", "page-deleted", "pages-asked-for", "state-of-another-version"]
+    "damage",
+    [
+        "index-truncated",
+        "page-deleted",
+        "page-renamed",
+        "pages-asked-for",
+        "state-of-another-version",
+    ],
 )
 async def test_an_immutable_ref_whose_output_is_not_as_published_is_synced_again(
     site: MakeSite, damage: str
@@ -459,6 +466,8 @@ async def test_an_immutable_ref_whose_output_is_not_as_published_is_synced_again
         (folder / "index.json").write_bytes((folder / "index.json").read_bytes()[:100])
     elif damage == "page-deleted":
         (folder / "pages" / "zlib" / "specs.md").unlink()
+    elif damage == "page-renamed":  # as many pages as packages, but not theirs
+        (folder / "pages" / "zlib").rename(folder / "pages" / "zlib-ng")
     else:
         s.config.write_text(
             yaml.safe_dump({**yaml.safe_load(s.config.read_text()), "formats": ["json", "pages"]})
@@ -469,6 +478,7 @@ async def test_an_immutable_ref_whose_output_is_not_as_published_is_synced_again
     assert done.code == 0, done.err
     assert "v1.0: immutable, but its output is not as published: syncing it" in done.err
     assert (folder / "pages" / "zlib" / "specs.md").is_file()
+    assert not (folder / "pages" / "zlib-ng").exists()
     if damage == "page-deleted":  # repaired by a run asking for json alone: the pages stay
         (folder / "pages" / "zlib" / "specs.md").unlink()
         assert (await s.sync("v1.0", flags=["--format", "json"])).code == 0
@@ -505,6 +515,23 @@ async def test_an_immutable_ref_stays_put_whatever_the_formats_are_spelt_or_narr
 
     assert done.code == 6, done.err
     assert s.report("v1.0")["status"] == "skipped"
+    assert tree_bytes(s.out / "v1.0") == before
+
+
+async def test_a_forced_immutable_ref_asked_for_in_json_alone_is_unchanged(
+    site: MakeSite,
+) -> None:
+    """Published with pages, then synced with --force asking for json alone: the run would
+    write its pages too (it stays put), so it finds the output current. It used to compare with
+    json alone, and republished the ref, every page and a '+0 specs' changes.json, each time."""
+    s = await site((ref("v1.0"),), default_refs=True, formats=["json", "pages"])
+    assert (await s.sync("v1.0")).code == 0
+    before = tree_bytes(s.out / "v1.0")
+
+    for _ in range(2):
+        done = await s.sync("v1.0", flags=["--force", "--format", "json"])
+        assert done.code == 6, done.err
+        assert s.report("v1.0")["status"] == "unchanged"
     assert tree_bytes(s.out / "v1.0") == before
 
 
