@@ -357,9 +357,11 @@ class Syncer:
             record = previous or self.store.branch(branch, any_version=True)
             excused: frozenset[str] = frozenset()  # stacks that may fail beyond the budget
             formats: list[str] = sorted(self.config.formats)
+            if self.config.is_immutable(branch) and record is not None:
+                # It stays put: a rebuild (a repair, even of a deleted index.json) keeps the
+                # formats it was published in too.
+                formats = _formats(*formats, *record.formats)
             if self.config.is_immutable(branch) and published.is_file():
-                if record is not None:  # it stays put: a rebuild keeps the formats it had too
-                    formats = _formats(*formats, *record.formats)
                 without = self._published_without(branch, previous)
                 damaged = record is not None and not self._intact(
                     branch, record, list(self.config.formats), exact=False

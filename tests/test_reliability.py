@@ -518,6 +518,22 @@ async def test_an_immutable_ref_stays_put_whatever_the_formats_are_spelt_or_narr
     assert tree_bytes(s.out / "v1.0") == before
 
 
+async def test_an_immutable_ref_whose_index_was_deleted_is_repaired_with_its_pages(
+    site: MakeSite,
+) -> None:
+    """A release published with pages, whose index.json was deleted, repaired by a run asking
+    for json alone: it is published again as it was, pages included (they were all deleted)."""
+    s = await site((ref("v1.0"),), default_refs=True, formats=["json", "pages"])
+    assert (await s.sync("v1.0")).code == 0
+    pages = {p.parent.name for p in (s.out / "v1.0" / "pages").glob("*/specs.md")}
+    (s.out / "v1.0" / "index.json").unlink()
+
+    assert (await s.sync("v1.0", flags=["--format", "json"])).code == 0
+
+    assert {p.parent.name for p in (s.out / "v1.0" / "pages").glob("*/specs.md")} == pages
+    assert (await s.sync("v1.0", flags=["--format", "json"])).code == 6
+
+
 async def test_a_forced_immutable_ref_asked_for_in_json_alone_is_unchanged(
     site: MakeSite,
 ) -> None:
