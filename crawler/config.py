@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -88,6 +89,13 @@ class Publish(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=T
     max_failed_stacks: Annotated[int, msgspec.Meta(ge=0)] = 0
 
 
+def normal_formats(formats: Iterable[str]) -> list[str]:
+    """One spelling of each choice of formats: json (always written) among them, each once,
+    sorted. What a branch was published in (its state) then compares equal however the formats
+    were given, by a config, a flag, or an older version's state."""
+    return sorted({"json", *formats})
+
+
 class Config(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
     """All settings of one run: build it with :func:`load_config` and :func:`with_overrides`.
 
@@ -112,10 +120,7 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=Tr
     origin: str = "<defaults>"
 
     def __post_init__(self) -> None:
-        # One spelling of each choice (json is always written), so that what a branch was
-        # published in compares equal however the formats were given.
-        formats = tuple(sorted({"json", *self.formats}))
-        msgspec.structs.force_setattr(self, "formats", formats)
+        msgspec.structs.force_setattr(self, "formats", tuple(normal_formats(self.formats)))
 
     @property
     def output_dir(self) -> Path:

@@ -248,17 +248,14 @@ class Store:
                     log.warning("cannot remove %s: %s", path, err)
 
     @staticmethod
-    def published_sha256(path: Path) -> str | None:
-        """SHA-256 of a published ``index.json``, None when it is not there."""
-        try:
-            return hashlib.sha256(path.read_bytes()).hexdigest()
-        except OSError:
-            return None
-
-    @staticmethod
     def published_pages_names(pages: Path) -> set[str] | None:
-        """The packages a published ``pages/`` folder has a page for (``<package>/specs.md``, a
-        regular file), by looking at its entries only; None when it cannot be looked at."""
+        """The packages a published ``pages/`` folder has a page for, by looking at its entries
+        only (no folder: no pages); None when it cannot be looked at.
+
+        A page is ``<package>/specs.md``, a regular file in a folder. Anything else there is
+        not a page and does not count: Finder's ``.DS_Store``, a note someone left (a branch
+        that is rebuilt keeps refusing to delete those; an unchanged one does not mind them).
+        """
         try:
             with os.scandir(pages) as entries:
                 folders = [e.name for e in entries if e.is_dir(follow_symlinks=False)]
@@ -274,23 +271,15 @@ class Store:
 
     @staticmethod
     def published_pages_sha256(pages: Path) -> str | None:
-        """:class:`PagesDigest` of the pages in a published ``pages/`` folder (no folder: no
-        pages), None when one cannot be read.
-
-        A page is ``<package>/specs.md``, a regular file in a folder. Anything else there is
-        not a page and does not count: Finder's ``.DS_Store``, a note someone left (a branch
-        that is rebuilt keeps refusing to delete those; an unchanged one does not mind them).
-        """
+        """:class:`PagesDigest` of the pages (see :meth:`published_pages_names`) in a
+        published ``pages/`` folder, None when one cannot be read."""
+        names = Store.published_pages_names(pages)
+        if names is None:
+            return None
         digest = PagesDigest()
         try:
-            with os.scandir(pages) as entries:
-                folders = sorted(e.name for e in entries if e.is_dir(follow_symlinks=False))
-            for package in folders:
-                page = pages / package / "specs.md"
-                if page.is_file() and not page.is_symlink():
-                    digest.add(package, page.read_bytes())
-        except FileNotFoundError:
-            pass  # no pages (a branch without packages has none)
+            for package in sorted(names):
+                digest.add(package, (pages / package / "specs.md").read_bytes())
         except OSError:
             return None
         return digest.hexdigest()

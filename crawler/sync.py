@@ -46,7 +46,7 @@ import msgspec
 
 from . import __version__
 from .changes import changes_between, counted, summary_line
-from .config import Config
+from .config import Config, normal_formats
 from .consolidate import Conflict, Consolidator, PackageSummary, paused_gc
 from .discovery import Discovery, Mirror, Source, is_safe_name, parse_discovery
 from .errors import BranchError, CrawlerError, OutputError, UsageError, shown
@@ -193,21 +193,15 @@ async def _read_all(
     return outcomes
 
 
-def _formats(*formats: str) -> list[str]:
-    """Formats as a branch state records them: json (always written) and the others, sorted
-    and once each (states written before formats were normalised may lack json)."""
-    return sorted({"json", *formats})
-
-
 class _Packages(msgspec.Struct):
     packages: dict[str, msgspec.Raw]
 
 
-def _package_names(index: Path) -> set[str] | None:
-    """The package names of a published ``index.json`` (None when it cannot be read)."""
+def _package_names(index: bytes) -> set[str] | None:
+    """The package names of a published ``index.json`` (None when it does not decode)."""
     try:
-        return set(msgspec.json.decode(index.read_bytes(), type=_Packages).packages)
-    except (OSError, msgspec.DecodeError):
+        return set(msgspec.json.decode(index, type=_Packages).packages)
+    except msgspec.DecodeError:
         return None
 
 
@@ -356,12 +350,13 @@ class Syncer:
             # What the last publish wrote, whichever version did (after an upgrade too).
             record = previous or self.store.branch(branch, any_version=True)
             excused: frozenset[str] = frozenset()  # stacks that may fail beyond the budget
-            formats: list[str] = sorted(self.config.formats)
-            if self.config.is_immutable(branch) and record is not None:
+            formats: list[str] = list(self.config.formats)
+            immutable = self.config.is_immutable(branch)
+            if immutable and record is not None:
                 # It stays put: a rebuild (a repair, even of a deleted index.json) keeps the
                 # formats it was published in too.
-                formats = _formats(*formats, *record.formats)
-            if self.config.is_immutable(branch) and published.is_file():
+                formats = normal_formats([*formats, *record.formats])
+            if immutable and published.is_file():
                 without = self._published_without(branch, previous)
                 damaged = record is not None and not self._intact(
                     branch, record, list(self.config.formats), exact=False
@@ -544,19 +539,23 @@ class Syncer:
         ``--all`` would otherwise read every page of every release): one for each package of
         its ``index.json``.
         """
-        published = _formats(*previous.formats)
+        published = normal_formats(previous.formats)
         if asked != published if exact else not set(asked) <= set(published):
             log.debug("%s: published in other formats", branch)
             return False
         folder = self.output / branch
-        if self.store.published_sha256(folder / "index.json") != previous.index_sha256:
+        try:
+            index = (folder / "index.json").read_bytes()
+        except OSError:
+            index = None
+        if index is None or hashlib.sha256(index).hexdigest() != previous.index_sha256:
             log.debug("%s: published index.json is not the one published", branch)
             return False
         if "pages" not in published:
             return True
         if not exact:
             names = self.store.published_pages_names(folder / "pages")
-            if names is None or names != _package_names(folder / "index.json"):
+            if names is None or names != _package_names(index):
                 log.debug("%s: published pages are not those of its packages", branch)
                 return False
             return True
@@ -581,12 +580,12 @@ class Syncer:
         # Beyond the budget only stacks the output was published without may fail (all of
         # them excused): one it holds is never dropped past the budget.
         if len(failed) > budget and not all(o.source.label in excused for o in failed):
-            shown = "; ".join(f"{o.source.label}: {o.error}" for o in failed[:3])
+            listed = "; ".join(f"{o.source.label}: {o.error}" for o in failed[:3])
             more = f"; and {len(failed) - 3} more (see the report)" if len(failed) > 3 else ""
             raise BranchError(
                 branch,
                 f"{len(failed)} stack(s) failed (publish.max_failed_stacks is {budget}): "
-                f"{shown}{more}",
+                f"{listed}{more}",
             )
         return failed
 
