@@ -485,8 +485,10 @@ class SourceReader:
                     await self.decoder.run(STACKS_AFTER, summarize_stack, str(path), url, limit)
                 ]
                 summary = summary_of(kind, parts)
-        except CrawlerError:
-            fetched.check_unchanged()  # bytes half written meanwhile: read again, not failed
+        except Exception:
+            # Bytes half written meanwhile, or shards of a root that read two versions of it
+            # (whatever that made of them): read again, not failed.
+            fetched.check_unchanged()
             raise
         fetched.check_unchanged()
         outcome.use(summary)

@@ -18,6 +18,7 @@ placeholder. All of them use the config's formats, ``json`` and ``pages``.
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import shutil
@@ -32,6 +33,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 import crawler.fetch
+import crawler.sources
 import crawler.state
 from crawler.cli import main_async
 from crawler.fetch import usable_etag
@@ -962,3 +964,68 @@ async def test_summaries_cached_by_another_version_are_not_used(
     assert site.outcomes() == FETCHED_AND_DECODED  # s1 too, although its bytes are cached
     assert not any(path.exists() for path in older)
     assert all(p.name.endswith(".99.0.parts.msgpack") for p in cache.iterdir())
+
+
+class _WriterBetweenShards:
+    """A decoding queue that runs the jobs in this process, one after another, and rewrites the
+    root index in place after the first job of each of its first rounds: the race of a mirror
+    being updated while its root is read, made certain. (The jobs are the real ones; only where
+    they run differs.)"""
+
+    def __init__(self, path: Path, versions: list[bytes]) -> None:
+        self.workers = 2
+        self.path, self.versions, self.jobs = path, versions, 0
+
+    def start(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    async def run(self, priority: int, job: Callable[..., bytes], *args: object) -> bytes:
+        result = job(*args)
+        if Path(str(args[0])).samefile(self.path):
+            self.jobs += 1
+            if self.jobs % self.workers == 1 and self.versions:
+                with self.path.open("r+b") as file:  # in place, as `cp` does
+                    file.truncate(0)
+                    file.write(self.versions.pop(0))
+        return result
+
+
+async def test_a_local_root_rewritten_between_its_shards_is_read_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A gzip root is read whole by each shard, one after the other. Rewritten in between with
+    a record less, the second shard reads records the first one read too; the root is then read
+    whole by both again, and rewritten again in between. That is the mirror changing, not a bug
+    of the crawler: the root is read again, as any local file that changed while it was read."""
+    site = await make_site(tmp_path, None)
+    await site.start()
+    root = site.file("root").resolve()
+    installs = json.loads(index_document(SPECS, 8))["database"]["installs"]
+    versions: list[bytes] = []
+    while len(versions) < 3:  # the root, then as the writer leaves it twice
+        versions.append(
+            gzip.compress(
+                json.dumps({"database": {"version": "8", "installs": installs}}).encode(),
+                mtime=0,
+            )
+        )
+        first = next(iter(installs))  # shard 1 of the file without it holds keys of shard 0
+        installs = {k: v for k, v in installs.items() if k != first}
+        for record in installs.values():  # still a valid index: no edge to the record dropped
+            deps = record["spec"].get("dependencies", [])
+            record["spec"]["dependencies"] = [d for d in deps if d["hash"] != first]
+    assert len(installs) >= 3
+    root.write_bytes(versions.pop(0))
+    monkeypatch.setattr(
+        crawler.sources, "DecodeQueue", lambda workers: _WriterBetweenShards(root, versions)
+    )
+
+    assert await site.sync() == 0
+
+    assert not versions  # both rewrites happened
+    assert site.outcomes()["root"] == ("fetched", True)
+    monkeypatch.undo()
+    assert site.published() == await site.cold(fresh=True)
