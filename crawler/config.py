@@ -52,6 +52,7 @@ from yarl import URL
 
 from .decode import DEFAULT_MAX_INDEX_MB
 from .errors import ConfigError
+from .urls import without_credentials
 
 PUBLIC_MIRROR = "https://binaries.spack.io"
 DEFAULT_CONFIG = Path("config") / "crawler.yaml"
@@ -123,6 +124,11 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=Tr
         msgspec.structs.force_setattr(self, "formats", tuple(normal_formats(self.formats)))
 
     @property
+    def urls(self) -> tuple[str, ...]:
+        """The URLs the user gave: the mirror and the rewrites' replacements."""
+        return (self.mirror, *(r.replacement for r in self.rewrites))
+
+    @property
     def output_dir(self) -> Path:
         """The output folder as a path."""
         return Path(self.output)
@@ -192,9 +198,16 @@ def _check_mirror(origin: str, mirror: str, key: str = "mirror") -> None:
 
 def _check_http_url(origin: str, url: str, key: str) -> None:
     """Refuse an http(s) mirror URL that no request could be sent to, as parsed by yarl (what
-    aiohttp sends requests with): a space in its path is encoded, one in its host is not."""
-    if not url.isprintable():
+    aiohttp sends requests with): a space in its path is encoded, one in its host is not.
+
+    Messages show the URL without the credentials it may hold (:mod:`crawler.urls`).
+    """
+    given = url
+    url, secret = without_credentials(given)
+    if not given.isprintable():
         raise ConfigError(origin, f"{url!r} holds a control character", key)
+    if secret is not None and ":" in secret[0]:  # basic auth cannot send it
+        raise ConfigError(origin, f"{url!r}: the user name of its credentials holds a ':'", key)
     try:
         parsed = URL(url)
         host = parsed.host  # IDNA errors (a UnicodeError, a ValueError) come here

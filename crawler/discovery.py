@@ -23,6 +23,7 @@ import msgspec
 
 from .config import Config
 from .errors import IndexFormatError, shown
+from .urls import without_credentials
 
 DISCOVERY_FILE = "cache_spack_io_index.json"
 ROOT_LABEL = "root"
@@ -63,7 +64,8 @@ class Mirror:
         scheme, sep, rest = mirror.partition("://")
         scheme = scheme.lower() if sep else ""
         if scheme in ("http", "https"):
-            return cls(f"{scheme}://{rest}".rstrip("/"))
+            base, _ = without_credentials(f"{scheme}://{rest}")
+            return cls(base.rstrip("/"))
         if scheme == "file":
             mirror = file_path(f"file://{rest}")
         folder = os.fsencode(Path(mirror).expanduser().resolve())
@@ -144,7 +146,8 @@ def map_url(url: str, mirror: Mirror, config: Config) -> str:
     scheme in lowercase as the rest of the tool compares it (``FILE://`` is ``file://``)."""
     for rewrite in config.rewrites:
         if url.startswith(rewrite.prefix):
-            return _lower_scheme(rewrite.replacement + url[len(rewrite.prefix) :])
+            replacement, _ = without_credentials(rewrite.replacement)
+            return _lower_scheme(replacement + url[len(rewrite.prefix) :])
     url = _lower_scheme(url)
     parts = urlsplit(url)
     if parts.scheme == "s3":
@@ -173,6 +176,10 @@ def _source(ref: str, entry: _Entry, mirror: Mirror, config: Config) -> Source:
     if not entry.url.isprintable():
         raise ValueError(f"URL {entry.url!r} of stack {entry.label!r} holds control characters")
     parts = urlsplit(entry.url)
+    if without_credentials(entry.url)[1] is not None:  # they would be published
+        raise ValueError(
+            f"URL of stack {entry.label!r} holds credentials (user@ or user:password@)"
+        )
     if "?" in entry.url or "#" in entry.url:  # a bare "?" or "#" leaves urlsplit's fields empty
         # Neither form of index URL has one; the sidecar's URL is the index's plus ".hash", and
         # the s3:// mapping would drop a query (an S3 versionId, say) without a word.

@@ -15,6 +15,7 @@ Cancellation is never retried.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import dataclasses
 import email.utils
@@ -50,6 +51,7 @@ from .errors import (
     SourceChanged,
     shown,
 )
+from .urls import credentials, origin_of
 
 log = logging.getLogger(__name__)
 
@@ -208,6 +210,12 @@ class Fetcher:
         self._session: aiohttp.ClientSession | None = None
         #: Retries done by this fetcher, by location (for the run report).
         self.retries: dict[str, int] = {}
+        #: Basic auth for the origins the user gave credentials for (in the mirror's URL or a
+        #: rewrite's), sent to those origins alone.
+        self._auth = {
+            origin: {"Authorization": _basic_auth(user, password)}
+            for origin, (user, password) in credentials(config.urls).items()
+        }
 
     async def __aenter__(self) -> Fetcher:
         t = self.config.timeouts
@@ -231,6 +239,13 @@ class Fetcher:
         if self._session is not None:
             await self._session.close()
             self._session = None
+
+    def _headers(self, location: str, headers: dict[str, str] | None = None) -> dict[str, str]:
+        """The headers of a request to ``location``: ``headers``, and the credentials for its
+        origin if the user gave some."""
+        headers = headers or {}
+        origin = origin_of(location) if self._auth else None
+        return {**headers, **self._auth[origin]} if origin in self._auth else headers
 
     @property
     def session(self) -> aiohttp.ClientSession:
@@ -325,7 +340,7 @@ class Fetcher:
             return local_path(location).is_file()
 
         async def attempt() -> bool:
-            async with self.session.head(location) as resp:
+            async with self.session.head(location, headers=self._headers(location)) as resp:
                 _answered(resp)
                 return resp.status == 200
 
@@ -343,7 +358,9 @@ class Fetcher:
             return await _read_local(location, limit, what)
 
         async def attempt() -> bytes:
-            async with self.session.get(location, allow_redirects=False) as resp:
+            async with self.session.get(
+                location, headers=self._headers(location), allow_redirects=False
+            ) as resp:
                 _answered(resp)
                 self._check_status(location, resp)
                 _check_size(location, resp.content_length, limit, what)
@@ -382,7 +399,7 @@ class Fetcher:
         etag = usable_etag(etag)  # one kept by an earlier version may not be
 
         async def attempt() -> Fetched:
-            headers = {"If-None-Match": etag} if etag else {}
+            headers = self._headers(location, {"If-None-Match": etag} if etag else None)
             async with self.session.get(location, headers=headers, allow_redirects=False) as resp:
                 _answered(resp, etag)
                 if etag and resp.status == 304:
@@ -407,6 +424,11 @@ class Fetcher:
 _INDEX = "max_index_mb"
 _DOCUMENT = "the limit for a discovery document"
 _SIDECAR = "the limit for a sidecar"
+
+
+def _basic_auth(user: str, password: str) -> str:
+    """An ``Authorization`` header's value for HTTP basic auth (RFC 7617, in UTF-8)."""
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
 
 
 def _check_size(

@@ -1,0 +1,57 @@
+"""URLs: the credentials a mirror URL may hold, and the origin they are for.
+
+A private mirror can be given as ``https://user:password@host/...`` (the mirror, or a rewrite's
+replacement). The user and password are taken out of the URL: requests to that origin carry
+them as basic auth (see :class:`crawler.fetch.Fetcher`), and every URL the crawler shows, logs
+or writes (``mirror`` in ``index.json``, locations in reports and in the state) is one without
+them, so that publishing the output never publishes the password.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from urllib.parse import unquote, urlsplit
+
+#: Where credentials apply: (scheme, host in lowercase, port).
+Origin = tuple[str, str, int]
+
+_AUTHORITY = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<authority>[^/?#]*)")
+
+
+def origin_of(url: str) -> Origin | None:
+    """The origin of an http(s) URL (its port made explicit); None for other URLs."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return None
+    scheme = parts.scheme.lower()
+    if scheme not in ("http", "https") or not parts.hostname:
+        return None
+    return scheme, parts.hostname, port or (443 if scheme == "https" else 80)
+
+
+def without_credentials(url: str) -> tuple[str, tuple[str, str] | None]:
+    """An http(s) URL without the ``user:password@`` (or ``user@``) it may hold, and that user
+    and password, percent-decoded; None when it holds none."""
+    found = _AUTHORITY.match(url)
+    if found is None or found["scheme"].lower() not in ("http://", "https://"):
+        return url, None
+    userinfo, at, host = found["authority"].rpartition("@")
+    if not at:
+        return url, None
+    user, _, password = userinfo.partition(":")
+    return found["scheme"] + host + url[found.end() :], (unquote(user), unquote(password))
+
+
+def credentials(urls: Iterable[str]) -> dict[Origin, tuple[str, str]]:
+    """The user and password to send to each origin, from the ``urls`` that hold some (the
+    first given for an origin wins)."""
+    found: dict[Origin, tuple[str, str]] = {}
+    for url in urls:
+        plain, secret = without_credentials(url)
+        origin = origin_of(plain)
+        if secret is not None and origin is not None:
+            found.setdefault(origin, secret)
+    return found

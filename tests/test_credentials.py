@@ -1,0 +1,204 @@
+"""Credentials in a mirror URL (README "Mirrors and sources"): sent as basic auth to their origin
+alone, and never shown, logged or written, so that publishing ``output/`` never publishes them.
+
+Each test serves the sample mirror on loopback behind basic auth and runs the CLI as a user
+does; the secret is then looked for in every file under the output folder (state included)
+and in what the run printed.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+
+from crawler.cli import main_async
+from crawler.urls import without_credentials
+
+from .conftest import SAMPLE_MIRROR, MirrorServer, fast_config, tree_bytes
+
+USER, PASSWORD = "bu:ild@er", "p@ss:w%rd é"  # every character that needs encoding in a URL
+URL_USER, URL_PASSWORD = "build%40er", "p%40ss%3Aw%25rd%20%C3%A9"
+SECRETS = ("p@ss:w%rd", URL_PASSWORD, "w%25rd")
+
+
+def basic(user: str, password: str) -> str:
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+
+
+class LockedMirror(MirrorServer):
+    """The sample mirror behind basic auth: 401 without the expected ``Authorization``."""
+
+    expected: str = ""
+    authorizations: list[str | None]
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        given = request.headers.get("Authorization")
+        self.authorizations.append(given)
+        if given != self.expected:
+            return web.Response(status=401, headers={"WWW-Authenticate": 'Basic realm="m"'})
+        return await super().handle(request)
+
+
+Serve = Callable[[str], Awaitable[LockedMirror]]
+
+
+@pytest.fixture
+def locked(aiohttp_server: Callable[[web.Application], Awaitable[TestServer]]) -> Iterator[Serve]:
+    async def start(expected: str) -> LockedMirror:
+        mirror = LockedMirror(SAMPLE_MIRROR.resolve())
+        mirror.expected, mirror.authorizations = expected, []
+        app = web.Application()
+        app.router.add_route("GET", "/{tail:.*}", mirror.handle)
+        mirror.server = await aiohttp_server(app)
+        return mirror
+
+    yield start
+
+
+def with_credentials(url: str, userinfo: str) -> str:
+    scheme, rest = url.split("://", 1)
+    return f"{scheme}://{userinfo}@{rest}"
+
+
+def everything(out: Path) -> bytes:
+    """Every file under the output folder, state and cache included."""
+    return b"".join(p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file())
+
+
+def assert_secret_kept(out: Path, printed: str) -> None:
+    written = everything(out)
+    for secret in SECRETS:
+        assert secret.encode() not in written
+        assert secret not in printed
+    assert basic("build@er", "p@ss:w%rd é").encode() not in written
+
+
+async def test_a_mirror_url_with_credentials_is_synced_and_they_are_not_published(
+    locked: Serve, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server = await locked(basic("build@er", "p@ss:w%rd é"))
+    mirror = with_credentials(server.url, f"{URL_USER}:{URL_PASSWORD}")
+    out = tmp_path / "out"
+    sync = ["sync", "--mirror", mirror, "--output", str(out), "--branch", "develop"]
+
+    assert await main_async([*sync, "-v"]) == 0
+    assert await main_async([*sync, "-v"]) == 6  # the state matches: no credentials in it
+
+    assert server.authorizations and all(a == server.expected for a in server.authorizations)
+    published = (out / "develop" / "index.json").read_text()
+    assert f'"mirror":"{server.url}"' in published
+    assert_secret_kept(out, "".join(capsys.readouterr()))
+
+
+async def test_without_credentials_the_locked_mirror_is_unusable(
+    locked: Serve, tmp_path: Path
+) -> None:
+    """The test server does check them."""
+    server = await locked(basic("build@er", "p@ss:w%rd é"))
+    sync = ["sync", "--mirror", server.url, "--output", str(tmp_path / "o"), "--branch=develop"]
+
+    assert await main_async(sync) == 3
+
+
+async def test_credentials_go_to_their_own_origin_only(
+    locked: Serve, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A rewrite's replacement may carry other credentials, for another server: each server
+    gets its own, and never the other's."""
+    mirror = await locked(basic("build@er", "p@ss:w%rd é"))
+    other = await locked(basic("reader", "other-secret"))
+    config = tmp_path / "c.yaml"
+    rewrite = {
+        "prefix": "s3://spack-binaries/develop/e4s/",
+        "replacement": with_credentials(other.url, "reader:other-secret") + "/develop/e4s/",
+    }
+    mirror_url = with_credentials(mirror.url, f"{URL_USER}:{URL_PASSWORD}")
+    settings = fast_config(mirror_url, tmp_path / "out", rewrites=[rewrite])
+    config.write_text(yaml.safe_dump(settings))
+
+    assert await main_async(["sync", "--config", str(config), "--branch=develop", "-v"]) == 0
+
+    assert other.authorizations and set(other.authorizations) == {other.expected}
+    assert set(mirror.authorizations) == {mirror.expected}
+    printed = "".join(capsys.readouterr())
+    assert_secret_kept(tmp_path / "out", printed)
+    assert b"other-secret" not in everything(tmp_path / "out")
+    assert "other-secret" not in printed
+    report = (tmp_path / "out" / "develop" / "report.json").read_text()
+    assert f"{other.url}/develop/e4s/" in report
+
+
+async def test_a_discovery_document_listing_credentials_makes_its_ref_unusable(
+    mirror_server: Callable[[Path], Awaitable[MirrorServer]],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The mirror's own document holding a password: the ref is not synced, which would publish
+    the URL, and the message does not repeat the password."""
+    root = tmp_path / "mirror"
+    root.mkdir()
+    server = await mirror_server(root)
+    host = server.url.split("://", 1)[1]
+    (root / "cache_spack_io_index.json").write_text(
+        '{"develop": [{"label": "root", "url": "http://u:leaked@'
+        + host
+        + '/develop/build_cache/index.json"}]}'
+    )
+    out = tmp_path / "out"
+
+    assert (
+        await main_async(["sync", "--mirror", server.url, "--output", str(out), "--branch=develop"])
+        == 4
+    )
+
+    printed = "".join(capsys.readouterr())
+    assert "holds credentials" in printed
+    assert "leaked" not in printed
+    assert not (out / "develop").exists()
+
+
+@pytest.mark.parametrize(
+    ("mirror", "reason"),
+    [
+        ("http://user:hidden@127.0.0.1:99999/", "is not a valid URL"),
+        ("http://user:hidden@/path", "names no host"),
+        ("http://a%3Ab:hidden@127.0.0.1/", "the user name of its credentials holds a ':'"),
+    ],
+)
+async def test_config_errors_do_not_show_the_password(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], mirror: str, reason: str
+) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "kept").write_text("earlier output")
+    before = tree_bytes(out)
+
+    assert await main_async(["sync", "--mirror", mirror, "--output", str(out), "--all"]) == 2
+
+    printed = capsys.readouterr().err
+    assert reason in printed
+    assert "hidden" not in printed
+    assert tree_bytes(out) == before
+
+
+@pytest.mark.parametrize(
+    ("url", "plain", "secret"),
+    [
+        ("https://host/a@b/index.json", "https://host/a@b/index.json", None),
+        ("https://u@host", "https://host", ("u", "")),
+        ("HTTPS://u:p%2Fq@Host:8443/x?y@z", "HTTPS://Host:8443/x?y@z", ("u", "p/q")),
+        ("http://u:p@[::1]:8080/m", "http://[::1]:8080/m", ("u", "p")),
+        ("http://a:b@c@host/", "http://host/", ("a", "b@c")),  # the last "@" ends them
+        ("file://u:p@/srv/m", "file://u:p@/srv/m", None),  # no credentials for files
+    ],
+)
+def test_credentials_are_taken_out_of_urls(
+    url: str, plain: str, secret: tuple[str, str] | None
+) -> None:
+    assert without_credentials(url) == (plain, secret)
