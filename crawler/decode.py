@@ -15,6 +15,7 @@ them out of the cyclic garbage collector roughly halves decoding time on a devel
 from __future__ import annotations
 
 import mmap
+import re
 
 import msgspec
 
@@ -138,6 +139,31 @@ class _Document(msgspec.Struct, gc=False):
 
 _DOCUMENT_DECODER = msgspec.json.Decoder(_Document)
 
+#: An escape in a JSON string, surrogates apart: a high one with its low one, a lone one, or
+#: any other (consumed whole, so that ``\\udcff``, an escaped backslash and text, is not read
+#: as an escape of its own).
+_ESCAPE = re.compile(
+    rb"\\(?:u(?:[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+    rb"|u(?P<lone>[dD][89a-fA-F][0-9a-fA-F]{2})|.)",
+    re.S,
+)
+_REPLACEMENT = rb"\ufffd"  # U+FFFD, escaped as JSON text
+
+
+def mend_surrogates(data: bytes | bytearray | memoryview | mmap.mmap) -> bytes | None:
+    """The JSON text with every lone UTF-16 surrogate escape (``\\udcff``) made U+FFFD, or None
+    when it holds none.
+
+    Python's ``json`` writes one for a string that is not valid Unicode (a file name that is not
+    UTF-8, read with ``surrogateescape``, as an external's path), and reads it back; msgspec
+    refuses the whole document. Called only once a decode has failed.
+    """
+    text = bytes(data)
+    if b"\\u" not in text:
+        return None
+    mended = _ESCAPE.sub(lambda m: _REPLACEMENT if m["lone"] else m[0], text)
+    return mended if mended != text else None
+
 
 def decode_document(
     body: bytes | bytearray | memoryview | mmap.mmap, url: str
@@ -146,7 +172,13 @@ def decode_document(
     if not body:
         raise IndexFormatError(url, "empty body")
     try:
-        document = _DOCUMENT_DECODER.decode(body)
+        try:
+            document = _DOCUMENT_DECODER.decode(body)
+        except msgspec.DecodeError:
+            mended = mend_surrogates(body)
+            if mended is None:
+                raise
+            document = _DOCUMENT_DECODER.decode(mended)
     except msgspec.ValidationError as err:
         raise IndexFormatError(url, f"not a Spack database index: {err}") from None
     except msgspec.DecodeError as err:

@@ -45,6 +45,7 @@ from .decode import (
     Record,
     StackRecord,
     decode_document,
+    mend_surrogates,
 )
 from .errors import IndexFormatError, UnsupportedVersionError
 from .validate import (
@@ -145,7 +146,17 @@ def _pieces(
         yield records
 
 
-def _decode_piece(data: memoryview, decoders: _Decoders[R]) -> Records[R]:
+def _decode_piece(data: memoryview | bytes, decoders: _Decoders[R]) -> Records[R]:
+    try:
+        return _decode_kinds(data, decoders)
+    except msgspec.DecodeError:
+        mended = mend_surrogates(data)  # the rare piece that Python's json reads, not msgspec
+        if mended is None:
+            raise
+        return _decode_kinds(mended, decoders)
+
+
+def _decode_kinds(data: memoryview | bytes, decoders: _Decoders[R]) -> Records[R]:
     for decoder in decoders.pieces:
         try:
             return decoder.decode(data)

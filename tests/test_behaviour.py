@@ -389,6 +389,40 @@ async def test_variants_render_like_the_reference_site_in_parameters_order(
     assert '"variants": ' + json.dumps(expected) in page
 
 
+@pytest.mark.parametrize("gzipped", [False, True], ids=["in-pieces", "whole"])
+async def test_a_lone_surrogate_escape_reads_as_a_replacement_character(
+    tmp_path: Path, gzipped: bool
+) -> None:
+    """Python's json writes a string that is not valid Unicode (a path that is not UTF-8, read
+    with surrogateescape) as a lone surrogate escape, and reads it back; it is no reason to
+    refuse an index. It reads as U+FFFD, wherever it is, in a file read in pieces or whole."""
+    spec = SynthSpec("cmake", "3.30.5", variants=(("build_system", "generic"),), stacks=("s1",))
+    root = tmp_path / "mirror"
+    discovery = build_mirror(root, [SynthRef("develop", (spec,), db_version=8)])
+
+    def edit(installs: Installs) -> None:
+        node = installs[spec.dag_hash]["spec"]
+        node["parameters"]["build_system"] = "generic-\udcff"
+        for record in installs.values():  # a field the crawler does not read, too
+            record["spec"]["external"] = {"path": "/opt/\udcff\ud800", "module": None}
+
+    for label in ("root", "s1"):
+        _edit_v2(root, _url(discovery, "develop", label), edit)
+    index = _file(root, _url(discovery, "develop", "root"))
+    assert b"\\udcff" in index.read_bytes()
+    if gzipped:
+        index.write_bytes(gzip.compress(index.read_bytes(), mtime=0))
+    out = tmp_path / "out"
+
+    assert await _sync(_config(tmp_path, root.as_uri(), out), "--branch", "develop") == 0
+
+    published = _index(out, "develop")
+    assert published["stats"]["invalid_records"] == 0
+    (detail,) = published["packages"]["cmake"]["spec_details"]
+    assert detail["variants"] == ["build_system=generic-\ufffd"]
+    assert detail["stacks"] == ["root", "s1"]
+
+
 # --- v3 blobs and checksums --------------------------------------------------------------------
 
 

@@ -35,12 +35,14 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 import yaml
 
 from crawler import chunks
 from crawler.cli import main_async
 from crawler.config import Config
+from crawler.decode import mend_surrogates
 from crawler.decodepool import DecodeQueue
 from crawler.discovery import Source
 from crawler.errors import IndexFormatError, UnsupportedVersionError
@@ -1080,3 +1082,26 @@ def test_a_part_refuses_a_file_that_is_not_the_one_it_was_cut_from(tmp_path: Pat
         summarize_root_part(path, URL, "8", span.start, span.end, (), (same[0], same[1] + 1))
     with pytest.raises(chunks.BadCut, match="shorter than its part"):
         summarize_root_part(path, URL, "8", span.start, len(data) + 10, (), same)
+
+
+@pytest.mark.parametrize(
+    ("text", "python", "read"),
+    [
+        (rb'"a\udcffb"', "a\udcffb", "a\ufffdb"),  # lone low
+        (rb'"\ud83d"', "\ud83d", "\ufffd"),  # lone high at the end
+        (rb'"\ud800\ud800"', "\ud800\ud800", "\ufffd\ufffd"),  # two highs
+        (rb'"\uDC00x"', "\udc00x", "\ufffdx"),  # capitals
+        (rb'"\\\udcff"', "\\\udcff", "\\\ufffd"),  # an escaped backslash, then a lone one
+        (rb'"\\udcff"', "\\udcff", "\\udcff"),  # an escaped backslash and text
+        (rb'"\ud83d\ude00"', "\U0001f600", "\U0001f600"),  # a pair
+        (rb'{"\udcff": ["\ud800"]}', {"\udcff": ["\ud800"]}, {"\ufffd": ["\ufffd"]}),
+    ],
+)
+def test_lone_surrogates_are_mended_into_what_python_reads(
+    text: bytes, python: object, read: object
+) -> None:
+    """What Python's json reads, each lone surrogate as U+FFFD; None when nothing is lone."""
+    assert json.loads(text) == python
+    mended = mend_surrogates(text)
+    assert msgspec.json.decode(mended if mended is not None else text) == read
+    assert (mended is None) == (python == read)
