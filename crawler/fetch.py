@@ -23,7 +23,6 @@ import hashlib
 import logging
 import math
 import os
-import stat
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
@@ -51,6 +50,7 @@ from .errors import (
     SourceChanged,
     shown,
 )
+from .files import open_regular
 from .urls import credentials, origin_of
 
 log = logging.getLogger(__name__)
@@ -518,19 +518,11 @@ def _open_local(location: str, path: Path) -> int:
     (``NotFoundError``, as a 404), and a named pipe, a device or a socket fails the read. A
     pipe is never opened for reading as such: that waits, for ever, for a writer."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except (FileNotFoundError, NotADirectoryError):
+        return open_regular(path)
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
         raise NotFoundError(location) from None
     except OSError as err:
         raise FetchError(location, err.strerror or str(err)) from None
-    mode = os.fstat(fd).st_mode
-    if not stat.S_ISREG(mode):
-        os.close(fd)
-        if stat.S_ISDIR(mode):
-            raise NotFoundError(location)
-        raise FetchError(location, "not a regular file (a named pipe, a device or a socket)")
-    os.set_blocking(fd, True)
-    return fd
 
 
 async def _read_local(location: str, limit: int, what: str) -> bytes:

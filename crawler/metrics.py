@@ -64,6 +64,7 @@ from typing import Any
 
 import msgspec
 
+from .files import read_regular
 from .write import atomic_write
 
 PREFIX = "spack_cache_crawler_"
@@ -241,7 +242,7 @@ def load_last_success(path: Path) -> dict[str, float]:
     outcome of a damaged file is that branches look never synced until their next success.
     """
     try:
-        text = path.read_bytes().decode("utf-8", errors="replace")
+        text = read_regular(path).decode("utf-8", errors="replace")
     except OSError:
         return {}
     found: dict[str, float] = {}

@@ -14,6 +14,7 @@ from typing import Any
 from .changes import SpecStacks, load_spec_stacks
 from .consolidate import Conflict, PackageSummary
 from .errors import CrawlerError
+from .files import read_regular
 from .sources import SourceOutcome
 
 log = logging.getLogger(__name__)
@@ -68,7 +69,7 @@ def spec_stacks_of(packages: dict[str, PackageSummary]) -> SpecStacks:
 def published_spec_stacks(path: Path) -> SpecStacks | None:
     """Every spec of a branch's published index; None if there is none or it is unreadable."""
     try:
-        return load_spec_stacks(path.read_bytes())
+        return load_spec_stacks(read_regular(path))
     except FileNotFoundError:
         return None
     except (OSError, CrawlerError) as err:

@@ -32,6 +32,7 @@ import msgspec
 
 from . import __version__
 from .errors import OutputError
+from .files import read_regular
 from .summarize import load_root_shard, load_summary, merge_root
 from .validate import Kind, SourceSummary
 from .write import atomic_write, encode_json, state_dir
@@ -173,7 +174,7 @@ class Store:
     def load(self, kind: Kind, sha256: str) -> CachedSummary | None:
         """A cached summary, or None when it is absent or unreadable (then it is re-fetched)."""
         try:
-            cached = _DECODE_CACHED.decode(self._summary_path(kind, sha256).read_bytes())
+            cached = _DECODE_CACHED.decode(read_regular(self._summary_path(kind, sha256)))
             return CachedSummary(cached.size, summary_of(kind, cached.parts))
         except FileNotFoundError:
             return None
@@ -206,7 +207,7 @@ class Store:
         whichever version wrote it, for what it says of the published files)."""
         path = self.states / f"{branch}.json"
         try:
-            state = msgspec.json.decode(path.read_bytes(), type=BranchState)
+            state = msgspec.json.decode(read_regular(path), type=BranchState)
         except FileNotFoundError:
             return None
         except (OSError, msgspec.DecodeError, msgspec.ValidationError) as err:
@@ -279,7 +280,7 @@ class Store:
         digest = PagesDigest()
         try:
             for package in sorted(names):
-                digest.add(package, (pages / package / "specs.md").read_bytes())
+                digest.add(package, read_regular(pages / package / "specs.md"))
         except OSError:
             return None
         return digest.hexdigest()

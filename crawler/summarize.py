@@ -48,6 +48,7 @@ from .decode import (
     mend_surrogates,
 )
 from .errors import IndexFormatError, UnsupportedVersionError
+from .files import open_regular
 from .validate import (
     FLAGS,
     IDENTITY_SEPARATOR,
@@ -100,7 +101,7 @@ def read_index(
     gunzipped into memory, at most ``limit`` bytes of it (``max_index_mb``): a few KB of gzip
     can stand for many GB.
     """
-    with open(path, "rb") as file:
+    with open(open_regular(path), "rb") as file:
         if file.read(2) == b"\x1f\x8b":
             file.seek(0)
             return decode_document(_gunzip(file, url, limit), url)
@@ -376,7 +377,7 @@ def summarize_root_part(
     Returns msgpack of :class:`RootShard`; raises :class:`chunks.BadCut` as a shard does, and
     when the file is not (or no longer) the one the part was cut from.
     """
-    with open(path, "rb") as file:
+    with open(open_regular(path), "rb") as file:
         fd = file.fileno()
         stat = os.fstat(fd)
         if file_id is not None and (stat.st_dev, stat.st_ino) != file_id:
@@ -413,7 +414,7 @@ def summarize_root_shard(
     of :class:`RootShard`; raises :class:`chunks.BadCut` when a piece does not decode (the
     caller then asks for ``whole``).
     """
-    with open(path, "rb") as file:
+    with open(open_regular(path), "rb") as file:
         fd = file.fileno()
         span = None if whole else chunks.layout(fd)
         if span is not None:
@@ -547,7 +548,7 @@ def summarize_stack(path: str, url: str, limit: int = DEFAULT_INDEX_LIMIT) -> by
     A stack index only contributes which hashes it holds and what it says they are, so its
     records' edges and parameters are not read. ``limit`` bounds a gunzipped index.
     """
-    with open(path, "rb") as file:
+    with open(open_regular(path), "rb") as file:
         span = chunks.layout(file.fileno())
         if span is not None:
             try:

@@ -51,6 +51,7 @@ from .consolidate import Conflict, Consolidator, PackageSummary, paused_gc
 from .discovery import Discovery, Mirror, Source, is_safe_name, parse_discovery
 from .errors import BranchError, CrawlerError, OutputError, UsageError, shown
 from .fetch import Fetcher, Sleep
+from .files import read_regular
 from .lock import RunLock
 from .progress import Reporter
 from .report import branch_stats, findings, published_spec_stacks, spec_stacks_of
@@ -483,7 +484,7 @@ class Syncer:
             failed = frozenset(s.label for s in previous.sources if s.status == "failed")
             return failed or None
         try:
-            published = msgspec.json.decode((self.output / branch / "report.json").read_bytes())
+            published = msgspec.json.decode(read_regular(self.output / branch / "report.json"))
         except (OSError, msgspec.DecodeError):
             return frozenset()
         if not isinstance(published, dict):
@@ -545,7 +546,7 @@ class Syncer:
             return False
         folder = self.output / branch
         try:
-            index = (folder / "index.json").read_bytes()
+            index = read_regular(folder / "index.json")
         except OSError:
             index = None
         if index is None or hashlib.sha256(index).hexdigest() != previous.index_sha256:

@@ -51,6 +51,7 @@ import msgspec
 from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 
 from .consolidate import PackageSummary
+from .files import read_regular
 from .write import OS_LITTER, foreign_entries, render_page
 
 SCHEMA_PATH = Path(__file__).resolve().parent / "schema" / "index.schema.json"
@@ -237,7 +238,7 @@ def _page_problems(
             continue  # index.json could not be read as packages: already reported
         want = render_page(name, branch, packages[name]).encode()
         try:
-            have = (pages / relative).read_bytes()
+            have = read_regular(pages / relative)
         except OSError as err:
             problems.append(f"pages/{relative}: unreadable: {err.strerror or err}")
             continue
@@ -255,7 +256,7 @@ def _side_file_problems(folder: Path, name: str) -> list[str]:
     if not path.exists():
         return []
     try:
-        document = json.loads(path.read_bytes())
+        document = json.loads(read_regular(path))
     except (OSError, ValueError) as err:
         return [f"{name}: not readable JSON: {_short(str(err))}"]
     if not isinstance(document, dict):
@@ -273,10 +274,10 @@ def verify_branch(path: Path, *, schema: bool = True) -> list[str]:
     """
     folder = path.resolve()
     index_path = folder / "index.json"
-    if not index_path.is_file():
+    if not index_path.exists():
         return [f"index.json: missing in {folder}"]
     try:
-        document = json.loads(index_path.read_bytes())
+        document = json.loads(read_regular(index_path))
     except (OSError, ValueError) as err:
         return [f"index.json: not readable JSON: {_short(str(err))}"]
     problems = _schema_problems(document) if schema else []

@@ -15,6 +15,7 @@ import re
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -357,6 +358,36 @@ def test_a_folder_the_crawler_did_not_publish_is_never_replaced(
     assert sorted(p.relative_to(branch) for p in branch.rglob("*")) == sorted(
         {Path(r) for r in make} | {p for r in make for p in Path(r).parents if str(p) != "."}
     )
+
+
+@pytest.mark.parametrize(
+    ("fifo", "code"),
+    [("index.json", 4), ("pages/adios2/specs.md", 4), ("report.json", 6)],
+)
+def test_a_named_pipe_in_a_published_branch_is_never_read(
+    here: RunHere, tmp_path: Path, fifo: str, code: int
+) -> None:
+    """Where a published file was, a named pipe: reading it would wait for a writer for ever,
+    the lock held and SIGTERM unheard. Sync sees a foreign entry (or, for a file it has no need
+    to read, nothing changed) and verify a file that is not one; neither waits."""
+    config = sample_config(tmp_path)
+    assert here("sync", "--branch", "develop", "--config", str(config)).code == 0
+    branch = tmp_path / "out" / "develop"
+    published = (branch / fifo).read_bytes()
+    (branch / fifo).unlink()
+    os.mkfifo(branch / fifo)
+    try:
+        done = run_cli("sync", "--branch", "develop", "--config", str(config), cwd=tmp_path)
+        assert done.code == code, done.err
+        if code == 4:
+            assert f"cannot write {branch}: holds {fifo}, which the crawler did not" in done.err
+        checked = run_cli("verify", str(branch), cwd=tmp_path)
+        assert checked.code == 8
+        assert f"{fifo}: " in checked.out and "not a regular file" in checked.out
+        assert stat.S_ISFIFO((branch / fifo).lstat().st_mode)
+    finally:  # for the check of every index.json left published
+        (branch / fifo).unlink()
+        (branch / fifo).write_bytes(published)
 
 
 def test_a_branch_folder_with_finder_litter_or_unchanged_is_no_problem(

@@ -21,6 +21,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import os
 import shutil
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
@@ -634,11 +635,24 @@ async def test_a_local_index_replaced_while_read_is_read_again(
         assert all(published[k] == cold[k] for k in cold if k != "report.json")
 
 
-async def test_a_local_index_half_written_when_decoded_is_read_again(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def _half(target: Path) -> None:
+    with target.open("r+b") as file:  # in place: the same file, half of it (``cp``)
+        file.truncate(target.stat().st_size // 2)
+
+
+def _pipe(target: Path) -> None:
+    pipe = target.with_name("pipe")
+    os.mkfifo(pipe)
+    pipe.replace(target)  # by a rename: another file, that no reader may wait on
+
+
+@pytest.mark.parametrize("spoil", [_half, _pipe], ids=["half-written", "a-named-pipe"])
+async def test_a_local_index_spoilt_when_decoded_is_read_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spoil: Callable[[Path], None]
 ) -> None:
-    """Written to in place after its hashing (``cp`` truncates, then writes), an index may not
-    even decode: that is no reason to fail it. Read again, it is whole."""
+    """Spoilt after its hashing, an index may not even decode, or (a named pipe) would make
+    the decoding process wait for a writer for ever: that is no reason to fail it, nor to hang.
+    Read again, it is whole."""
     site = await make_site(tmp_path, None)
     await site.start()
     site.rebuild(MORE_SPECS)  # s2 changes: it must be decoded
@@ -647,20 +661,21 @@ async def test_a_local_index_half_written_when_decoded_is_read_again(
     real = crawler.fetch._hash_file
     hashed: list[Path] = []
 
-    def hash_then_write(location: str, path: Path, limit: int) -> object:
+    def hash_then_spoil(location: str, path: Path, limit: int) -> object:
         if path == target and hashed:
+            target.unlink()
             target.write_bytes(whole)  # the writer is done by the next read
         result = real(location, path, limit)
         if path == target and not hashed:
             hashed.append(path)
-            with target.open("r+b") as file:  # in place: the same file, half of it
-                file.truncate(len(whole) // 2)
+            spoil(target)
         return result
 
-    monkeypatch.setattr(crawler.fetch, "_hash_file", hash_then_write)
+    monkeypatch.setattr(crawler.fetch, "_hash_file", hash_then_spoil)
 
     assert await site.sync() == 0
 
+    assert len(hashed) == 1 and target.is_file()
     assert site.outcomes()["s2"] == ("fetched", True)
     assert site.published() == await site.cold()
 
