@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
 from collections.abc import Collection
 from pathlib import Path
 from typing import Any
@@ -117,6 +118,11 @@ class BranchState(msgspec.Struct, frozen=True, gc=False):
 
 
 _DECODE_CACHED = msgspec.msgpack.Decoder(_Cached)
+
+
+#: A cached summary's name, of any version (0.1: ``<kind>-<sha256>.msgpack``), or a temporary
+#: file of one that a crash left (``.<name>.<random>.tmp``, see :func:`atomic_write`).
+_CACHE_FILE = re.compile(r"\.?(?:root|stack)-[0-9a-f]{64}\.")
 
 
 def _cache_suffix() -> str:
@@ -222,7 +228,8 @@ class Store:
 
     def prune(self, read: Collection[str] = ()) -> None:
         """Delete cached summaries that no branch state refers to, but for those of the bytes
-        ``read`` in this run (the SHA-256 of each index read).
+        ``read`` in this run (the SHA-256 of each index read). Only files named as the crawler
+        names them are deleted: ``.crawler/cache`` may be a link to a folder that holds others.
 
         Run at the end of each run: a branch that keeps failing (or being refused) caches the
         summaries of what it read each time, and only its latest are worth keeping, for the
@@ -241,6 +248,8 @@ class Store:
         suffix = _cache_suffix()
         for path in cached:
             name = path.name
+            if not _CACHE_FILE.match(name):  # not the crawler's: a foreign file is left alone
+                continue
             current = name.endswith(suffix)  # else another version's file, or a leftover
             if not current or name.removesuffix(suffix).partition("-")[2] not in keep:
                 try:

@@ -941,7 +941,7 @@ async def test_cache_files_of_another_version_are_neither_read_nor_kept(
     """0.1 cached a summary as ``<kind>-<sha256>.msgpack``; later versions cache the workers'
     bytes as ``<kind>-<sha256>.<version>.parts.msgpack``. An old file for the very bytes the
     mirror serves is not read (no warning, nothing dropped), and the next prune deletes it with
-    any other stray file."""
+    a temporary file a crash left; a file the crawler did not name is not its to delete."""
     site = await make_site(tmp_path, None)
     await site.start()
     cache = site.out / ".crawler" / "cache"
@@ -950,15 +950,18 @@ async def test_cache_files_of_another_version_are_neither_read_nor_kept(
     (s1_sha,) = [s["sha256"] for s in site.report()["sources"] if s["label"] == "s1"]
     old = cache / f"stack-{s1_sha}.msgpack"  # s1 stays unchanged: its summary is needed
     old.write_bytes(b"\x82\xa4size\x01\xa7summary\xc0")  # a 0.1-style map
-    stray = cache / "leftover.tmp"
+    stray = cache / f".root-{s1_sha}.0.3.0.parts.msgpack.k3x9_a.tmp"
     stray.write_bytes(b"")
+    foreign = cache / "notes.txt"  # .crawler/cache may be a link to a shared folder
+    foreign.write_text("mine")
 
     site.rebuild(MORE_SPECS)
     assert await site.sync() == 0
     assert site.outcomes() == only_s2_changed(("fetched", False))
     assert "dropping unreadable cached summary" not in capsys.readouterr().err
     assert not old.exists() and not stray.exists()
-    assert all(p.name.endswith(".parts.msgpack") for p in cache.iterdir())
+    assert foreign.read_text() == "mine"
+    assert all(p.name.endswith(".parts.msgpack") for p in cache.iterdir() if p != foreign)
 
 
 async def test_summaries_cached_by_another_version_are_not_used(
