@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 import ctypes
 import logging
+import os
 import signal
 import sys
 import time
@@ -51,6 +52,7 @@ from .lock import LockBusyError
 from .metrics import load_last_success, render_metrics, write_metrics
 from .progress import LiveReporter, LogReporter, setup_logging, wants_live
 from .sync import RunResult, Syncer
+from .write import STATE_DIR
 
 log = logging.getLogger("crawler")
 _M_MMAP_THRESHOLD = -3  # glibc malloc.h
@@ -201,24 +203,79 @@ def _config(args: argparse.Namespace) -> Config:
 
 def _check_output(config: Config) -> None:
     """Refuse an output folder that cannot be one: it, or the nearest of its parents that
-    exists, is a file; or it is a local mirror's folder or lies inside it (its branch folders
-    would be the mirror's ref folders). Anything else the filesystem refuses, a folder this
-    user may not look into among them, fails the run when it happens, naming the path."""
-    mirror = Mirror.parse(config.mirror)
-    if mirror.is_local:
-        output, root = config.output_dir.resolve(), local_path(mirror.base)
-        if output == root or root in output.parents:
-            where = "the mirror folder" if output == root else f"inside the mirror {root}"
-            raise ConfigError(config.origin, f"{output} is {where}", "output")
-    for folder in (config.output_dir, *config.output_dir.parents):
+    exists, is a file; it is a local mirror's folder or lies inside it (its branch folders
+    would be the mirror's ref folders), by its path or as the same folder (a bind mount); or it
+    lies inside another output folder (a branch folder given for the output: its runs would
+    fill it with what a publish refuses to replace). Anything else the filesystem refuses, a
+    folder this user may not look into among them, fails the run when it happens, naming the
+    path."""
+    where = config.where("output")
+    output = config.output_dir.resolve()
+    root = _local_mirror(config)
+    if root is not None and (output == root or root in output.parents):
+        inside = "the mirror folder" if output == root else f"inside the mirror {root}"
+        raise ConfigError(where, f"{output} is {inside}", "output")
+    for folder in output.parents:
+        with contextlib.suppress(OSError):
+            if (folder / STATE_DIR).is_dir():
+                raise ConfigError(
+                    where,
+                    f"{output} lies inside the output folder {folder} of other runs",
+                    "output",
+                )
+    for folder in (output, *output.parents):
         try:
             if not folder.exists():
                 continue
+            if root is not None and os.path.samefile(folder, root):
+                raise ConfigError(
+                    where, f"{output} is in the mirror {root} (the same folder)", "output"
+                )
             if folder.is_dir():
                 return
         except OSError:
             return
-        raise ConfigError(config.origin, f"{folder} is a file, not a folder", "output")
+        raise ConfigError(where, f"{folder} is a file, not a folder", "output")
+
+
+def _local_mirror(config: Config) -> Path | None:
+    mirror = Mirror.parse(config.mirror)
+    return local_path(mirror.base) if mirror.is_local else None
+
+
+def _leave_a_deleted_working_folder() -> None:
+    """Work from ``/`` if the folder the run was started in has been deleted: every path is
+    absolute by now (a relative one was refused), and starting the decoding processes needs a
+    working folder."""
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        os.chdir("/")
+
+
+def _check_metrics(config: Config) -> None:
+    """Refuse a metrics file the crawler must not replace: one inside the output folder (a
+    branch folder, the crawler's own) or the mirror, the config file itself, or anything but a
+    regular file (``/dev/null`` would be replaced by a file; a named pipe would block)."""
+    if not config.metrics:
+        return
+    where = config.where("metrics")
+    metrics = Path(config.metrics)
+    try:
+        resolved = metrics.resolve()
+        output = config.output_dir.resolve()
+        is_other = metrics.exists() and not metrics.is_file()
+    except (RuntimeError, OSError) as err:
+        raise ConfigError(where, f"cannot resolve {metrics}: {err}", "metrics") from None
+    if resolved == output or output in resolved.parents:
+        raise ConfigError(where, f"{metrics} is inside the output folder {output}", "metrics")
+    root = _local_mirror(config)
+    if root is not None and (resolved == root or root in resolved.parents):
+        raise ConfigError(where, f"{metrics} is inside the mirror {root}", "metrics")
+    if config.origin != "<defaults>" and resolved == Path(config.origin).resolve():
+        raise ConfigError(where, f"{metrics} is the config file", "metrics")
+    if is_other:
+        raise ConfigError(where, f"{metrics} is not a regular file", "metrics")
 
 
 def exit_code(result: RunResult) -> int:
@@ -310,7 +367,11 @@ async def main_async(argv: Sequence[str] | None = None, *, sleep: Sleep = asynci
         if args.command == "sync" and bool(args.branch) == bool(args.all):
             which = "not both" if args.all else "to say which branches"
             raise UsageError(f"crawler sync: give --branch NAME (repeatable) or --all, {which}")
-        config = _config(args)
+        loaded = _config(args)
+        if args.command == "sync":
+            _check_metrics(loaded)  # before `config` is set: a refused file is not written
+        config = loaded
+        _leave_a_deleted_working_folder()
         if args.command == "branches":
             return await _branches(config, sleep)
         _check_output(config)

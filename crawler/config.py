@@ -41,10 +41,12 @@ flags are resolved against the working directory. ``s3://<bucket>/<path>`` sourc
 from __future__ import annotations
 
 import fnmatch
+import os
 import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated, Literal
+from urllib.parse import unquote, urlsplit
 
 import msgspec
 import yaml
@@ -119,9 +121,15 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=Tr
     max_index_mb: Annotated[int, msgspec.Meta(ge=1, le=1 << 20)] = DEFAULT_MAX_INDEX_MB
     #: The file the settings came from, for messages; not a key of the file.
     origin: str = "<defaults>"
+    #: The keys that command-line flags set (see :meth:`where`); not a key of the file.
+    flags: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         msgspec.structs.force_setattr(self, "formats", tuple(normal_formats(self.formats)))
+
+    def where(self, key: str) -> str:
+        """Where the value of ``key`` came from, for messages: the command line or a file."""
+        return "command line" if key in self.flags else self.origin
 
     @property
     def urls(self) -> tuple[str, ...]:
@@ -168,17 +176,26 @@ def _config_error(origin: str, err: msgspec.ValidationError) -> ConfigError:
 _SECTIONS = ("timeouts", "retry", "publish", "rewrites")
 
 
-def _check_keys(origin: str, data: object, path: str) -> None:
-    """YAML allows keys that are not strings (``1: 2``); name them as unknown keys."""
+def _check_keys(origin: str, data: object, path: str, seen: set[int] | None = None) -> None:
+    """YAML allows keys that are not strings (``1: 2``); name them as unknown keys.
+
+    Each value is walked once: YAML aliases share values, and nested ones (``b: [*a, *a]``,
+    ``c: [*b, *b]``, ...) would otherwise be walked exponentially often.
+    """
+    seen = set() if seen is None else seen
+    if isinstance(data, dict | list):
+        if id(data) in seen:
+            return
+        seen.add(id(data))
     if isinstance(data, dict):
         for key, value in data.items():
             where = f"{path}.{key}" if path else str(key)
             if not isinstance(key, str):
                 raise ConfigError(origin, "unknown key", key=where)
-            _check_keys(origin, value, where)
+            _check_keys(origin, value, where, seen)
     elif isinstance(data, list):
         for i, item in enumerate(data):
-            _check_keys(origin, item, f"{path}[{i}]")
+            _check_keys(origin, item, f"{path}[{i}]", seen)
 
 
 def _check_mirror(origin: str, mirror: str, key: str = "mirror") -> None:
@@ -192,8 +209,35 @@ def _check_mirror(origin: str, mirror: str, key: str = "mirror") -> None:
         raise ConfigError(origin, f"{what} (use {use})", key)
     if scheme in ("http", "https"):
         _check_http_url(origin, mirror, key)
-    if scheme == "file" and not mirror.split("://", 1)[1].strip():  # `file://$UNSET`
-        raise ConfigError(origin, f"{mirror!r} names no folder", key)
+    if scheme == "file":
+        _check_file_url(origin, mirror, key)
+
+
+def _check_file_url(origin: str, url: str, key: str) -> None:
+    """Refuse a ``file://`` URL that does not name a folder of this machine as written: one
+    with a host (``file://srv/mirror`` reads ``/mirror``), a query or a fragment (dropped), a
+    NUL once percent-decoded, or a path that cannot be resolved."""
+    parts = urlsplit(url)
+    if not parts.path.strip() and not parts.netloc:  # `file://$UNSET`
+        raise ConfigError(origin, f"{url!r} names no folder", key)
+    if parts.netloc not in ("", "localhost"):
+        raise ConfigError(
+            origin,
+            f"{url!r} names the host {parts.netloc!r}: a file URL names a folder of this "
+            "machine, as file:///path (three slashes)",
+            key,
+        )
+    if "?" in url or "#" in url:
+        raise ConfigError(
+            origin, f"{url!r} has a query or fragment (percent-encode ? and # as %3F, %23)", key
+        )
+    path = unquote(parts.path, errors="surrogateescape")
+    if "\0" in path:
+        raise ConfigError(origin, f"{url!r} holds a NUL character (%00)", key)
+    try:
+        Path(path).resolve()
+    except (RuntimeError, OSError) as err:  # a symbolic link loop
+        raise ConfigError(origin, f"cannot resolve {url!r}: {err}", key) from None
 
 
 def _check_http_url(origin: str, url: str, key: str) -> None:
@@ -223,16 +267,22 @@ def _check_http_url(origin: str, url: str, key: str) -> None:
         raise ConfigError(origin, f"{url!r} names port 0", key)
 
 
-def _resolve(base: Path, value: str, origin: str, key: str) -> str:
-    """Make a relative filesystem path absolute against ``base``; leave URLs alone."""
+def _resolve(base: Path | None, value: str, origin: str, key: str) -> str:
+    """Make a relative filesystem path absolute against ``base`` (None: the working folder);
+    leave URLs alone."""
     if "\0" in value:  # no file name or URL can hold one (and the OS refuses it)
         raise ConfigError(origin, "contains a NUL character", key)
     if not value.strip():  # `--output "$UNSET"` must not mean the working directory
         raise ConfigError(origin, "must not be empty or blank", key)
     if "://" in value:
         return value
-    path = Path(value).expanduser()
-    return str(path if path.is_absolute() else (base / path).resolve())
+    try:
+        path = Path(value).expanduser()
+        if path.is_absolute():
+            return str(path)
+        return str(((base or _working_dir(key)) / path).resolve())
+    except (RuntimeError, OSError) as err:  # `~nobody-here/x`; a symbolic link loop
+        raise ConfigError(origin, f"cannot resolve {value!r}: {err}", key) from None
 
 
 def build_config(data: object, origin: str = "<defaults>", base: Path | None = None) -> Config:
@@ -241,8 +291,9 @@ def build_config(data: object, origin: str = "<defaults>", base: Path | None = N
         data = {}
     if not isinstance(data, dict):
         raise ConfigError(origin, f"expected a mapping of settings, got {type(data).__name__}")
-    if "origin" in data:
-        raise ConfigError(origin, "unknown key", key="origin")
+    for internal in ("origin", "flags"):
+        if internal in data:
+            raise ConfigError(origin, "unknown key", key=internal)
     try:
         _check_keys(origin, data, "")
         # A section whose keys are all commented out reads as null: it means "the defaults".
@@ -266,6 +317,29 @@ def build_config(data: object, origin: str = "<defaults>", base: Path | None = N
     return config
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key given twice in one mapping (PyYAML keeps the last:
+    a second ``publish:`` block would silently replace the first). Keys merged in with ``<<``
+    may be overridden, as YAML intends."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[object, object]:
+        seen: set[object] = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                duplicate = key in seen
+                seen.add(key)
+            except TypeError:  # an unhashable key: refused later as not a string
+                continue
+            if duplicate:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} is given twice", key_node.start_mark
+                )
+        return super().construct_mapping(node, deep)
+
+
 def load_config(path: Path | None) -> Config:
     """Read a YAML config file.
 
@@ -273,7 +347,9 @@ def load_config(path: Path | None) -> Config:
     exists; otherwise the built-in defaults (identical to that file) apply.
     """
     if path is None:
-        if not DEFAULT_CONFIG.is_file():
+        # A folder or a dangling link there is a broken config, not an absent one: running on
+        # the defaults (the public mirror, ./output) instead would be a surprise.
+        if not os.path.lexists(DEFAULT_CONFIG):
             return Config()
         path = DEFAULT_CONFIG
     origin = str(path)
@@ -281,24 +357,45 @@ def load_config(path: Path | None) -> Config:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError(origin, "file not found") from None
-    except (OSError, UnicodeDecodeError) as err:
+    except OSError as err:  # the message names the file already: not its path again
+        raise ConfigError(origin, f"cannot read file: {err.strerror or err}") from None
+    except UnicodeDecodeError as err:
         raise ConfigError(origin, f"cannot read file: {err}") from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader
     except yaml.YAMLError as err:
         raise ConfigError(origin, f"not valid YAML: {err}") from None
     return build_config(data, origin, base=path.resolve().parent)
 
 
 def with_overrides(config: Config, **flags: object) -> Config:
-    """Apply command-line flags (``None`` means "not given") on top of a config."""
+    """Apply command-line flags (``None`` means "not given") on top of a config.
+
+    The result keeps the file as its origin; errors about a value a flag gave name the command
+    line instead (see :meth:`Config.where`).
+    """
     given = {key: value for key, value in flags.items() if value is not None}
     if not given:
         return config
     data = msgspec.to_builtins(config)
     data.pop("origin")
+    data.pop("flags")
     for key in ("mirror", "output", "metrics"):
         if key in given:
-            given[key] = _resolve(Path.cwd(), str(given[key]), "command line", key)
+            given[key] = _resolve(None, str(given[key]), "command line", key)
     data.update(given)
-    return build_config(data, "command line")
+    try:
+        built = build_config(data, config.origin)
+    except ConfigError as err:
+        top = re.split(r"[.\[]", err.key or "", maxsplit=1)[0]
+        if top in given:
+            raise ConfigError("command line", err.reason, err.key) from None
+        raise
+    return msgspec.structs.replace(built, flags=tuple(sorted({*config.flags, *given})))
+
+
+def _working_dir(key: str) -> Path:
+    try:
+        return Path.cwd()
+    except FileNotFoundError:  # the folder the run was started in has been deleted
+        raise ConfigError("command line", "relative, and the working folder is gone", key) from None

@@ -185,6 +185,8 @@ def _source(ref: str, entry: _Entry, mirror: Mirror, config: Config) -> Source:
         # the s3:// mapping would drop a query (an S3 versionId, say) without a word.
         raise ValueError(f"URL {entry.url} of stack {entry.label!r} has a query or fragment")
     location = map_url(entry.url, mirror, config)
+    if location.startswith("file://") and "\0" in file_path(location):
+        raise ValueError(f"URL {entry.url} of stack {entry.label!r} names a path with a NUL (%00)")
     path = parts.path
     blob = _BLOB.search(path)
     if blob:

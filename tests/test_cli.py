@@ -292,6 +292,158 @@ def test_an_output_in_a_local_mirror_is_a_usage_error(
     assert sorted(p.relative_to(mirror) for p in mirror.rglob("*")) == before
 
 
+def _published(tmp_path: Path) -> tuple[Path, dict[str, bytes]]:
+    """A sync of the sample's develop into ``tmp_path/out``: its config and the output's files."""
+    config = sample_config(tmp_path)
+    assert main(["sync", "--branch", "develop", "--config", str(config), "-q"]) == 0
+    return config, tree_bytes(tmp_path / "out")
+
+
+@pytest.mark.parametrize(
+    ("metrics", "reason"),
+    [
+        ("out/develop/index.json", "{metrics} is inside the output folder {out}"),
+        ("out/metrics.prom", "{metrics} is inside the output folder {out}"),
+        ("sample.yaml", "{metrics} is the config file"),
+        ("pipe", "{metrics} is not a regular file"),
+        ("folder", "{metrics} is not a regular file"),
+        ("mirror/m.prom", "{metrics} is inside the mirror {mirror}"),
+    ],
+)
+def test_a_metrics_file_the_crawler_must_not_replace_is_a_usage_error(
+    here: RunHere, tmp_path: Path, metrics: str, reason: str
+) -> None:
+    """A metrics file in the output folder would overwrite a published file (or be a foreign
+    entry of a branch folder, failing every later publish); the config file would be lost; a
+    device (``/dev/null``, as root) replaced by a file, a named pipe waited on for ever."""
+    config, before = _published(tmp_path)
+    mirror = tmp_path / "mirror"
+    shutil.copytree(SAMPLE_MIRROR, mirror)
+    os.mkfifo(tmp_path / "pipe")
+    (tmp_path / "folder").mkdir()
+    config_text = config.read_text()
+    flags = ["--config", str(config), "--metrics", metrics]
+    if metrics.startswith("mirror/"):
+        flags += ["--mirror", str(mirror)]
+
+    done = here("sync", "--branch", "develop", *flags)
+
+    assert (done.code, done.out) == (2, "")
+    shown = reason.format(metrics=tmp_path / metrics, out=tmp_path / "out", mirror=mirror)
+    assert done.err == f"error: config error in command line: key 'metrics': {shown}\n"
+    assert tree_bytes(tmp_path / "out") == before
+    assert config.read_text() == config_text
+    assert not (mirror / "m.prom").exists()
+    assert stat.S_ISFIFO((tmp_path / "pipe").lstat().st_mode)
+
+
+@pytest.mark.parametrize("inside", ["develop", "develop/sub", ".crawler"])
+def test_an_output_inside_another_output_is_a_usage_error(
+    here: RunHere, tmp_path: Path, inside: str
+) -> None:
+    """``--output out/develop`` for ``--output out``: its runs would put ``.crawler/`` and
+    ``develop/`` into the published branch, which later publishes refuse to replace."""
+    config, before = _published(tmp_path)
+    output = tmp_path / "out" / inside
+
+    done = here("sync", "--branch", "develop", "--config", str(config), "--output", str(output))
+
+    assert (done.code, done.out) == (2, "")
+    assert done.err == (
+        f"error: config error in command line: key 'output': {output} lies inside the output "
+        f"folder {tmp_path / 'out'} of other runs\n"
+    )
+    assert tree_bytes(tmp_path / "out") == before
+
+
+def test_a_config_file_error_names_the_file_even_with_flags(here: RunHere, tmp_path: Path) -> None:
+    """An error about a value the file gave names the file, whatever flags are given (cron
+    lines pass ``--metrics``); one about a flag's value names the command line."""
+    (tmp_path / "afile").write_text("not a folder")
+    config = write_config(tmp_path / "c.yaml", fast_config(str(SAMPLE_MIRROR), tmp_path / "afile"))
+    sync = ("sync", "--branch", "develop", "--config", str(config))
+
+    done = here(*sync, "--metrics", str(tmp_path / "m.prom"), "--concurrency", "4")
+    assert (done.code, done.err) == (
+        2,
+        f"error: config error in {config}: key 'output': {tmp_path / 'afile'} is a file, "
+        "not a folder\n",
+    )
+    done = here(*sync, "--output", str(tmp_path / "afile" / "out"))
+    assert (done.code, done.err) == (
+        2,
+        f"error: config error in command line: key 'output': {tmp_path / 'afile'} is a file, "
+        "not a folder\n",
+    )
+
+
+@pytest.mark.parametrize("flag", ["--output", "--mirror", "--metrics"])
+@pytest.mark.parametrize("value", ["~no-such-user-here/x", "loop/x"])
+def test_a_path_that_cannot_be_resolved_is_a_usage_error(
+    here: RunHere, tmp_path: Path, flag: str, value: str
+) -> None:
+    """An unknown user's home, a symbolic link loop: exit 2 naming the key, not a crash."""
+    (tmp_path / "loop").symlink_to("loop")
+    config = sample_config(tmp_path)
+
+    done = here("sync", "--branch", "develop", "--config", str(config), flag, value)
+
+    assert (done.code, done.out) == (2, "")
+    assert done.err.startswith(
+        f"error: config error in command line: key '{flag[2:]}': cannot resolve {value!r}: "
+    )
+    assert not (tmp_path / "out").exists()
+
+
+def test_relative_flags_from_a_deleted_working_folder_are_a_usage_error(tmp_path: Path) -> None:
+    """Absolute ones need no working folder: they work from anywhere."""
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    out = tmp_path / "out"
+    code = (
+        "import os, sys; from crawler.cli import main; os.chdir(sys.argv[1]); "
+        "os.rmdir(sys.argv[1]); sys.exit(main(sys.argv[2:]))"
+    )
+    sync = ["sync", "--branch", "develop", "--mirror", str(SAMPLE_MIRROR), "-q"]
+
+    def run(*flags: str) -> subprocess.CompletedProcess[str]:
+        gone.mkdir(exist_ok=True)
+        argv = [sys.executable, "-c", code, str(gone), *sync, *flags]
+        return subprocess.run(
+            argv, capture_output=True, text=True, timeout=CLI_TIMEOUT, env=cli_env(), check=False
+        )
+
+    done = run("--output", "out")
+    assert (done.returncode, done.stderr) == (
+        2,
+        "error: config error in command line: key 'output': relative, and the working folder "
+        "is gone\n",
+    )
+    done = run("--output", str(out))
+    assert done.returncode == 0, done.stderr
+    assert (out / "develop" / "index.json").is_file()
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("file://sample/mirror", "names the host 'sample': a file URL names a folder of this"),
+        ("file:///srv/m?x=1", "has a query or fragment"),
+        ("file:///srv/m#top", "has a query or fragment"),
+        ("file:///srv/a%00b", "holds a NUL character (%00)"),
+    ],
+)
+def test_a_file_url_that_names_no_folder_as_written_is_a_usage_error(
+    tmp_path: Path, url: str, reason: str
+) -> None:
+    """``file://sample/mirror`` used to read ``/mirror`` (the host dropped), a query or a
+    fragment was dropped, and ``%00`` ended in an internal error."""
+    done = run_cli("branches", "--mirror", url, cwd=tmp_path)
+    assert (done.code, done.out) == (2, "")
+    assert done.err.startswith(f"error: config error in command line: key 'mirror': {url!r} ")
+    assert reason in done.err
+
+
 @pytest.mark.parametrize(
     ("folder", "encoded"),
     [

@@ -66,7 +66,7 @@ def test_defaults_match_the_readme_table() -> None:
 def test_every_key_of_the_bundled_config_is_documented_there() -> None:
     text = BUNDLED.read_text()
     for key in msgspec.structs.fields(Config):
-        if key.name != "origin":
+        if key.name not in ("origin", "flags"):  # not keys of the file
             assert f"\n{key.name}:" in text, key.name
     for sub in ("connect", "read", "source", "attempts", "backoff", "max_wait"):
         assert f"\n  {sub}:" in text, sub
@@ -239,6 +239,7 @@ def test_top_level_must_be_a_mapping(tmp_path: Path, text: str, kind: str) -> No
     [
         ("bogus: 1\n", "bogus"),
         ("origin: here\n", "origin"),
+        ("flags: [output]\n", "flags"),
         ("timeouts:\n  bogus: 1\n", "timeouts.bogus"),
         ("retry:\n  tries: 3\n", "retry.tries"),
         ("rewrites:\n  - prefix: a\n    replacement: b\n    extra: c\n", "rewrites[0].extra"),
@@ -403,7 +404,9 @@ def test_formats_have_one_spelling(formats: list[str]) -> None:
     [
         ('output: "out\\0put"\n', "contains a NUL character", "output"),
         ('mirror: "/srv/mir\\0ror"\n', "contains a NUL character", "mirror"),
-        ("rewrites: &loop [*loop]\n", "recursive YAML alias", None),
+        ("rewrites: &loop [*loop]\n", "Expected 'object', got 'array'", "rewrites[0]"),
+        ("publish: &loop {x: *loop}\n", "unknown key", "publish.x"),
+        ("immutable_refs: &loop [[*loop]]\n", "Expected 'str', got 'array'", "immutable_refs[0]"),
     ],
 )
 def test_values_no_path_can_hold_are_config_errors(
@@ -412,3 +415,51 @@ def test_values_no_path_can_hold_are_config_errors(
     error = config_error(write(tmp_path / "crawler.yaml", text))
     assert reason in error.reason
     assert error.key == key
+
+
+@pytest.mark.parametrize("broken", ["folder", "dangling-link"])
+def test_a_broken_default_config_is_an_error_not_the_defaults(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, broken: str
+) -> None:
+    """``config/crawler.yaml`` that is there but cannot be read: running on the built-in
+    defaults instead would crawl the public mirror into ``./output``."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "config").mkdir()
+    path = tmp_path / "config" / "crawler.yaml"
+    if broken == "folder":
+        path.mkdir()
+    else:
+        path.symlink_to(tmp_path / "moved.yaml")
+    with pytest.raises(ConfigError) as caught:
+        load_config(None)
+    assert caught.value.path == "config/crawler.yaml"
+    assert caught.value.reason in ("file not found", "cannot read file: Is a directory")
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ("publish:\n  max_drop: 0.1\nlock_wait: 4\npublish:\n  max_failed_stacks: 2\n", "publish"),
+        ("output: a\noutput: b\n", "output"),
+        ("timeouts:\n  read: 5\n  read: 50\n", "read"),
+    ],
+)
+def test_a_key_given_twice_is_an_error(tmp_path: Path, text: str, key: str) -> None:
+    """PyYAML keeps the last: a second ``publish:`` block silently replaced the first."""
+    error = config_error(write(tmp_path / "c.yaml", text))
+    assert error.reason.startswith(f"not valid YAML: key {key!r} is given twice")
+
+
+def test_keys_merged_in_may_be_overridden(tmp_path: Path) -> None:
+    """YAML's ``<<`` merges keys that the mapping may then set again: no duplicate."""
+    path = write(tmp_path / "c.yaml", "timeouts:\n  <<: {read: 5, connect: 3}\n  read: 50\n")
+    config = load_config(path)
+    assert (config.timeouts.read, config.timeouts.connect) == (50, 3)
+
+
+def test_nested_yaml_aliases_are_checked_in_linear_time(tmp_path: Path) -> None:
+    """Nine levels of nine aliases each stand for 9**9 values: walking them all never ended."""
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 10)]
+    error = config_error(write(tmp_path / "c.yaml", "\n".join(lines) + "\n"))
+    assert (error.key, error.reason) == ("a0", "unknown key")

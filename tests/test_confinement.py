@@ -337,3 +337,23 @@ def test_only_a_locations_scheme_is_lowercased(url: str, location: str) -> None:
     nothing after the scheme changes case."""
     config = build_config({"mirror": "file:///m"})
     assert map_url(url, Mirror.parse("file:///m"), config) == location
+
+
+@pytest.mark.parametrize("url", [BUCKET + "develop/s1%00/build_cache/index.json", "file-form"])
+async def test_a_nul_in_a_local_source_url_makes_its_ref_unusable(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], url: str
+) -> None:
+    """``%00`` decodes to a NUL, which no path can hold: it ended in an internal error."""
+    root = tmp_path / "mirror"
+    _mirror(root)
+    if url == "file-form":
+        url = (root / "develop" / "s1").as_uri() + "%00/build_cache/index.json"
+    _point(root, "s1", url)
+    config = _config(tmp_path, str(root))
+
+    assert await main_async(["sync", "--config", config, "--branch", "develop", "-q"]) == 4
+
+    err = capsys.readouterr().err
+    assert f"branch develop failed: URL {url} of stack 's1' names a path with a NUL (%00)" in err
+    assert "internal error" not in err
+    assert not (tmp_path / "out" / "develop").exists()
