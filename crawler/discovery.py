@@ -52,6 +52,9 @@ class Mirror:
     """The mirror's base, local (a folder) or remote (http/https)."""
 
     base: str
+    #: A local mirror's folder as given (absolute, not resolved), when symbolic links lead from
+    #: it to ``base``: the discovery document may name its files under either.
+    given: str | None = None
 
     @classmethod
     def parse(cls, mirror: str) -> Mirror:
@@ -68,8 +71,9 @@ class Mirror:
             return cls(base.rstrip("/"))
         if scheme == "file":
             mirror = file_path(f"file://{rest}")
-        folder = os.fsencode(Path(mirror).expanduser().resolve())
-        return cls("file://" + quote(folder))
+        path = Path(mirror).expanduser()
+        folder, given = os.fsencode(path.resolve()), os.fsencode(os.path.abspath(path))
+        return cls("file://" + quote(folder), "file://" + quote(given) if given != folder else None)
 
     @property
     def is_local(self) -> bool:
@@ -87,9 +91,12 @@ class Mirror:
             if ours.scheme != theirs.scheme:
                 return False
             # Lexically: ".." cannot climb out, and symlinks inside the mirror are the mirror's.
-            root = os.path.normpath(file_path(self.base))
             path = os.path.normpath(file_path(url))
-            return path == root or path.startswith(root.rstrip("/") + "/")
+            for base in filter(None, (self.base, self.given)):
+                root = os.path.normpath(file_path(base))
+                if path == root or path.startswith(root.rstrip("/") + "/"):
+                    return True
+            return False
         return (ours.scheme, ours.netloc.lower()) == (theirs.scheme, theirs.netloc.lower())
 
     def join(self, path: str) -> str:
