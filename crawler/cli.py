@@ -98,8 +98,10 @@ def _formats(text: str) -> tuple[str, ...]:
     return items
 
 
-def _folder(text: str) -> Path:
-    if not text.strip():  # `crawler verify "$UNSET"` must not mean the working directory
+def _path(text: str) -> Path:
+    """A path argument, which may not be blank: `crawler verify "$UNSET"` must not mean the
+    working directory, nor `--config "$UNSET"` a config file named ".", which is one."""
+    if not text.strip():
         raise argparse.ArgumentTypeError("must not be empty or blank")
     return Path(text)
 
@@ -116,7 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
     def common(sub: argparse.ArgumentParser) -> None:
         sub.add_argument(
             "--config",
-            type=Path,
+            type=_path,
             help="YAML config file (default: ./config/crawler.yaml if present)",
         )
         sub.add_argument("--mirror", help="mirror URL or folder (overrides the config)")
@@ -170,7 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Check <output>/<branch>: schema, hash uniqueness, meta against "
         "spec_details, stacks against sources, pages against index.json.",
     )
-    verify.add_argument("path", type=_folder, help="a published branch folder, e.g. output/develop")
+    verify.add_argument("path", type=_path, help="a published branch folder, e.g. output/develop")
     verify.add_argument("-q", "--quiet", action="store_true", help="print problems only")
     verify.add_argument(
         "--no-schema",

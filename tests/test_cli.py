@@ -275,6 +275,15 @@ def test_an_empty_path_flag_is_a_usage_error(
     assert sorted(p.name for p in tmp_path.iterdir()) == before
 
 
+@pytest.mark.parametrize("command", ["sync", "branches"])
+def test_an_empty_config_flag_is_a_usage_error(here: RunHere, tmp_path: Path, command: str) -> None:
+    """`--config "$UNSET"` was read as the folder "." ("config error in .: Is a directory")."""
+    args = [command, "--config", ""] + (["--branch", "develop"] if command == "sync" else [])
+    done = here(*args)
+    assert (done.code, done.out) == (2, "")
+    assert done.err.endswith(f"crawler {command}: argument --config: must not be empty or blank\n")
+
+
 @pytest.mark.parametrize("output", ["mirror", "mirror/out"])
 def test_an_output_in_a_local_mirror_is_a_usage_error(
     here: RunHere, tmp_path: Path, output: str
