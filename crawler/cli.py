@@ -245,14 +245,21 @@ def _local_mirror(config: Config) -> Path | None:
     return local_path(mirror.base) if mirror.is_local else None
 
 
-def _leave_a_deleted_working_folder() -> None:
-    """Work from ``/`` if the folder the run was started in has been deleted: every path is
-    absolute by now (a relative one was refused), and starting the decoding processes needs a
-    working folder."""
+def _leave_a_deleted_working_folder(config: Config) -> None:
+    """Work from ``/`` if the folder the run was started in has been deleted (starting the
+    decoding processes needs a working folder), once sure that no path is relative to it: a
+    flag's or a file's would have been refused, but the built-in ``output`` is relative."""
     try:
         os.getcwd()
+        return
     except FileNotFoundError:
-        os.chdir("/")
+        pass
+    for key in ("output", "metrics"):
+        value = getattr(config, key)
+        if value and not Path(value).is_absolute():
+            reason = f"{value!r} is relative, and the working folder is gone"
+            raise ConfigError(config.where(key), reason, key)
+    os.chdir("/")
 
 
 def _check_metrics(config: Config) -> None:
@@ -370,10 +377,10 @@ async def main_async(argv: Sequence[str] | None = None, *, sleep: Sleep = asynci
             which = "not both" if args.all else "to say which branches"
             raise UsageError(f"crawler sync: give --branch NAME (repeatable) or --all, {which}")
         loaded = _config(args)
+        _leave_a_deleted_working_folder(loaded)
         if args.command == "sync":
             _check_metrics(loaded)  # before `config` is set: a refused file is not written
         config = loaded
-        _leave_a_deleted_working_folder()
         if args.command == "branches":
             return await _branches(config, sleep)
         _check_output(config)

@@ -220,7 +220,7 @@ def _check_file_url(origin: str, url: str, key: str) -> None:
     parts = urlsplit(url)
     if not parts.path.strip() and not parts.netloc:  # `file://$UNSET`
         raise ConfigError(origin, f"{url!r} names no folder", key)
-    if parts.netloc not in ("", "localhost"):
+    if parts.netloc.lower() not in ("", "localhost"):
         raise ConfigError(
             origin,
             f"{url!r} names the host {parts.netloc!r}: a file URL names a folder of this "
@@ -278,11 +278,14 @@ def _resolve(base: Path | None, value: str, origin: str, key: str) -> str:
         return value
     try:
         path = Path(value).expanduser()
-        if path.is_absolute():
-            return str(path)
-        return str(((base or _working_dir(key)) / path).resolve())
+        if not path.is_absolute():
+            path = (base or _working_dir(key)) / path
+        path.resolve()  # what later uses of it do: a symbolic link loop fails here, named
     except (RuntimeError, OSError) as err:  # `~nobody-here/x`; a symbolic link loop
         raise ConfigError(origin, f"cannot resolve {value!r}: {err}", key) from None
+    # Made absolute, not resolved: a mirror reached through a link is kept as given (see
+    # :class:`crawler.discovery.Mirror`); ".." is taken lexically, as a shell's `cd` does.
+    return os.path.normpath(path)
 
 
 def build_config(data: object, origin: str = "<defaults>", base: Path | None = None) -> Config:

@@ -387,12 +387,14 @@ def test_a_config_file_error_names_the_file_even_with_flags(here: RunHere, tmp_p
 
 
 @pytest.mark.parametrize("flag", ["--output", "--mirror", "--metrics"])
-@pytest.mark.parametrize("value", ["~no-such-user-here/x", "loop/x"])
+@pytest.mark.parametrize("value", ["~no-such-user-here/x", "loop/x", "/ABS/loop/x"])
 def test_a_path_that_cannot_be_resolved_is_a_usage_error(
     here: RunHere, tmp_path: Path, flag: str, value: str
 ) -> None:
-    """An unknown user's home, a symbolic link loop: exit 2 naming the key, not a crash."""
+    """An unknown user's home, a symbolic link loop (by a relative or an absolute path): exit 2
+    naming the key, not a crash."""
     (tmp_path / "loop").symlink_to("loop")
+    value = value.replace("/ABS", str(tmp_path))
     config = sample_config(tmp_path)
 
     done = here("sync", "--branch", "develop", "--config", str(config), flag, value)
@@ -428,9 +430,23 @@ def test_relative_flags_from_a_deleted_working_folder_are_a_usage_error(tmp_path
         "error: config error in command line: key 'output': relative, and the working folder "
         "is gone\n",
     )
+    # The built-in output is relative too: not `/output`, whatever else is absolute.
+    done = run("--metrics", str(tmp_path / "m.prom"))
+    assert (done.returncode, done.stderr) == (
+        2,
+        "error: config error in <defaults>: key 'output': 'output' is relative, and the "
+        "working folder is gone\n",
+    )
     done = run("--output", str(out))
     assert done.returncode == 0, done.stderr
     assert (out / "develop" / "index.json").is_file()
+
+
+def test_a_file_url_may_name_localhost_in_any_case(tmp_path: Path) -> None:
+    for host in ("localhost", "LOCALHOST"):
+        done = run_cli("branches", "--mirror", f"file://{host}{SAMPLE_MIRROR}", cwd=tmp_path)
+        assert done.code == 0, done.err
+        assert done.out.startswith("develop\troot ")
 
 
 @pytest.mark.parametrize(

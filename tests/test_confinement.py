@@ -359,16 +359,19 @@ async def test_a_nul_in_a_local_source_url_makes_its_ref_unusable(
     assert not (tmp_path / "out" / "develop").exists()
 
 
-async def test_a_mirror_given_through_a_link_may_name_its_files_under_it(tmp_path: Path) -> None:
-    """``/srv/mirror -> /data/mirror-2025``, given as ``/srv/mirror``, whose discovery document
-    names its files under ``/srv/mirror``: they are the mirror's (it named them under the
-    resolved folder only). Files outside both stay refused."""
+@pytest.mark.parametrize("given", ["absolute", "relative"])
+async def test_a_mirror_given_through_a_link_may_name_its_files_under_it(
+    tmp_path: Path, given: str
+) -> None:
+    """``/srv/mirror -> /data/mirror-2025``, given as ``/srv/mirror`` (or ``mirror`` in a config
+    in ``/srv``), whose discovery document names its files under ``/srv/mirror``: they are the
+    mirror's (it named them under the resolved folder only). Files outside both stay refused."""
     root = tmp_path / "data" / "mirror-2025"
     _mirror(root)
     link = tmp_path / "current"
     link.symlink_to(root)
     _point(root, "s1", (link / "develop" / "s1" / "build_cache" / "index.json").as_uri())
-    config = _config(tmp_path, str(link))
+    config = _config(tmp_path, str(link) if given == "absolute" else "current")
     assert await main_async(["sync", "--branch", "develop", "--config", config, "-q"]) == 0
 
     outside = _copy_of_s1(root, tmp_path / "outside" / "build_cache" / "index.json")
