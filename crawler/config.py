@@ -54,7 +54,7 @@ from yarl import URL
 
 from .decode import DEFAULT_MAX_INDEX_MB
 from .errors import ConfigError
-from .urls import without_credentials
+from .urls import redacted, without_credentials
 
 PUBLIC_MIRROR = "https://binaries.spack.io"
 DEFAULT_CONFIG = Path("config") / "crawler.yaml"
@@ -247,18 +247,21 @@ def _check_http_url(origin: str, url: str, key: str) -> None:
     Messages show the URL without the credentials it may hold (:mod:`crawler.urls`).
     """
     given = url
-    url, secret = without_credentials(given)
+    url = redacted(given)
+    plain, secret = without_credentials(given)
     if not given.isprintable():
         raise ConfigError(origin, f"{url!r} holds a control character", key)
     if secret is not None and ":" in secret[0]:  # basic auth cannot send it
         raise ConfigError(origin, f"{url!r}: the user name of its credentials holds a ':'", key)
     try:
-        parsed = URL(url)
+        parsed = URL(plain)
         host = parsed.host  # IDNA errors (a UnicodeError, a ValueError) come here
         if host:
             host.encode("idna")  # as the request will: an empty or overlong label fails
     except ValueError as err:
-        raise ConfigError(origin, f"{url!r} is not a valid URL: {err}", key) from None
+        # An "@" not found as ending credentials: a password with a "/", "?" or "#" in it.
+        hint = " (in credentials, percent-encode @ : / ? # %)" if "@" in plain else ""
+        raise ConfigError(origin, f"{url!r} is not a valid URL: {err}{hint}", key) from None
     if not host:
         raise ConfigError(origin, f"{url!r} names no host", key)
     if " " in host:

@@ -51,7 +51,7 @@ from .errors import (
     shown,
 )
 from .files import open_regular
-from .urls import credentials, origin_of
+from .urls import credentials, credentials_for
 
 log = logging.getLogger(__name__)
 
@@ -210,12 +210,9 @@ class Fetcher:
         self._session: aiohttp.ClientSession | None = None
         #: Retries done by this fetcher, by location (for the run report).
         self.retries: dict[str, int] = {}
-        #: Basic auth for the origins the user gave credentials for (in the mirror's URL or a
-        #: rewrite's), sent to those origins alone.
-        self._auth = {
-            origin: {"Authorization": _basic_auth(user, password)}
-            for origin, (user, password) in credentials(config.urls).items()
-        }
+        #: Basic auth for the URLs the user gave credentials in (the mirror's, a rewrite's),
+        #: sent to their origin alone.
+        self._credentials = credentials(config.urls)
 
     async def __aenter__(self) -> Fetcher:
         t = self.config.timeouts
@@ -244,8 +241,8 @@ class Fetcher:
         """The headers of a request to ``location``: ``headers``, and the credentials for its
         origin if the user gave some."""
         headers = headers or {}
-        origin = origin_of(location) if self._auth else None
-        return {**headers, **self._auth[origin]} if origin in self._auth else headers
+        secret = credentials_for(location, self._credentials) if self._credentials else None
+        return {**headers, "Authorization": _basic_auth(*secret)} if secret else headers
 
     @property
     def session(self) -> aiohttp.ClientSession:

@@ -45,13 +45,39 @@ def without_credentials(url: str) -> tuple[str, tuple[str, str] | None]:
     return found["scheme"] + host + url[found.end() :], (unquote(user), unquote(password))
 
 
-def credentials(urls: Iterable[str]) -> dict[Origin, tuple[str, str]]:
-    """The user and password to send to each origin, from the ``urls`` that hold some (the
-    first given for an origin wins)."""
-    found: dict[Origin, tuple[str, str]] = {}
+def credentials(urls: Iterable[str]) -> list[tuple[str, tuple[str, str]]]:
+    """The user and password of each of ``urls`` that holds some, with that URL without them,
+    longest first: :func:`credentials_for` picks from these."""
+    found = []
     for url in urls:
         plain, secret = without_credentials(url)
-        origin = origin_of(plain)
-        if secret is not None and origin is not None:
-            found.setdefault(origin, secret)
-    return found
+        if secret is not None and origin_of(plain) is not None:
+            found.append((plain, secret))
+    return sorted(found, key=lambda item: -len(item[0]))
+
+
+def credentials_for(
+    location: str, given: list[tuple[str, tuple[str, str]]]
+) -> tuple[str, str] | None:
+    """The credentials to send with a request to ``location``: those of the longest URL given
+    that it starts with (a rewrite's replacement for its files, the mirror for the rest), else
+    the shortest given for its origin (the mirror's, usually); None for another origin."""
+    origin = origin_of(location)
+    if origin is None:
+        return None
+    same = [(plain, secret) for plain, secret in given if origin_of(plain) == origin]
+    for plain, secret in same:
+        if location.startswith(plain.rstrip("/") + "/") or location == plain:
+            return secret
+    return same[-1][1] if same else None
+
+
+def redacted(url: str) -> str:
+    """A URL as messages may show it: what comes before its last ``@`` is left out when it
+    has one (a password with an unencoded ``/``, ``?`` or ``#`` is not found as credentials,
+    yet must not be shown)."""
+    head, at, tail = url.rpartition("@")
+    if not at:
+        return url
+    scheme, sep, _ = head.partition("://")
+    return f"{scheme}://…@{tail}" if sep else f"…@{tail}"

@@ -134,6 +134,46 @@ async def test_credentials_go_to_their_own_origin_only(
     assert f"{other.url}/develop/e4s/" in report
 
 
+class PathLockedMirror(LockedMirror):
+    """Basic auth by path: another user for one stack's files than for the rest."""
+
+    stack_expected: str = ""
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        if request.path.startswith("/develop/e4s/"):
+            self.authorizations.append(request.headers.get("Authorization"))
+            if request.headers.get("Authorization") != self.stack_expected:
+                return web.Response(status=401)
+            return await MirrorServer.handle(self, request)
+        return await super().handle(request)
+
+
+async def test_a_rewrite_on_the_mirrors_own_host_sends_its_own_credentials(
+    aiohttp_server: Callable[[web.Application], Awaitable[TestServer]], tmp_path: Path
+) -> None:
+    """Its files get the rewrite's credentials, the rest the mirror's: the first credentials
+    given for a host used to go everywhere on it, and the stack failed with 401."""
+    mirror = PathLockedMirror(SAMPLE_MIRROR.resolve())
+    mirror.expected, mirror.authorizations = basic("alice", "pw-a"), []
+    mirror.stack_expected = basic("bob", "pw-b")
+    app = web.Application()
+    app.router.add_route("GET", "/{tail:.*}", mirror.handle)
+    mirror.server = await aiohttp_server(app)
+    rewrite = {
+        "prefix": "s3://spack-binaries/develop/e4s/",
+        "replacement": with_credentials(mirror.url, "bob:pw-b") + "/develop/e4s/",
+    }
+    settings = fast_config(
+        with_credentials(mirror.url, "alice:pw-a"), tmp_path / "out", rewrites=[rewrite]
+    )
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump(settings))
+
+    assert await main_async(["sync", "--config", str(config), "--branch=develop", "-q"]) == 0
+
+    assert set(mirror.authorizations) == {mirror.expected, mirror.stack_expected}
+
+
 async def test_a_discovery_document_listing_credentials_makes_its_ref_unusable(
     mirror_server: Callable[[Path], Awaitable[MirrorServer]],
     tmp_path: Path,
@@ -169,6 +209,10 @@ async def test_a_discovery_document_listing_credentials_makes_its_ref_unusable(
         ("http://user:hidden@127.0.0.1:99999/", "is not a valid URL"),
         ("http://user:hidden@/path", "names no host"),
         ("http://a%3Ab:hidden@127.0.0.1/", "the user name of its credentials holds a ':'"),
+        # Characters a password must have percent-encoded: not found as credentials, not shown.
+        ("http://user:hid?den@127.0.0.1/", "percent-encode @ : / ? # %"),
+        ("http://user:hid#den@127.0.0.1/", "percent-encode @ : / ? # %"),
+        ("http://user:hid/den@127.0.0.1/", "percent-encode @ : / ? # %"),
     ],
 )
 async def test_config_errors_do_not_show_the_password(
@@ -183,7 +227,7 @@ async def test_config_errors_do_not_show_the_password(
 
     printed = capsys.readouterr().err
     assert reason in printed
-    assert "hidden" not in printed
+    assert "hidden" not in printed and "hid" not in printed
     assert tree_bytes(out) == before
 
 
