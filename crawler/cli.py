@@ -207,10 +207,10 @@ def _check_output(config: Config) -> None:
     """Refuse an output folder that cannot be one: it, or the nearest of its parents that
     exists, is a file; it is a local mirror's folder or lies inside it (its branch folders
     would be the mirror's ref folders), by its path or as the same folder (a bind mount); or it
-    lies inside another output folder (a branch folder given for the output: its runs would
-    fill it with what a publish refuses to replace). Anything else the filesystem refuses, a
-    folder this user may not look into among them, fails the run when it happens, naming the
-    path."""
+    lies inside a branch folder of another output folder, or its ``.crawler`` (a branch folder
+    given for the output: its runs would fill it with what a publish refuses to replace).
+    Anything else the filesystem refuses, a folder this user may not look into among them,
+    fails the run when it happens, naming the path."""
     where = config.where("output")
     output = config.output_dir.resolve()
     root = _local_mirror(config)
@@ -219,12 +219,9 @@ def _check_output(config: Config) -> None:
         raise ConfigError(where, f"{output} is {inside}", "output")
     for folder in output.parents:
         with contextlib.suppress(OSError):
-            if (folder / STATE_DIR).is_dir():
-                raise ConfigError(
-                    where,
-                    f"{output} lies inside the output folder {folder} of other runs",
-                    "output",
-                )
+            if _inside_published(folder, output.relative_to(folder).parts[0]):
+                reason = f"{output} lies inside the output folder {folder} of other runs"
+                raise ConfigError(where, reason, "output")
     for folder in (output, *output.parents):
         try:
             if not folder.exists():
@@ -238,6 +235,20 @@ def _check_output(config: Config) -> None:
         except OSError:
             return
         raise ConfigError(where, f"{folder} is a file, not a folder", "output")
+
+
+def _inside_published(folder: Path, child: str) -> bool:
+    """Whether ``folder/child`` is the crawler's own folder or a branch folder of an output
+    folder ``folder`` (one that holds the crawler's state: a ``.crawler`` folder alone may be
+    another tool's)."""
+    state = folder / STATE_DIR
+    if not (state / "state").is_dir():
+        return False
+    return (
+        child == STATE_DIR
+        or (folder / child / "index.json").exists()
+        or (state / "state" / f"{child}.json").exists()
+    )
 
 
 def _local_mirror(config: Config) -> Path | None:

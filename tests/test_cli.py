@@ -365,6 +365,23 @@ def test_an_output_inside_another_output_is_a_usage_error(
     assert tree_bytes(tmp_path / "out") == before
 
 
+@pytest.mark.parametrize("beside", ["home-dotfolder", "archive-in-output"])
+def test_an_output_beside_published_branches_is_no_problem(
+    here: RunHere, tmp_path: Path, beside: str
+) -> None:
+    """A ``.crawler`` folder of another tool in a parent (``$HOME/.crawler``), or a folder of
+    an output that is no branch of it (``out/archive``): neither is a published branch."""
+    config, _ = _published(tmp_path)
+    if beside == "home-dotfolder":
+        (tmp_path / "home" / ".crawler").mkdir(parents=True)
+        output = tmp_path / "home" / "spack" / "output"
+    else:
+        output = tmp_path / "out" / "archive"
+    done = here("sync", "--branch", "develop", "--config", str(config), "--output", str(output))
+    assert done.code == 0, done.err
+    assert (output / "develop" / "index.json").is_file()
+
+
 def test_a_config_file_error_names_the_file_even_with_flags(here: RunHere, tmp_path: Path) -> None:
     """An error about a value the file gave names the file, whatever flags are given (cron
     lines pass ``--metrics``); one about a flag's value names the command line."""
