@@ -256,16 +256,17 @@ def _local_mirror(config: Config) -> Path | None:
     return local_path(mirror.base) if mirror.is_local else None
 
 
-def _leave_a_deleted_working_folder(config: Config) -> None:
+def _leave_a_deleted_working_folder(config: Config, check: bool) -> None:
     """Work from ``/`` if the folder the run was started in has been deleted (starting the
-    decoding processes needs a working folder), once sure that no path is relative to it: a
-    flag's or a file's would have been refused, but the built-in ``output`` is relative."""
+    decoding processes needs a working folder), once sure (``check``) that no path the command
+    uses is relative to it: a flag's or a file's would have been refused, but the built-in
+    ``output`` is relative."""
     try:
         os.getcwd()
         return
     except FileNotFoundError:
         pass
-    for key in ("output", "metrics"):
+    for key in ("output", "metrics") if check else ():
         value = getattr(config, key)
         if value and not Path(value).is_absolute():
             reason = f"{value!r} is relative, and the working folder is gone"
@@ -388,7 +389,8 @@ async def main_async(argv: Sequence[str] | None = None, *, sleep: Sleep = asynci
             which = "not both" if args.all else "to say which branches"
             raise UsageError(f"crawler sync: give --branch NAME (repeatable) or --all, {which}")
         loaded = _config(args)
-        _leave_a_deleted_working_folder(loaded)
+        # Only sync has an output and a metrics file, which may be relative.
+        _leave_a_deleted_working_folder(loaded, check=args.command == "sync")
         if args.command == "sync":
             _check_metrics(loaded)  # before `config` is set: a refused file is not written
         config = loaded

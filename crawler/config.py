@@ -262,6 +262,13 @@ def _check_http_url(origin: str, url: str, key: str) -> None:
         # An "@" not found as ending credentials: a password with a "/", "?" or "#" in it.
         hint = " (in credentials, percent-encode @ : / ? # %)" if "@" in plain else ""
         raise ConfigError(origin, f"{url!r} is not a valid URL: {err}{hint}", key) from None
+    if "@" in plain:  # not where credentials end: part of a password, or of a path
+        raise ConfigError(
+            origin,
+            f"{url!r} holds an '@' that does not end credentials (percent-encode @ : / ? # % in "
+            "them, and an @ in a path as %40)",
+            key,
+        )
     if not host:
         raise ConfigError(origin, f"{url!r} names no host", key)
     if " " in host:
@@ -281,14 +288,16 @@ def _resolve(base: Path | None, value: str, origin: str, key: str) -> str:
         return value
     try:
         path = Path(value).expanduser()
-        if not path.is_absolute():
+        given = path.is_absolute()
+        if not given:
             path = (base or _working_dir(key)) / path
-        path.resolve()  # what later uses of it do: a symbolic link loop fails here, named
+        resolved = path.resolve()  # a symbolic link loop fails here, named
     except (RuntimeError, OSError) as err:  # `~nobody-here/x`; a symbolic link loop
         raise ConfigError(origin, f"cannot resolve {value!r}: {err}", key) from None
-    # Made absolute, not resolved: a mirror reached through a link is kept as given (see
-    # :class:`crawler.discovery.Mirror`); ".." is taken lexically, as a shell's `cd` does.
-    return os.path.normpath(path)
+    if given or (key == "mirror" and ".." not in path.parts):
+        # A mirror reached through a link stays as given (see crawler.discovery.Mirror).
+        return str(path)
+    return str(resolved)
 
 
 def build_config(data: object, origin: str = "<defaults>", base: Path | None = None) -> Config:

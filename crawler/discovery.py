@@ -72,7 +72,9 @@ class Mirror:
         if scheme == "file":
             mirror = file_path(f"file://{rest}")
         path = Path(mirror).expanduser()
-        folder, given = os.fsencode(path.resolve()), os.fsencode(os.path.abspath(path))
+        folder = os.fsencode(path.resolve())
+        # As given, if it names that folder without resolving it: ".." after a link does not.
+        given = os.fsencode(path) if path.is_absolute() and ".." not in path.parts else folder
         return cls("file://" + quote(folder), "file://" + quote(given) if given != folder else None)
 
     @property

@@ -52,7 +52,7 @@ def credentials(urls: Iterable[str]) -> list[tuple[str, tuple[str, str]]]:
     for url in urls:
         plain, secret = without_credentials(url)
         if secret is not None and origin_of(plain) is not None:
-            found.append((plain, secret))
+            found.append((_case_folded(plain), secret))
     return sorted(found, key=lambda item: -len(item[0]))
 
 
@@ -65,11 +65,20 @@ def credentials_for(
     origin = origin_of(location)
     if origin is None:
         return None
+    location = _case_folded(location)
     same = [(plain, secret) for plain, secret in given if origin_of(plain) == origin]
     for plain, secret in same:
         if location.startswith(plain.rstrip("/") + "/") or location == plain:
             return secret
     return same[-1][1] if same else None
+
+
+def _case_folded(url: str) -> str:
+    """A URL with its scheme and host in lowercase (as they compare), its path as it is."""
+    found = _AUTHORITY.match(url)
+    if found is None:
+        return url
+    return found[0].lower() + url[found.end() :]
 
 
 def redacted(url: str) -> str:

@@ -457,6 +457,32 @@ def test_relative_flags_from_a_deleted_working_folder_are_a_usage_error(tmp_path
     done = run("--output", str(out))
     assert done.returncode == 0, done.stderr
     assert (out / "develop" / "index.json").is_file()
+    # A command without an output or a metrics file does not mind.
+    gone.mkdir(exist_ok=True)
+    argv = [sys.executable, "-c", code, str(gone), "branches", "--mirror", str(SAMPLE_MIRROR)]
+    listed = subprocess.run(
+        argv, capture_output=True, text=True, timeout=CLI_TIMEOUT, env=cli_env(), check=False
+    )
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.startswith("develop\troot ")
+
+
+def test_dot_dot_after_a_link_follows_the_filesystem(tmp_path: Path) -> None:
+    """``link/../mirror`` is the folder ``ls`` shows there (beside the link's target), for the
+    mirror and the output alike, as before paths were kept as given."""
+    real = tmp_path / "real"
+    (real / "sub").mkdir(parents=True)
+    shutil.copytree(SAMPLE_MIRROR, real / "mirror")
+    work = tmp_path / "w"
+    work.mkdir()
+    (work / "link").symlink_to(real / "sub")
+    done = run_cli(
+        "sync", "--branch", "develop", "--mirror", "link/../mirror", "--output", "link/../out",
+        "-q", cwd=work,
+    )  # fmt: skip
+    assert done.code == 0, done.err
+    assert (real / "out" / "develop" / "index.json").is_file()
+    assert not (work / "out").exists()
 
 
 def test_a_file_url_may_name_localhost_in_any_case(tmp_path: Path) -> None:

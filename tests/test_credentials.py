@@ -18,7 +18,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from crawler.cli import main_async
-from crawler.urls import without_credentials
+from crawler.urls import credentials, credentials_for, without_credentials
 
 from .conftest import SAMPLE_MIRROR, MirrorServer, fast_config, tree_bytes
 
@@ -213,6 +213,8 @@ async def test_a_discovery_document_listing_credentials_makes_its_ref_unusable(
         ("http://user:hid?den@127.0.0.1/", "percent-encode @ : / ? # %"),
         ("http://user:hid#den@127.0.0.1/", "percent-encode @ : / ? # %"),
         ("http://user:hid/den@127.0.0.1/", "percent-encode @ : / ? # %"),
+        # Digits first: a valid URL to host "user", port 2024, whose path holds the rest.
+        ("http://user:2024/hidden@127.0.0.1/", "holds an '@' that does not end credentials"),
     ],
 )
 async def test_config_errors_do_not_show_the_password(
@@ -246,3 +248,11 @@ def test_credentials_are_taken_out_of_urls(
     url: str, plain: str, secret: tuple[str, str] | None
 ) -> None:
     assert without_credentials(url) == (plain, secret)
+
+
+def test_credentials_are_chosen_whatever_the_case_of_scheme_and_host() -> None:
+    """Locations are compared in lowercase scheme and host, as the mirror's are built."""
+    given = credentials(["HTTPS://alice:pw1@Host.example/m", "https://bob:pw2@host.example/"])
+    assert credentials_for("https://host.example/m/develop/index.json", given) == ("alice", "pw1")
+    assert credentials_for("https://HOST.example/other/index.json", given) == ("bob", "pw2")
+    assert credentials_for("https://host.example:8443/m/x", given) is None  # another origin
