@@ -54,6 +54,7 @@ from yarl import URL
 
 from .decode import DEFAULT_MAX_INDEX_MB
 from .errors import ConfigError
+from .files import as_given
 from .urls import redacted, without_credentials
 
 PUBLIC_MIRROR = "https://binaries.spack.io"
@@ -294,10 +295,9 @@ def _resolve(base: Path | None, value: str, origin: str, key: str) -> str:
         resolved = path.resolve()  # a symbolic link loop fails here, named
     except (RuntimeError, OSError) as err:  # `~nobody-here/x`; a symbolic link loop
         raise ConfigError(origin, f"cannot resolve {value!r}: {err}", key) from None
-    if given or (key == "mirror" and ".." not in path.parts):
-        # A mirror reached through a link stays as given (see crawler.discovery.Mirror).
-        return str(path)
-    return str(resolved)
+    if key == "mirror":  # one reached through a link stays as given (crawler.discovery.Mirror)
+        return str(as_given(path))
+    return str(path) if given else str(resolved)
 
 
 def build_config(data: object, origin: str = "<defaults>", base: Path | None = None) -> Config:

@@ -23,6 +23,7 @@ import msgspec
 
 from .config import Config
 from .errors import IndexFormatError, shown
+from .files import as_given
 from .urls import without_credentials
 
 DISCOVERY_FILE = "cache_spack_io_index.json"
@@ -73,8 +74,7 @@ class Mirror:
             mirror = file_path(f"file://{rest}")
         path = Path(mirror).expanduser()
         folder = os.fsencode(path.resolve())
-        # As given, if it names that folder without resolving it: ".." after a link does not.
-        given = os.fsencode(path) if path.is_absolute() and ".." not in path.parts else folder
+        given = os.fsencode(as_given(path)) if path.is_absolute() else folder
         return cls("file://" + quote(folder), "file://" + quote(given) if given != folder else None)
 
     @property

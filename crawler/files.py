@@ -1,4 +1,5 @@
-"""Files: open what must be a regular file, without ever waiting on anything else.
+"""Files: open what must be a regular file, without ever waiting on anything else; and name a
+folder as it was given (:func:`as_given`).
 
 Opening a named pipe to read waits for a writer, for ever; a device never ends. Where the
 crawler expects a file it wrote (a published ``index.json``, a page, its state, a cached summary,
@@ -38,3 +39,14 @@ def read_regular(path: Path | str) -> bytes:
     """The bytes of ``path``, a regular file (see :func:`open_regular`)."""
     with open(open_regular(path), "rb") as file:
         return file.read()
+
+
+def as_given(path: Path) -> Path:
+    """An absolute ``path`` with what leads up to its last ``..`` resolved (a ``..`` after a
+    link goes where the filesystem takes it, as ``ls`` does) and the rest as written: a link
+    there is kept, not replaced by its target."""
+    parts = path.parts
+    if ".." not in parts:
+        return path
+    last = len(parts) - 1 - parts[::-1].index("..")
+    return Path(*parts[: last + 1]).resolve().joinpath(*parts[last + 1 :])

@@ -359,7 +359,7 @@ async def test_a_nul_in_a_local_source_url_makes_its_ref_unusable(
     assert not (tmp_path / "out" / "develop").exists()
 
 
-@pytest.mark.parametrize("given", ["absolute", "relative"])
+@pytest.mark.parametrize("given", ["absolute", "relative", "up-and-down"])
 async def test_a_mirror_given_through_a_link_may_name_its_files_under_it(
     tmp_path: Path, given: str
 ) -> None:
@@ -371,7 +371,9 @@ async def test_a_mirror_given_through_a_link_may_name_its_files_under_it(
     link = tmp_path / "current"
     link.symlink_to(root)
     _point(root, "s1", (link / "develop" / "s1" / "build_cache" / "index.json").as_uri())
-    config = _config(tmp_path, str(link) if given == "absolute" else "current")
+    mirror = {"absolute": str(link), "relative": "current", "up-and-down": "w/../current"}
+    (tmp_path / "w").mkdir()
+    config = _config(tmp_path, mirror[given])
     assert await main_async(["sync", "--branch", "develop", "--config", config, "-q"]) == 0
 
     outside = _copy_of_s1(root, tmp_path / "outside" / "build_cache" / "index.json")
