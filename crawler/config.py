@@ -369,6 +369,13 @@ def load_config(path: Path | None) -> Config:
         path = DEFAULT_CONFIG
     origin = str(path)
     try:
+        path = path.expanduser()  # `--config ~/crawler.yaml`, quoted
+        folder = path.resolve().parent  # relative paths in it are relative to its folder
+    except FileNotFoundError:
+        raise ConfigError(origin, "relative, and the working folder is gone") from None
+    except (RuntimeError, OSError) as err:  # `~unknown-user/`, a symbolic link loop
+        raise ConfigError(origin, f"cannot resolve the path: {err}") from None
+    try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError(origin, "file not found") from None
@@ -380,7 +387,7 @@ def load_config(path: Path | None) -> Config:
         data = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader
     except yaml.YAMLError as err:
         raise ConfigError(origin, f"not valid YAML: {err}") from None
-    return build_config(data, origin, base=path.resolve().parent)
+    return build_config(data, origin, base=folder)
 
 
 def with_overrides(config: Config, **flags: object) -> Config:

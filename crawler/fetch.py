@@ -212,7 +212,8 @@ class Fetcher:
         self.retries: dict[str, int] = {}
         #: Basic auth for the URLs the user gave credentials in (the mirror's, a rewrite's),
         #: sent to their origin alone.
-        self._credentials = credentials(config.urls)
+        given = credentials(config.urls)
+        self._credentials = given if any(secret for _, secret in given) else []
 
     async def __aenter__(self) -> Fetcher:
         t = self.config.timeouts
@@ -241,7 +242,7 @@ class Fetcher:
         """The headers of a request to ``location``: ``headers``, and the credentials for its
         origin if the user gave some."""
         headers = headers or {}
-        secret = credentials_for(location, self._credentials) if self._credentials else None
+        secret = credentials_for(location, self._credentials)
         return {**headers, "Authorization": _basic_auth(*secret)} if secret else headers
 
     @property

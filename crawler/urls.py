@@ -45,32 +45,36 @@ def without_credentials(url: str) -> tuple[str, tuple[str, str] | None]:
     return found["scheme"] + host + url[found.end() :], (unquote(user), unquote(password))
 
 
-def credentials(urls: Iterable[str]) -> list[tuple[str, tuple[str, str]]]:
-    """The user and password of each of ``urls`` that holds some, with that URL without them,
-    longest first: :func:`credentials_for` picks from these."""
-    found = []
-    for url in urls:
+#: What :func:`credentials` gives: each URL given, without its credentials, and them (None for
+#: a URL given without), the mirror's first.
+Given = list[tuple[str, tuple[str, str] | None]]
+
+
+def credentials(urls: Iterable[str]) -> Given:
+    """The user and password of each of ``urls`` (the mirror's first), None for one given
+    without: :func:`credentials_for` picks from these."""
+    found: Given = []
+    for url in urls:  # all of them, so that the mirror's is first whatever it is
         plain, secret = without_credentials(url)
-        if secret is not None and origin_of(plain) is not None:
-            found.append((_case_folded(plain), secret))
-    return sorted(found, key=lambda item: -len(item[0]))
+        found.append((_case_folded(plain), secret))
+    return found
 
 
-def credentials_for(
-    location: str, given: list[tuple[str, tuple[str, str]]]
-) -> tuple[str, str] | None:
+def credentials_for(location: str, given: Given) -> tuple[str, str] | None:
     """The credentials to send with a request to ``location``: those of the longest URL given
-    that it starts with (a rewrite's replacement for its files, the mirror for the rest), else
-    the shortest given for its origin (the mirror's, usually); None for another origin."""
+    that it starts with (a rewrite's replacement for its files, the mirror for the rest; none
+    if that URL was given without), else the mirror's if it is on the mirror's origin. Never
+    another origin's, nor another URL's when its own were not given."""
     origin = origin_of(location)
     if origin is None:
         return None
     location = _case_folded(location)
     same = [(plain, secret) for plain, secret in given if origin_of(plain) == origin]
-    for plain, secret in same:
+    for plain, secret in sorted(same, key=lambda item: -len(item[0])):
         if location.startswith(plain.rstrip("/") + "/") or location == plain:
             return secret
-    return same[-1][1] if same else None
+    mirror = given[0] if given else None
+    return mirror[1] if mirror is not None and origin_of(mirror[0]) == origin else None
 
 
 def _case_folded(url: str) -> str:

@@ -457,6 +457,12 @@ def test_relative_flags_from_a_deleted_working_folder_are_a_usage_error(tmp_path
     done = run("--output", str(out))
     assert done.returncode == 0, done.stderr
     assert (out / "develop" / "index.json").is_file()
+    (tmp_path / "c.yaml").write_text("concurrency: 4\n")
+    done = run("--config", "../c.yaml", "--output", str(out))
+    assert (done.returncode, done.stderr) == (
+        2,
+        "error: config error in ../c.yaml: relative, and the working folder is gone\n",
+    )
     # A command without an output or a metrics file does not mind.
     gone.mkdir(exist_ok=True)
     argv = [sys.executable, "-c", code, str(gone), "branches", "--mirror", str(SAMPLE_MIRROR)]

@@ -463,3 +463,14 @@ def test_nested_yaml_aliases_are_checked_in_linear_time(tmp_path: Path) -> None:
     lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 10)]
     error = config_error(write(tmp_path / "c.yaml", "\n".join(lines) + "\n"))
     assert (error.key, error.reason) == ("a0", "unknown key")
+
+
+def test_a_config_path_may_start_with_a_tilde(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--config '~/crawler.yaml'` (quoted, so the shell left it): the home folder, as for the
+    other paths; its relative paths are relative to the file's folder there."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    write(tmp_path / "crawler.yaml", "output: out\n")
+    config = load_config(Path("~/crawler.yaml"))
+    assert config.output == str(tmp_path / "out")

@@ -256,3 +256,30 @@ def test_credentials_are_chosen_whatever_the_case_of_scheme_and_host() -> None:
     assert credentials_for("https://host.example/m/develop/index.json", given) == ("alice", "pw1")
     assert credentials_for("https://HOST.example/other/index.json", given) == ("bob", "pw2")
     assert credentials_for("https://host.example:8443/m/x", given) is None  # another origin
+
+
+@pytest.mark.parametrize(
+    ("location", "sent"),
+    [
+        ("http://h/develop/e4s/index.json", ("ru", "rp")),  # the rewrite's own
+        ("http://h/develop/root/index.json", None),  # the mirror's: given without
+        ("http://h/cache_spack_io_index.json", None),
+        ("http://h/develop/dvs/index.json", None),  # another rewrite, given without
+        ("http://h:81/develop/e4s/index.json", None),  # another origin
+    ],
+)
+def test_a_url_given_without_credentials_gets_none(
+    location: str, sent: tuple[str, str] | None
+) -> None:
+    """A rewrite's credentials are for its files: not for the mirror's, nor another rewrite's,
+    on the same server, when those were given without."""
+    given = credentials(["http://h", "http://ru:rp@h/develop/e4s/", "http://h/develop/dvs/"])
+    assert credentials_for(location, given) == sent
+
+
+def test_a_local_mirror_lends_no_credentials() -> None:
+    """The mirror's are the fallback on its origin; a folder has none to lend, and a rewrite's
+    stay with its files."""
+    given = credentials(["/srv/mirror", "http://ru:rp@h/e4s/"])
+    assert credentials_for("http://h/e4s/index.json", given) == ("ru", "rp")
+    assert credentials_for("http://h/other/index.json", given) is None
