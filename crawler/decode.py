@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import mmap
 import re
+from collections.abc import Callable
+from typing import TypeVar
 
 import msgspec
 
@@ -148,9 +150,12 @@ _ESCAPE = re.compile(
     re.S,
 )
 _REPLACEMENT = rb"\ufffd"  # U+FFFD, escaped as JSON text
+#: What an index is decoded from: a file's bytes, mapped or read.
+Buffer = bytes | bytearray | memoryview | mmap.mmap
+T = TypeVar("T")
 
 
-def mend_surrogates(data: bytes | bytearray | memoryview | mmap.mmap) -> bytes | None:
+def mend_surrogates(data: Buffer) -> bytes | None:
     """The JSON text with every lone UTF-16 surrogate escape (``\\udcff``) made U+FFFD, or None
     when it holds none.
 
@@ -165,20 +170,24 @@ def mend_surrogates(data: bytes | bytearray | memoryview | mmap.mmap) -> bytes |
     return mended if mended != text else None
 
 
-def decode_document(
-    body: bytes | bytearray | memoryview | mmap.mmap, url: str
-) -> tuple[str, dict[str, msgspec.Raw]]:
+def decode_mending(decode: Callable[[Buffer], T], data: Buffer) -> T:
+    """``decode(data)``; when that finds the JSON malformed, ``decode`` again with its lone
+    surrogate escapes mended (:func:`mend_surrogates`), if it has any."""
+    try:
+        return decode(data)
+    except msgspec.DecodeError:
+        mended = mend_surrogates(data)
+        if mended is None:
+            raise
+        return decode(mended)
+
+
+def decode_document(body: Buffer, url: str) -> tuple[str, dict[str, msgspec.Raw]]:
     """The DB version and the raw records of an index; errors name ``url`` and the problem."""
     if not body:
         raise IndexFormatError(url, "empty body")
     try:
-        try:
-            document = _DOCUMENT_DECODER.decode(body)
-        except msgspec.DecodeError:
-            mended = mend_surrogates(body)
-            if mended is None:
-                raise
-            document = _DOCUMENT_DECODER.decode(mended)
+        document = decode_mending(_DOCUMENT_DECODER.decode, body)
     except msgspec.ValidationError as err:
         raise IndexFormatError(url, f"not a Spack database index: {err}") from None
     except msgspec.DecodeError as err:

@@ -37,6 +37,7 @@ from . import chunks
 from .decode import (
     DEFAULT_MAX_INDEX_MB,
     SUPPORTED_VERSIONS,
+    Buffer,
     Dependency,
     ParamValue,
     PlainNode,
@@ -45,7 +46,7 @@ from .decode import (
     Record,
     StackRecord,
     decode_document,
-    mend_surrogates,
+    decode_mending,
 )
 from .errors import IndexFormatError, UnsupportedVersionError
 from .files import open_regular
@@ -147,17 +148,12 @@ def _pieces(
         yield records
 
 
-def _decode_piece(data: memoryview | bytes, decoders: _Decoders[R]) -> Records[R]:
-    try:
-        return _decode_kinds(data, decoders)
-    except msgspec.DecodeError:
-        mended = mend_surrogates(data)  # the rare piece that Python's json reads, not msgspec
-        if mended is None:
-            raise
-        return _decode_kinds(mended, decoders)
+def _decode_piece(data: memoryview, decoders: _Decoders[R]) -> Records[R]:
+    # Lone surrogate escapes: the rare piece that Python's json reads, and msgspec does not.
+    return decode_mending(lambda buffer: _decode_kinds(buffer, decoders), data)
 
 
-def _decode_kinds(data: memoryview | bytes, decoders: _Decoders[R]) -> Records[R]:
+def _decode_kinds(data: Buffer, decoders: _Decoders[R]) -> Records[R]:
     for decoder in decoders.pieces:
         try:
             return decoder.decode(data)
