@@ -37,7 +37,7 @@ import msgspec
 
 from . import __version__
 from .changes import counted
-from .config import Config, load_config, with_overrides
+from .config import NO_WORKING_FOLDER, Config, load_config, with_overrides
 from .discovery import Mirror
 from .errors import (
     ConfigError,
@@ -269,7 +269,7 @@ def _leave_a_deleted_working_folder(config: Config, check: bool) -> None:
     for key in ("output", "metrics") if check else ():
         value = getattr(config, key)
         if value and not Path(value).is_absolute():
-            reason = f"{value!r} is relative, and the working folder is gone"
+            reason = f"{value!r} is {NO_WORKING_FOLDER}"
             raise ConfigError(config.where(key), reason, key)
     os.chdir("/")
 

@@ -46,7 +46,7 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated, Literal
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
 import msgspec
 import yaml
@@ -55,10 +55,12 @@ from yarl import URL
 from .decode import DEFAULT_MAX_INDEX_MB
 from .errors import ConfigError
 from .files import as_given
-from .urls import redacted, without_credentials
+from .urls import file_path, redacted, without_credentials
 
 PUBLIC_MIRROR = "https://binaries.spack.io"
 DEFAULT_CONFIG = Path("config") / "crawler.yaml"
+#: Why a relative path cannot be used: the folder the run was started in has been deleted.
+NO_WORKING_FOLDER = "relative, and the working folder is gone"
 
 Format = Literal["json", "pages"]
 
@@ -232,7 +234,7 @@ def _check_file_url(origin: str, url: str, key: str) -> None:
         raise ConfigError(
             origin, f"{url!r} has a query or fragment (percent-encode ? and # as %3F, %23)", key
         )
-    path = unquote(parts.path, errors="surrogateescape")
+    path = file_path(url)
     if "\0" in path:
         raise ConfigError(origin, f"{url!r} holds a NUL character (%00)", key)
     try:
@@ -372,7 +374,7 @@ def load_config(path: Path | None) -> Config:
         path = path.expanduser()  # `--config ~/crawler.yaml`, quoted
         folder = path.resolve().parent  # relative paths in it are relative to its folder
     except FileNotFoundError:
-        raise ConfigError(origin, "relative, and the working folder is gone") from None
+        raise ConfigError(origin, NO_WORKING_FOLDER) from None
     except (RuntimeError, OSError) as err:  # `~unknown-user/`, a symbolic link loop
         raise ConfigError(origin, f"cannot resolve the path: {err}") from None
     try:
@@ -420,4 +422,4 @@ def _working_dir(key: str) -> Path:
     try:
         return Path.cwd()
     except FileNotFoundError:  # the folder the run was started in has been deleted
-        raise ConfigError("command line", "relative, and the working folder is gone", key) from None
+        raise ConfigError("command line", NO_WORKING_FOLDER, key) from None

@@ -17,14 +17,14 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import quote, urlsplit
 
 import msgspec
 
 from .config import Config
 from .errors import IndexFormatError, shown
 from .files import as_given
-from .urls import without_credentials
+from .urls import file_path, without_credentials
 
 DISCOVERY_FILE = "cache_spack_io_index.json"
 ROOT_LABEL = "root"
@@ -35,12 +35,6 @@ _BLOB = re.compile(r"(?:^|/)blobs/sha256/(?P<prefix>[0-9a-f]{2})/(?P<sum>[0-9a-f
 _V2 = re.compile(r"(?:^|/)build_cache/index\.json$")
 _LABEL = re.compile(r"[^\x00-\x1f\x7f]{1,200}")
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")  # RFC 3986
-
-
-def file_path(location: str) -> str:
-    """The filesystem path a ``file://`` URL names (percent-decoded; bytes that are not UTF-8,
-    from a folder named in another encoding, come back as they were)."""
-    return unquote(urlsplit(location).path, errors="surrogateescape")
 
 
 def is_safe_name(name: str) -> bool:

@@ -41,7 +41,6 @@ from tenacity import AsyncRetrying, RetryCallState, stop_after_attempt, wait_ran
 
 from . import __version__
 from .config import Config
-from .discovery import file_path
 from .errors import (
     FetchError,
     HTTPStatusError,
@@ -51,7 +50,7 @@ from .errors import (
     shown,
 )
 from .files import open_regular
-from .urls import credentials, credentials_for
+from .urls import credentials, credentials_for, file_path
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,5 @@
-"""URLs: the credentials a mirror URL may hold, and the origin they are for.
+"""URLs: the credentials a mirror URL may hold, the origin they are for, and the path a
+``file://`` URL names.
 
 A private mirror can be given as ``https://user:password@host/...`` (the mirror, or a rewrite's
 replacement). The user and password are taken out of the URL: requests to that origin carry
@@ -17,6 +18,12 @@ from urllib.parse import unquote, urlsplit
 Origin = tuple[str, str, int]
 
 _AUTHORITY = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<authority>[^/?#]*)")
+
+
+def file_path(location: str) -> str:
+    """The filesystem path a ``file://`` URL names (percent-decoded; bytes that are not UTF-8,
+    from a folder named in another encoding, come back as they were)."""
+    return unquote(urlsplit(location).path, errors="surrogateescape")
 
 
 def origin_of(url: str) -> Origin | None:
