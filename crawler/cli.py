@@ -214,7 +214,7 @@ def _check_output(config: Config) -> None:
     where = config.where("output")
     output = config.output_dir.resolve()
     root = _local_mirror(config)
-    if root is not None and (output == root or root in output.parents):
+    if root is not None and output.is_relative_to(root):
         inside = "the mirror folder" if output == root else f"inside the mirror {root}"
         raise ConfigError(where, f"{output} is {inside}", "output")
     for folder in output.parents:
@@ -288,10 +288,10 @@ def _check_metrics(config: Config) -> None:
         is_other = metrics.exists() and not metrics.is_file()
     except (RuntimeError, OSError) as err:
         raise ConfigError(where, f"cannot resolve {metrics}: {err}", "metrics") from None
-    if resolved == output or output in resolved.parents:
+    if resolved.is_relative_to(output):
         raise ConfigError(where, f"{metrics} is inside the output folder {output}", "metrics")
     root = _local_mirror(config)
-    if root is not None and (resolved == root or root in resolved.parents):
+    if root is not None and resolved.is_relative_to(root):
         raise ConfigError(where, f"{metrics} is inside the mirror {root}", "metrics")
     if config.origin != "<defaults>" and resolved == Path(config.origin).resolve():
         raise ConfigError(where, f"{metrics} is the config file", "metrics")

@@ -241,7 +241,7 @@ class Fetcher:
         """The headers of a request to ``location``: ``headers``, and the credentials for its
         origin if the user gave some."""
         headers = headers or {}
-        secret = credentials_for(location, self._credentials)
+        secret = credentials_for(location, self._credentials) if self._credentials else None
         return {**headers, "Authorization": _basic_auth(*secret)} if secret else headers
 
     @property
