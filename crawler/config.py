@@ -35,7 +35,8 @@ max_index_mb           2048                       largest index a source may hav
 Relative paths in a config file (``mirror``, ``output``, ``metrics``) are resolved against the
 folder that holds the file, so a config works from any working directory; relative paths given as
 flags are resolved against the working directory. ``s3://<bucket>/<path>`` source URLs map onto
-``<mirror>/<path>`` unless a rewrite's ``prefix`` matches first.
+``<mirror>/<path>`` unless a rewrite's ``prefix`` matches first. Numbers are read as YAML 1.2
+reads them: ``1e3`` is 1000.0, not the string "1e3" (YAML 1.1, PyYAML's, wants ``1.0e+3``).
 """
 
 from __future__ import annotations
@@ -355,6 +356,15 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                     None, None, f"key {key!r} is given twice", key_node.start_mark
                 )
         return super().construct_mapping(node, deep)
+
+
+# YAML 1.2 reads ``1e3`` and ``1.5e3`` as numbers; PyYAML follows YAML 1.1, which wants a dot and
+# a signed exponent (``1.0e+3``), and would give ``timeout: 1e3`` as the string "1e3".
+_UniqueKeyLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9][0-9_]*)[eE][-+]?[0-9]+$"),
+    list("-+.0123456789"),
+)
 
 
 def load_config(path: Path | None) -> Config:

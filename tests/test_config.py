@@ -6,6 +6,7 @@ from pathlib import Path
 
 import msgspec
 import pytest
+import yaml
 
 from crawler.config import (
     PUBLIC_MIRROR,
@@ -474,3 +475,21 @@ def test_a_config_path_may_start_with_a_tilde(
     write(tmp_path / "crawler.yaml", "output: out\n")
     config = load_config(Path("~/crawler.yaml"))
     assert config.output == str(tmp_path / "out")
+
+
+def test_numbers_with_an_exponent_are_numbers(tmp_path: Path) -> None:
+    # YAML 1.2 numbers: PyYAML alone reads 1e3 (no dot) and 1.5e3 (no sign) as strings, and the
+    # error then said a float was expected where the user wrote one.
+    path = write(
+        tmp_path / "c.yaml",
+        "timeouts: {read: 1e3, connect: 2.5E1}\nretry: {max_wait: 1_2e1}\n"
+        "publish: {max_drop: 5e-1}\nlock_wait: .5e1\nmutable_refs: ['1e3', develop]\n",
+    )
+    config = load_config(path)
+    assert (config.timeouts.read, config.timeouts.connect) == (1000.0, 25.0)
+    assert (config.retry.max_wait, config.publish.max_drop, config.lock_wait) == (120.0, 0.5, 5.0)
+    assert config.mutable_refs == ("1e3", "develop")  # quoted: still a string
+    # The resolver belongs to the crawler's loader alone, not to every SafeLoader of the process.
+    assert yaml.safe_load("v: 1e3") == {"v": "1e3"}
+    error = config_error(write(tmp_path / "d.yaml", "max_index_mb: 1e3\n"))
+    assert (error.key, "got 'float'" in error.reason) == ("max_index_mb", True)
