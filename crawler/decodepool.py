@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from multiprocessing.process import BaseProcess
 
-from .errors import WorkerError
+from .errors import OutOfMemory, WorkerError
 
 log = logging.getLogger("crawler")
 
@@ -148,7 +148,8 @@ class DecodeQueue:
         the new pool (other jobs wait meanwhile), so that only one that kills its worker again
         fails, with :class:`WorkerError`. With 3 jobs per worker in the pool, a death on an
         8-worker pool means up to 24 jobs run one at a time: slow, but it happens only when a
-        worker is killed.
+        worker is killed. A job that raises ``MemoryError`` (its worker lives on) is run again
+        alone in the same way, and fails with :class:`OutOfMemory` if it does so again.
         """
         self.start()
         done: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
@@ -191,7 +192,8 @@ class DecodeQueue:
 
     async def _attempt(self, job: _Job, rerun: bool = False) -> bool:
         """Run a job on the pool and settle its result; True if the pool broke meanwhile (a
-        job run again, alone, then fails: its caller reports that, no warning is logged)."""
+        job run again, alone, then fails: its caller reports that, no warning is logged), or
+        if the job ran out of memory (run again alone, it fails with :class:`OutOfMemory`)."""
         fn, args, done = job
         pool = self._pool
         self._running += 1
@@ -202,6 +204,11 @@ class DecodeQueue:
             if pool is self._pool:  # the first runner to notice replaces it, once
                 self._restart(warn=not rerun)
             return True
+        except MemoryError:  # the worker lives on; alone, the job may find the memory it needs
+            if not rerun:
+                return True
+            if not done.cancelled():
+                done.set_exception(OutOfMemory(str(args[1])))
         except Exception as err:  # handed to the waiting source, which reports it
             if not done.cancelled():
                 done.set_exception(err)

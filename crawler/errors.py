@@ -157,6 +157,18 @@ class WorkerError(CrawlerError):
         return f"the process decoding {self.url} died (out of memory, or killed)"
 
 
+class OutOfMemory(CrawlerError):
+    """Decoding an index ran out of memory (a ``MemoryError``, under ``ulimit -v`` say), also
+    when it was read again alone."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        super().__init__(url)
+
+    def __str__(self) -> str:
+        return f"out of memory decoding {self.url}"
+
+
 class BranchError(CrawlerError):
     """One branch failed; its previous output is left as it was."""
 

@@ -27,7 +27,14 @@ from .config import Config
 from .consolidate import paused_gc
 from .decodepool import ROOT_FIRST, STACKS_AFTER, DecodeQueue
 from .discovery import Source
-from .errors import ChecksumError, CrawlerError, FetchError, NotFoundError, SourceChanged
+from .errors import (
+    ChecksumError,
+    CrawlerError,
+    FetchError,
+    NotFoundError,
+    OutOfMemory,
+    SourceChanged,
+)
 from .fetch import Fetched, Fetcher, usable_etag
 from .progress import Reporter
 from .progressive import RootParts
@@ -246,6 +253,8 @@ class SourceReader:
             outcome.status, outcome.error = "missing", str(err)
         except CrawlerError as err:
             outcome.status, outcome.error = "failed", str(err)
+        except MemoryError:  # here, not in a decoding process: no bug, and no trace to log
+            outcome.status, outcome.error = "failed", str(OutOfMemory(source.location))
         except Exception as err:  # a bug: keep the branch's failure readable, log the trace
             log.exception("internal error on %s", source.location)
             outcome.status, outcome.error = "failed", f"internal error: {err!r}"

@@ -6,11 +6,12 @@ import asyncio
 import os
 import signal
 import time
+from collections.abc import Coroutine
 
 import pytest
 
 from crawler.decodepool import DecodeQueue
-from crawler.errors import WorkerError
+from crawler.errors import OutOfMemory, WorkerError
 
 
 def _echo(text: str, url: str) -> bytes:
@@ -27,15 +28,21 @@ def _die(text: str, url: str) -> bytes:
     raise AssertionError("unreachable")
 
 
-def _die_once(marker: str, url: str) -> bytes:
-    """Kill the worker the first time (the marker file is created), succeed afterwards."""
+def _first_time(marker: str) -> bool:
+    """True the first time, which creates the marker file; False once it exists."""
     try:
         fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
     except FileExistsError:
-        return b"second try"
+        return False
     os.close(fd)
-    os.kill(os.getpid(), signal.SIGKILL)
-    raise AssertionError("unreachable")
+    return True
+
+
+def _die_once(marker: str, url: str) -> bytes:
+    """Kill the worker the first time, succeed afterwards."""
+    if _first_time(marker):
+        os.kill(os.getpid(), signal.SIGKILL)
+    return b"second try"
 
 
 def _die_first_then(marker: str, url: str) -> bytes:
@@ -53,6 +60,17 @@ def _die_first_then(marker: str, url: str) -> bytes:
     return url.encode()
 
 
+def _no_memory(text: str, url: str) -> bytes:
+    raise MemoryError
+
+
+def _no_memory_once(marker: str, url: str) -> bytes:
+    """Run out of memory the first time, succeed afterwards."""
+    if _first_time(marker):
+        raise MemoryError
+    return b"second try"
+
+
 def _timed(log: str, url: str) -> bytes:
     """Take a while, and append its url, when it started and when it ended to ``log``."""
     started = time.time()
@@ -65,6 +83,16 @@ def _timed(log: str, url: str) -> bytes:
 def _touch(marker: str, url: str) -> bytes:
     open(marker, "w").close()
     return url.encode()
+
+
+async def _settled(
+    queue: DecodeQueue, jobs: list[Coroutine[object, object, bytes]]
+) -> list[bytes | BaseException]:
+    """Each job's result or exception (within a minute); the queue is closed after."""
+    try:
+        return await asyncio.wait_for(asyncio.gather(*jobs, return_exceptions=True), 60)
+    finally:
+        queue.close()
 
 
 async def _until(path: str) -> None:
@@ -80,12 +108,9 @@ async def test_a_job_that_kills_its_worker_fails_alone(workers: int) -> None:
     """Every job in flight fails when a worker dies; each is run again, alone, on a new pool,
     so only the one that kills its worker again is reported, and the others succeed."""
     queue = DecodeQueue(workers)
-    try:
-        jobs = [queue.run(1, _echo, "a", "u1"), queue.run(1, _die, "b", "u2")]
-        jobs += [queue.run(1, _echo, str(i), f"v{i}") for i in range(6)]
-        results = await asyncio.wait_for(asyncio.gather(*jobs, return_exceptions=True), 60)
-    finally:
-        queue.close()
+    jobs = [queue.run(1, _echo, "a", "u1"), queue.run(1, _die, "b", "u2")]
+    jobs += [queue.run(1, _echo, str(i), f"v{i}") for i in range(6)]
+    results = await _settled(queue, jobs)
     assert results[0] == b"a from u1"
     assert isinstance(results[1], WorkerError)
     assert str(results[1]) == "the process decoding u2 died (out of memory, or killed)"
@@ -140,6 +165,24 @@ async def test_a_death_as_the_run_is_cancelled_is_not_logged(
     with pytest.raises(asyncio.CancelledError):
         await task
     await asyncio.sleep(1)  # past the warning's delay
+    assert [r for r in crawler_log.records if r.levelname == "WARNING"] == []
+
+
+async def test_a_job_out_of_memory_is_run_again_alone_then_fails_as_such(
+    tmp_path: os.PathLike[str], crawler_log: pytest.LogCaptureFixture
+) -> None:
+    """A MemoryError in a job (``ulimit -v``: the worker lives on) is no bug: the job is run
+    again alone, where it may find the memory it needs, and if it fails again the index is
+    reported out of memory, not as an internal error. No process died: no warning."""
+    queue = DecodeQueue(2)
+    marker = os.path.join(tmp_path, "once")
+    jobs = [queue.run(1, _echo, "a", "u1"), queue.run(1, _no_memory, "b", "u2")]
+    jobs += [queue.run(1, _no_memory_once, marker, "u3"), queue.run(1, _echo, "d", "u4")]
+    results = await _settled(queue, jobs)
+    assert results[0] == b"a from u1"
+    assert isinstance(results[1], OutOfMemory)
+    assert str(results[1]) == "out of memory decoding u2"
+    assert results[2:] == [b"second try", b"d from u4"]
     assert [r for r in crawler_log.records if r.levelname == "WARNING"] == []
 
 

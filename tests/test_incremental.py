@@ -1047,3 +1047,28 @@ async def test_a_local_root_rewritten_between_its_shards_is_read_again(
     assert site.outcomes()["root"] == ("fetched", True)
     monkeypatch.undo()
     assert site.published() == await site.cold(fresh=True)
+
+
+async def test_running_out_of_memory_in_the_crawler_is_reported_as_such(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A MemoryError while the crawler itself joins a root's shards (``ulimit -v``) fails that
+    source as out of memory: it was reported as an "internal error", with a traceback, which
+    the README says means a bug. The output published before stays as it was."""
+    site = await make_site(tmp_path, None)
+    await site.start()
+    before = tree_bytes(site.out)
+    site.rebuild(MORE_SPECS)
+
+    def no_memory(*args: object) -> None:
+        raise MemoryError
+
+    monkeypatch.setattr(crawler.sources, "merge_root", no_memory)
+    capsys.readouterr()
+
+    assert await site.sync() == 4
+
+    err = capsys.readouterr().err
+    assert f"root: failed (out of memory decoding {site.mirror.as_uri()}/" in err, err
+    assert "internal error" not in err and "Traceback" not in err
+    assert tree_bytes(site.out) == before
