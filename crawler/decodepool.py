@@ -16,6 +16,7 @@ import itertools
 import logging
 import multiprocessing
 import os
+import select
 import threading
 import time
 from collections.abc import Callable
@@ -65,20 +66,42 @@ def _start_worker(crawler_pid: int) -> None:
 
     A crawler killed with SIGKILL cannot stop its pool, and idle workers would wait on their
     queue forever (keeping the forkserver, and the run's stdout and stderr, alive with them).
+    So each worker exits when the crawler has ended, reaped or not: a parent that reads the
+    run's output to its end before reaping it (cron's mailer, ``$(crawler sync ...)``,
+    ``subprocess.run(capture_output=True)``) keeps a killed crawler a zombie until the pipes
+    close, and the workers hold them.
     """
     gc.disable()
+    threading.Thread(
+        target=_exit_with, args=(crawler_pid,), name="exit-with-crawler", daemon=True
+    ).start()
 
-    def watch() -> None:
-        while True:
+
+def _exit_with(pid: int) -> None:
+    """Exit this process once process ``pid`` has ended (a zombie has ended)."""
+    try:
+        pidfd = os.pidfd_open(pid)  # Linux 5.3+: readable once the process has ended
+    except ProcessLookupError:
+        os._exit(1)
+    except (AttributeError, OSError):  # not on this system: ask every half second
+        while _running(pid):
             time.sleep(0.5)
-            try:
-                os.kill(crawler_pid, 0)
-            except ProcessLookupError:
-                os._exit(1)
-            except PermissionError:  # pid reused by another user's process: ours is gone
-                os._exit(1)
+        os._exit(1)
+    select.select([pidfd], [], [])
+    os._exit(1)
 
-    threading.Thread(target=watch, name="exit-with-crawler", daemon=True).start()
+
+def _running(pid: int) -> bool:
+    """Whether process ``pid`` exists and has not ended (is no zombie, where /proc tells)."""
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, PermissionError):  # a pid reused by another user: ours is gone
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rpartition(b")")[2].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return True
 
 
 def _ready() -> bytes:

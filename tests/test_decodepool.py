@@ -5,13 +5,18 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Coroutine
+from pathlib import Path
 
 import pytest
 
-from crawler.decodepool import DecodeQueue
+from crawler.decodepool import DecodeQueue, _running
 from crawler.errors import OutOfMemory, WorkerError
+
+from .conftest import dead_pid
 
 
 def _echo(text: str, url: str) -> bytes:
@@ -320,3 +325,20 @@ async def test_close_while_jobs_wait_to_run_again(tmp_path: os.PathLike[str]) ->
         assert await asyncio.wait_for(queue.run(1, _echo, "after", "u"), 60) == b"after from u"
     finally:
         queue.close()
+
+
+def test_without_pidfd_a_zombie_counts_as_ended() -> None:
+    """Where ``pidfd_open`` is missing, workers ask every half second whether the crawler runs:
+    a crawler killed but not yet reaped by its parent has ended too."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    try:
+        stat = Path(f"/proc/{child.pid}/stat")
+        for _ in range(200):
+            if stat.read_bytes().rpartition(b")")[2].split()[0] == b"Z":
+                break
+            time.sleep(0.05)
+        assert not _running(child.pid)
+    finally:
+        child.wait()
+    assert not _running(dead_pid())
+    assert _running(os.getpid())

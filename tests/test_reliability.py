@@ -19,6 +19,8 @@ import re
 import shutil
 import signal
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -43,6 +45,7 @@ from .conftest import (
     ServeSlowMirror,
     SleepRecorder,
     SlowMirrorServer,
+    cli_env,
     dead_pid,
     fast_config,
     finish,
@@ -1008,6 +1011,37 @@ async def test_sigkill_leaves_no_decoding_processes_behind(site: MakeSite, tmp_p
     assert survivors == [], "processes of the killed crawler still running:\n" + "\n".join(
         survivors
     )
+
+
+async def test_sigkill_leaves_no_decoding_processes_behind_before_it_is_reaped(
+    site: MakeSite, tmp_path: Path
+) -> None:
+    """A parent that reads the run's output to its end before reaping it (cron's mailer,
+    ``out=$(crawler sync ...)``, ``subprocess.run(capture_output=True)``) keeps a killed crawler
+    a zombie until its pipes close. The workers, which only asked whether its pid existed,
+    waited for ever holding those pipes, and the parent with them."""
+    s = await site((ref("a"),), timeouts=SLOW)
+    s.server.delay(s.path("a", "s2"), 30)  # root and s1 are decoded meanwhile
+    command = [sys.executable, "-m", "crawler", *s.argv("a")]
+    pipes = subprocess.PIPE
+    # subprocess, not asyncio: asyncio's child watcher would reap the crawler as it dies
+    proc = subprocess.Popen(  # noqa: ASYNC220 - started, not waited for, here
+        command, cwd=tmp_path, env=cli_env(), stdout=pipes, stderr=pipes, start_new_session=True
+    )
+    _GROUPS.append(proc.pid)
+    try:
+        await until(lambda: s.server.arrivals(s.path("a", "s2")) > 0, "the download of s2")
+        await until(lambda: len(group_members(proc.pid)) >= 4, "decoding workers", 10)
+
+        os.kill(proc.pid, signal.SIGKILL)
+
+        # group_members leaves zombies out: the crawler itself, not reaped yet
+        await until(lambda: not group_members(proc.pid), "its processes to end", 5, every=0.05)
+        assert Path(f"/proc/{proc.pid}").exists()  # still unreaped: the case at hand
+    finally:
+        end_group(proc.pid)
+        await asyncio.to_thread(proc.communicate)
+    assert proc.returncode == -signal.SIGKILL
 
 
 # --- 9. SIGTERM and SIGINT --------------------------------------------------------------------
