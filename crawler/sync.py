@@ -59,9 +59,11 @@ from .sources import SourceOutcome, SourceReader
 from .state import BranchState, PagesDigest, Store, fingerprint
 from .validate import SourceSummary
 from .write import (
+    COMPANIONS,
     BranchStage,
     atomic_write,
     check_replaceable,
+    companion_problem,
     encode_json,
     recover,
     render_page,
@@ -204,6 +206,34 @@ def _package_names(index: bytes) -> set[str] | None:
         return set(msgspec.json.decode(index, type=_Packages).packages)
     except msgspec.DecodeError:
         return None
+
+
+def _companions_intact(folder: Path, branch: str) -> bool:
+    """Whether the companions of a published ``index.json`` are sound, or absent, as
+    :mod:`crawler.verify` wants them (a damaged one must not pass as current for ever)."""
+    for name in COMPANIONS:
+        problem = companion_problem(folder, name)
+        if problem:
+            log.debug("%s: published %s", branch, problem)
+            return False
+    return True
+
+
+def _published_as(folder: Path, branch: str, index_sha256: str, pages_sha256: str | None) -> bool:
+    """Whether ``folder`` holds, intact, an ``index.json`` of this SHA-256 and these pages (a
+    :class:`PagesDigest`; None: no ``pages/`` at all)."""
+    try:
+        index = read_regular(folder / "index.json")
+    except OSError:
+        return False
+    if hashlib.sha256(index).hexdigest() != index_sha256:
+        return False
+    if pages_sha256 is None:
+        if os.path.lexists(folder / "pages"):
+            return False
+    elif Store.published_pages_sha256(folder / "pages") != pages_sha256:
+        return False
+    return _companions_intact(folder, branch)
 
 
 def _published_count(previous: BranchState | None) -> int | None:
@@ -431,12 +461,16 @@ class Syncer:
                 }
                 status: BranchStatus = "partial" if failed else "published"
                 report.update(status=status, error=None, changes=changes["totals"])
-                digest, pages = await self._publish(
+                digest, pages, swapped = await self._publish(
                     branch, index, packages, changes, report, clock, "pages" in formats
                 )
             learnt = [o.state() for o in outcomes]
             state = BranchState(__version__, inputs, digest, formats, learnt, stats, pages)
             self._after_publish(lambda: self.store.save_branch(branch, state))
+            if not swapped:
+                now: BranchStatus = "partial" if failed else "unchanged"
+                reason = "output is current (a run stopped after publishing it)"
+                return self._done(branch, now, report, clock, reason)
         except _Refused as err:
             return self._done(branch, "refused", report, clock, str(err), outcomes)
         except CrawlerError as err:
@@ -552,6 +586,8 @@ class Syncer:
         if index is None or hashlib.sha256(index).hexdigest() != previous.index_sha256:
             log.debug("%s: published index.json is not the one published", branch)
             return False
+        if not _companions_intact(folder, branch):
+            return False
         if "pages" not in published:
             return True
         if not exact:
@@ -630,9 +666,15 @@ class Syncer:
         report: dict[str, Any],
         clock: float,
         with_pages: bool,
-    ) -> tuple[str, str | None]:
+    ) -> tuple[str, str | None, bool]:
         """Stage and publish a branch, with its pages or not; returns the SHA-256 of its
-        index.json and the :class:`~crawler.state.PagesDigest` of its pages (None without).
+        index.json, the :class:`~crawler.state.PagesDigest` of its pages (None without), and
+        whether it was swapped in.
+
+        It is not when the published folder already holds exactly these ``index.json`` and
+        pages, and intact companions: a run stopped (SIGKILL, a power cut) after its swap but
+        before it saved the state left it so. Swapping in the same index would replace that
+        run's ``changes.json`` by one listing no change.
 
         A signal that comes before the staged branch is swapped in cancels the publish (at the
         next :func:`_checkpoint`, every few dozen pages): the staging folder is removed and the
@@ -652,6 +694,10 @@ class Syncer:
                     page = render_page(name, branch, summary).encode()
                     stage.write(f"pages/{name}/specs.md", page)
                     pages.add(name, page)
+            digest = hashlib.sha256(encoded).hexdigest()
+            pages_digest = pages.hexdigest() if pages else None
+            if _published_as(self.output / branch, branch, digest, pages_digest):
+                return digest, pages_digest, False
             self._finish(report, clock)
             stage.write("report.json", encode_json(report))
             await _checkpoint()
@@ -659,7 +705,7 @@ class Syncer:
         finally:
             stage.discard()
         self._after_publish(lambda: self._save_report(branch, report))
-        return hashlib.sha256(encoded).hexdigest(), pages.hexdigest() if pages else None
+        return digest, pages_digest, True
 
     @staticmethod
     def _after_publish(bookkeeping: Callable[[], None]) -> None:

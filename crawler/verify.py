@@ -52,7 +52,7 @@ from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 
 from .consolidate import PackageSummary
 from .files import read_regular
-from .write import OS_LITTER, foreign_entries, render_page
+from .write import COMPANIONS, OS_LITTER, companion_problem, foreign_entries, render_page
 
 SCHEMA_PATH = Path(__file__).resolve().parent / "schema" / "index.schema.json"
 MAX_SCHEMA_ERRORS = 20
@@ -250,23 +250,6 @@ def _page_problems(
     return problems
 
 
-def _side_file_problems(folder: Path, name: str) -> list[str]:
-    """``report.json`` / ``changes.json``, when present: a JSON object for this branch."""
-    path = folder / name
-    if not path.exists():
-        return []
-    try:
-        document = json.loads(read_regular(path))
-    except (OSError, ValueError) as err:
-        return [f"{name}: not readable JSON: {_short(str(err))}"]
-    if not isinstance(document, dict):
-        return [f"{name}: not a JSON object"]
-    branch = document.get("branch")
-    if branch != folder.name:
-        return [f"{name}: branch is {branch!r} but the folder is {folder.name!r}"]
-    return []
-
-
 def verify_branch(path: Path, *, schema: bool = True) -> list[str]:
     """Every problem of the published branch folder ``path``; empty when it is sound.
 
@@ -295,8 +278,9 @@ def verify_branch(path: Path, *, schema: bool = True) -> list[str]:
         problems += _page_problems(
             folder, branch, names, index.packages if index is not None else None
         )
-    problems += _side_file_problems(folder, "changes.json")
-    problems += _side_file_problems(folder, "report.json")
+    for name in COMPANIONS:
+        problem = companion_problem(folder, name)
+        problems += [_short(problem)] if problem else []
     reported = {p.split(": ", 1)[0] for p in problems if p.startswith("pages/")}
     return problems + _foreign_problems(folder, reported)
 

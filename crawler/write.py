@@ -30,6 +30,7 @@ import msgspec
 
 from .consolidate import PackageSummary
 from .errors import OutputError
+from .files import read_regular
 
 STATE_DIR = ".crawler"
 _AT_FDCWD = -100
@@ -210,6 +211,29 @@ def check_replaceable(target: Path) -> None:
             f"holds {', '.join(foreign[:5])}{more}, which the crawler did not write and a "
             "publish would delete; move them away or choose another output folder",
         )
+
+
+#: The files a publish writes beside ``index.json``, each a JSON object naming its branch.
+COMPANIONS = ("changes.json", "report.json")
+
+
+def companion_problem(folder: Path, name: str) -> str | None:
+    """What is wrong with the companion ``name`` (see :data:`COMPANIONS`) of the published
+    branch ``folder``, if it is there: it must be a JSON object whose ``branch`` is the
+    folder's name. None when it is sound or absent."""
+    path = folder / name
+    if not path.exists():
+        return None
+    try:
+        document = json.loads(read_regular(path))
+    except (OSError, ValueError) as err:
+        return f"{name}: not readable JSON: {err}"
+    if not isinstance(document, dict):
+        return f"{name}: not a JSON object"
+    branch = document.get("branch")
+    if branch != folder.name:
+        return f"{name}: branch is {branch!r} but the folder is {folder.name!r}"
+    return None
 
 
 def foreign_entries(branch: Path) -> list[str]:

@@ -40,6 +40,7 @@ from crawler.cli import main_async
 from crawler.fetch import usable_etag
 from crawler.state import Store
 from crawler.synth import SynthRef, SynthSpec, build_mirror, index_document
+from crawler.verify import verify_branch
 
 from .conftest import Fault, MirrorServer, fast_config, tree_bytes
 
@@ -745,10 +746,11 @@ DAMAGE: dict[str, Callable[[Path], None]] = {"deleted": delete, "truncated": tru
         # summaries unreadable, but not needed yet (the branch state has their counts)
         ("v2", "cache", "truncated", 6, UNCHANGED),
         ("v3", "cache", "truncated", 6, UNCHANGED),
-        # the last publish is forgotten: rebuilt from the cached summaries; v2 indexes are
-        # downloaded to learn their checksum, v3 blobs name theirs
-        ("v2", "state", "truncated", 0, FETCHED_NOT_DECODED),
-        ("v3", "state", "deleted", 0, UNCHANGED),
+        # the last publish is forgotten: rebuilt from the cached summaries (v2 indexes are
+        # downloaded to learn their checksum, v3 blobs name theirs), to the very bytes
+        # published: nothing is swapped in, only the state is saved again
+        ("v2", "state", "truncated", 6, FETCHED_NOT_DECODED),
+        ("v3", "state", "deleted", 6, UNCHANGED),
     ],
 )
 async def test_damaged_crawler_files_are_survived_and_the_output_stays_a_cold_syncs(
@@ -1072,3 +1074,60 @@ async def test_running_out_of_memory_in_the_crawler_is_reported_as_such(
     assert f"root: failed (out of memory decoding {site.mirror.as_uri()}/" in err, err
     assert "internal error" not in err and "Traceback" not in err
     assert tree_bytes(site.out) == before
+
+
+async def test_a_run_stopped_after_its_swap_is_not_published_again(tmp_path: Path) -> None:
+    """A run killed (SIGKILL, a power cut, a supervisor's timeout) after swapping its branch in
+    but before saving the state leaves the new output with the old state. The next run over
+    the same mirror rebuilt the very same index and swapped it in again (exit 0), replacing
+    the real changes.json by one listing no change. It now finds the output current (exit 6),
+    keeps every published file, and saves the state."""
+    site = await make_site(tmp_path, None)
+    await site.start()
+    state = site.out / ".crawler" / "state" / f"{BRANCH}.json"
+    stale = state.read_bytes()
+    site.rebuild(MORE_SPECS)
+    assert await site.sync() == 0
+    published = tree_bytes(site.out / BRANCH)
+    changed = json.loads(published["changes.json"])["totals"]
+    assert changed["added"] > 0
+    state.write_bytes(stale)  # as if the run had stopped just after its swap
+
+    assert await site.sync() == 6
+
+    assert tree_bytes(site.out / BRANCH) == published
+    assert site.report()["status"] == "unchanged"
+    assert site.report()["error"] is None
+    assert state.read_bytes() != stale
+    assert await site.sync() == 6  # the state saved: current at once, nothing rebuilt
+    assert verify_branch(site.out / BRANCH, schema=False) == []
+
+
+@pytest.mark.parametrize("name", ["changes.json", "report.json"])
+@pytest.mark.parametrize(
+    "damage",
+    [
+        pytest.param(lambda path: path.write_bytes(path.read_bytes()[:20]), id="truncated"),
+        pytest.param(lambda path: path.write_text("[]"), id="not-an-object"),
+        pytest.param(
+            lambda path: path.write_text(path.read_text().replace(BRANCH, "other", 1)),
+            id="another-branch",
+        ),
+    ],
+)
+async def test_a_damaged_companion_of_index_json_is_published_again(
+    tmp_path: Path, name: str, damage: Callable[[Path], None]
+) -> None:
+    """report.json and changes.json are checked like index.json: damaged, sync found the branch
+    current for ever (exit 6) while verify failed it on every run."""
+    site = await make_site(tmp_path, None)
+    await site.start()
+    damage(site.out / BRANCH / name)
+    assert verify_branch(site.out / BRANCH, schema=False) != []
+
+    assert await site.sync() == 0
+
+    assert site.report()["status"] == "published"
+    assert verify_branch(site.out / BRANCH, schema=False) == []
+    assert site.published() == await site.cold(fresh=True)
+    assert await site.sync() == 6
