@@ -497,7 +497,7 @@ class Syncer:
             report.pop("stats", None)  # only the stats of what is published are meaningful
         report.update(status=status, error=message if failing else None)
         self._finish(report, clock)
-        self._save_report(branch, report)
+        self._keep_report(branch, report)
         if not failing:
             message = f"{status}: {message} ({report['duration_seconds']:.2f}s)"
         self.reporter.branch_done(branch, message, ok=not failing)
@@ -656,6 +656,15 @@ class Syncer:
     def _save_report(self, branch: str, report: dict[str, Any]) -> None:
         if is_safe_name(branch):
             atomic_write(state_dir(self.output) / "reports" / f"{branch}.json", encode_json(report))
+
+    def _keep_report(self, branch: str, report: dict[str, Any]) -> None:
+        """Save the run report of a branch that publishes nothing. It only tells what happened
+        (the log says it too): failing to write it (a full disk) is logged, and neither fails
+        the branch nor stops the run before the branches after it."""
+        try:
+            self._save_report(branch, report)
+        except CrawlerError as err:
+            log.warning("%s: %s (the run report of this branch is not saved)", branch, err)
 
     async def _publish(
         self,

@@ -1063,3 +1063,25 @@ async def test_interrupt_exits_130_and_keeps_the_output(
     assert tree_bytes(tmp_path / "out" / "v0.23.1") == before
     staging = tmp_path / "out" / ".crawler" / "staging"
     assert not staging.exists() or list(staging.iterdir()) == []
+
+
+def test_a_run_report_that_cannot_be_written_stops_nothing(here: RunHere, tmp_path: Path) -> None:
+    """The run report of a branch that publishes nothing (unchanged, skipped) could not be
+    written (``.crawler/reports`` is a file; a full disk does the same): the error ended the
+    whole run, exit 4, before the branches after it. After a publish it was a warning already;
+    now it is one for every branch."""
+    config = sample_config(tmp_path)
+    assert here("sync", "--all", "--config", str(config)).code == 0
+    out = tmp_path / "out"
+    reports = out / ".crawler" / "reports"
+    shutil.rmtree(reports)
+    reports.write_text("not a folder")
+    (out / "v0.23.1" / "index.json").unlink()  # the last branch needs a repair
+
+    done = here("sync", "--all", "--config", str(config))
+
+    assert done.code == 0, done.err
+    assert (out / "v0.23.1" / "index.json").is_file()
+    assert f"WARNING develop: cannot write {reports / 'develop.json'}: " in done.err
+    assert "(the run report of this branch is not saved)" in done.err
+    assert "INFO develop: unchanged: output is current" in done.err
