@@ -56,6 +56,8 @@ from .write import COMPANIONS, OS_LITTER, companion_problem, foreign_entries, re
 
 SCHEMA_PATH = Path(__file__).resolve().parent / "schema" / "index.schema.json"
 MAX_SCHEMA_ERRORS = 20
+#: How many times a branch replaced while it is verified is verified (see verify_branch).
+VERIFY_ATTEMPTS = 3
 _MAX_MESSAGE = 200
 
 
@@ -254,8 +256,30 @@ def verify_branch(path: Path, *, schema: bool = True) -> list[str]:
     """Every problem of the published branch folder ``path``; empty when it is sound.
 
     ``schema=False`` skips the (slow) JSON Schema validation; every other check still runs.
+
+    A sync may publish the branch meanwhile, swapping another folder in at ``path``: the files
+    read before and after the swap are of two publishes, and would disagree. So when ``path``
+    is another folder at the end than at the start, the branch is verified again (up to
+    :data:`VERIFY_ATTEMPTS` times in all).
     """
     folder = path.resolve()
+    for _ in range(VERIFY_ATTEMPTS):
+        before = _folder_identity(folder)
+        problems = _verify_once(folder, schema)
+        if _folder_identity(folder) == before:
+            return problems
+    return [*problems, f"{folder}: replaced while it was verified, {VERIFY_ATTEMPTS} times over"]
+
+
+def _folder_identity(folder: Path) -> tuple[int, int] | None:
+    try:
+        stat = folder.stat()
+    except OSError:
+        return None
+    return stat.st_dev, stat.st_ino
+
+
+def _verify_once(folder: Path, schema: bool) -> list[str]:
     index_path = folder / "index.json"
     if not index_path.exists():
         return [f"index.json: missing in {folder}"]

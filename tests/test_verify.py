@@ -12,8 +12,10 @@ from typing import Any
 import pytest
 import yaml
 
+import crawler.verify
 from crawler.cli import main_async
 from crawler.lock import RunLock
+from crawler.synth import SynthRef, SynthSpec, build_mirror
 from crawler.verify import MAX_SCHEMA_ERRORS, verify_branch
 from crawler.write import encode_json
 
@@ -393,3 +395,47 @@ def test_source_and_stats_counts(branch: Path) -> None:
         f"index.json: source root: in_buildcache is {index['stats']['specs'] + 1} but the "
         f"index has {index['stats']['specs']} specs",
     ]
+
+
+async def test_a_branch_published_while_it_is_verified_is_verified_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``crawler verify`` during a sync's publish read index.json from one publish and the
+    pages from the next (the folder swapped in between), and reported pages that differ from
+    their packages, exit 8, on a sound branch. A folder replaced meanwhile is verified again;
+    one replaced every time is said to be."""
+    outputs = []
+    for i, specs in enumerate(
+        [
+            (SynthSpec("zlib", "1.3.1", stacks=("s1",)),),
+            (SynthSpec("zlib", "1.3.2", stacks=("s1",)), SynthSpec("cmake", "3.30.0")),
+        ]
+    ):
+        mirror, out = tmp_path / f"mirror{i}", tmp_path / f"out{i}"
+        build_mirror(mirror, (SynthRef("develop", specs),))
+        config = tmp_path / f"c{i}.yaml"
+        config.write_text(yaml.safe_dump({**fast_config(str(mirror), out), "formats": ["pages"]}))
+        argv = ["sync", "--branch", "develop", "--config", str(config), "-q"]
+        assert await main_async(argv) == 0
+        outputs.append(out / "develop")
+    folder, newer = outputs
+    check_pages = crawler.verify._page_problems
+    swaps = {"done": 0, "wanted": 1}
+
+    def publish_meanwhile(*args: Any) -> list[str]:
+        """While the pages are checked, a publish swaps the newer branch in (as often as
+        wanted)."""
+        if swaps["done"] < swaps["wanted"]:
+            swaps["done"] += 1
+            old = folder.rename(tmp_path / f"old-{swaps['done']}")
+            shutil.copytree(newer, folder)
+            shutil.rmtree(old)
+        return check_pages(*args)
+
+    monkeypatch.setattr(crawler.verify, "_page_problems", publish_meanwhile)
+    assert verify_branch(folder, schema=False) == []
+    assert swaps["done"] == 1
+
+    swaps.update(done=0, wanted=99)
+    problems = verify_branch(folder, schema=False)
+    assert problems[-1] == f"{folder}: replaced while it was verified, 3 times over"
