@@ -73,5 +73,5 @@ def published_spec_stacks(path: Path) -> SpecStacks | None:
     except FileNotFoundError:
         return None
     except (OSError, CrawlerError) as err:
-        log.warning("previous %s is unreadable (%s); comparing against nothing", path, err)
+        log.warning("previous %s is unreadable (%s)", path, err)
         return None

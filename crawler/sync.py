@@ -45,9 +45,9 @@ from typing import Any, Literal
 import msgspec
 
 from . import __version__
-from .changes import changes_between, counted, summary_line
+from .changes import SpecStacks, changes_between, counted, summary_line
 from .config import Config, normal_formats
-from .consolidate import Conflict, Consolidator, PackageSummary, paused_gc
+from .consolidate import Conflict, Consolidator, PackageSummary, consolidate, paused_gc
 from .discovery import Discovery, Mirror, Source, is_safe_name, parse_discovery
 from .errors import BranchError, CrawlerError, OutputError, UsageError, shown
 from .fetch import Fetcher, Sleep
@@ -446,6 +446,8 @@ class Syncer:
                 for o in outcomes:
                     o.release()  # the summaries are consolidated: free them before serialising
                 old = published_spec_stacks(published)
+                if old is None and previous is not None:  # a repair: compare with what it was
+                    old = self._recorded_spec_stacks(branch, previous)
                 before = len(old) if old is not None else _published_count(record)
                 self._gate(branch, before, stats["specs"])
                 await _checkpoint()
@@ -529,6 +531,29 @@ class Syncer:
         if published.get("status") != "partial" or not isinstance(labels, list):
             return frozenset()
         return frozenset(label for label in labels if isinstance(label, str))
+
+    def _recorded_spec_stacks(self, branch: str, previous: BranchState) -> SpecStacks | None:
+        """The specs (and their stacks) of the last publish, rebuilt from the cached summaries
+        of its sources, when its ``index.json`` cannot be read (deleted, damaged): the changes
+        of a repair are those since that publish, not a first publish's. None when a summary
+        is not in the cache any more."""
+        summaries: dict[str, SourceSummary] = {}
+        for i, source in enumerate(previous.sources):
+            if source.sha256 is None or source.facts is None:  # missing or failed then
+                continue
+            cached = self.store.load("root" if i == 0 else "stack", source.sha256)
+            if cached is None:
+                log.info(
+                    "%s: the last publish's summaries are gone: comparing against nothing", branch
+                )
+                return None
+            summaries[source.label] = cached.summary
+        root = summaries.pop(previous.sources[0].label, None) if previous.sources else None
+        if root is None:
+            return None
+        packages, _ = consolidate(root, summaries)
+        log.info("%s: changes are against the last publish's specs, from its summaries", branch)
+        return spec_stacks_of(packages)
 
     def _gate(self, branch: str, before: int | None, specs: int) -> None:
         """Refuse to publish an empty root or a large drop in specs against the ``before``

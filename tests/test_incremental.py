@@ -1131,3 +1131,26 @@ async def test_a_damaged_companion_of_index_json_is_published_again(
     assert verify_branch(site.out / BRANCH, schema=False) == []
     assert site.published() == await site.cold(fresh=True)
     assert await site.sync() == 6
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGE))
+async def test_the_changes_of_a_repair_are_those_since_the_last_publish(
+    tmp_path: Path, damage: str
+) -> None:
+    """A branch whose index.json was deleted or damaged is rebuilt; its changes.json claimed a
+    first publish, every spec "added". They are now the changes since the last publish, which
+    the cached summaries of its sources tell: what a run without the damage writes."""
+    site = await make_site(tmp_path, None)
+    await site.start()
+    clean = tmp_path / "clean"
+    assert await site.sync(out=clean) == 0
+    site.rebuild(MORE_SPECS)
+    assert await site.sync(out=clean) == 0
+    DAMAGE[damage](site.out / BRANCH / "index.json")
+
+    assert await site.sync() == 0
+
+    changes = (site.out / BRANCH / "changes.json").read_bytes()
+    assert json.loads(changes)["first_publish"] is False
+    assert changes == (clean / BRANCH / "changes.json").read_bytes()
+    assert site.published() == site.published(clean)
