@@ -160,6 +160,10 @@ def recover(output: Path) -> list[str]:
             else:
                 shutil.rmtree(entry, ignore_errors=True)
                 done.append(f"removed {entry.name} left by an interrupted run")
+        for folder in ("state", "reports"):  # the cache's are pruned with it
+            for entry in _ours(state / folder, _HALF_WRITTEN, folders=False):
+                entry.unlink(missing_ok=True)
+                done.append(f"removed {folder}/{entry.name} left by an interrupted run")
     except OSError as err:
         raise OutputError(str(state), err.strerror or str(err)) from None
     return done
@@ -169,17 +173,21 @@ def recover(output: Path) -> list[str]:
 #: built or set aside, suffixed with random hex, or with a pid by earlier versions).
 _RUN_FOLDER = re.compile(r"[0-9]+")
 _STAGED_BRANCH = re.compile(r"(new|old)-.+\.[0-9a-f]+")
+#: What :func:`atomic_write` leaves when its run dies before the rename (``mkstemp``'s name).
+_HALF_WRITTEN = re.compile(r"\..+\.[a-z0-9_]{8}\.tmp")
 
 
-def _ours(folder: Path, name: re.Pattern[str]) -> list[Path]:
-    """The folders in ``folder`` named as a run names them (not symbolic links): anything else
-    there was put by someone else and is left alone."""
+def _ours(folder: Path, name: re.Pattern[str], *, folders: bool = True) -> list[Path]:
+    """The folders (or regular files) in ``folder`` named as a run names them (not symbolic
+    links): anything else there was put by someone else and is left alone."""
     if not folder.is_dir():
         return []
     return sorted(
         entry
         for entry in folder.iterdir()
-        if name.fullmatch(entry.name) and entry.is_dir() and not entry.is_symlink()
+        if name.fullmatch(entry.name)
+        and (entry.is_dir() if folders else entry.is_file())
+        and not entry.is_symlink()
     )
 
 

@@ -1085,3 +1085,22 @@ def test_a_run_report_that_cannot_be_written_stops_nothing(here: RunHere, tmp_pa
     assert f"WARNING develop: cannot write {reports / 'develop.json'}: " in done.err
     assert "(the run report of this branch is not saved)" in done.err
     assert "INFO develop: unchanged: output is current" in done.err
+
+
+def test_files_half_written_by_a_killed_run_are_removed(here: RunHere, tmp_path: Path) -> None:
+    """A run killed while it wrote a branch's state or run report left ``.<name>.XXXXXXXX.tmp``
+    there, for ever. The next run removes those (and only those) as it recovers."""
+    config = sample_config(tmp_path)
+    assert here("sync", "--branch", "develop", "--config", str(config)).code == 0
+    crawler_files = tmp_path / "out" / ".crawler"
+    left = [crawler_files / "state" / ".develop.json.k3x_9a2b.tmp"]
+    left.append(crawler_files / "reports" / ".develop.json.00aa11bb.tmp")
+    kept = [crawler_files / "reports" / "notes.tmp", crawler_files / "state" / ".a.b.tmp"]
+    for path in left + kept:
+        path.write_text("{")
+
+    done = here("sync", "--branch", "develop", "--config", str(config))
+
+    assert done.code == 6, done.err
+    assert [path.exists() for path in left + kept] == [False, False, True, True]
+    assert "WARNING removed state/.develop.json.k3x_9a2b.tmp left by an interrupted run" in done.err
