@@ -233,15 +233,22 @@ def companion_problem(folder: Path, name: str) -> str | None:
     if not path.exists():
         return None
     try:
-        document = json.loads(read_regular(path))
-    except (OSError, ValueError) as err:
-        return f"{name}: not readable JSON: {err}"
-    if not isinstance(document, dict):
+        # Typed, so that a large changes.json is only scanned: every sync checks them.
+        branch = _COMPANION.decode(read_regular(path)).branch
+    except msgspec.ValidationError:  # valid JSON, not an object
         return f"{name}: not a JSON object"
-    branch = document.get("branch")
+    except (OSError, msgspec.DecodeError) as err:
+        return f"{name}: not readable JSON: {err}"
     if branch != folder.name:
         return f"{name}: branch is {branch!r} but the folder is {folder.name!r}"
     return None
+
+
+class _Companion(msgspec.Struct):
+    branch: Any = None
+
+
+_COMPANION = msgspec.json.Decoder(_Companion)
 
 
 def foreign_entries(branch: Path) -> list[str]:
