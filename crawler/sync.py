@@ -468,10 +468,13 @@ class Syncer:
                 )
             learnt = [o.state() for o in outcomes]
             state = BranchState(__version__, inputs, digest, formats, learnt, stats, pages)
-            self._after_publish(lambda: self.store.save_branch(branch, state))
+            self._after_publish(
+                lambda: self.store.save_branch(branch, state),
+                "published" if swapped else "output is current",
+            )
             if not swapped:
                 now: BranchStatus = "partial" if failed else "unchanged"
-                reason = "output is current (a run stopped after publishing it)"
+                reason = "output is current (rebuilt to the very files published)"
                 return self._done(branch, now, report, clock, reason)
         except _Refused as err:
             return self._done(branch, "refused", report, clock, str(err), outcomes)
@@ -578,7 +581,7 @@ class Syncer:
         sources = [o.state() for o in outcomes]
         if sources != previous.sources:
             state = msgspec.structs.replace(previous, sources=sources)
-            self._after_publish(lambda: self.store.save_branch(branch, state))
+            self._after_publish(lambda: self.store.save_branch(branch, state), "output is current")
 
     def _current(self, branch: str, previous: BranchState, inputs: str, formats: list[str]) -> bool:
         """True when the published branch was made from exactly these inputs and is intact in
@@ -742,9 +745,10 @@ class Syncer:
         return digest, pages_digest, True
 
     @staticmethod
-    def _after_publish(bookkeeping: Callable[[], None]) -> None:
-        """Run bookkeeping that follows a publish: the publish stands even if it fails."""
+    def _after_publish(bookkeeping: Callable[[], None], done: str = "published") -> None:
+        """Run bookkeeping that follows a publish (or finding the output ``done`` otherwise):
+        the publish stands even if it fails."""
         try:
             bookkeeping()
         except CrawlerError as err:
-            log.warning("published, but %s (the next run redoes it)", err)
+            log.warning("%s, but %s (the next run redoes it)", done, err)

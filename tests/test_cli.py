@@ -1104,3 +1104,25 @@ def test_files_half_written_by_a_killed_run_are_removed(here: RunHere, tmp_path:
     assert done.code == 6, done.err
     assert [path.exists() for path in left + kept] == [False, False, True, True]
     assert "WARNING removed state/.develop.json.k3x_9a2b.tmp left by an interrupted run" in done.err
+
+
+def test_a_state_that_cannot_be_saved_does_not_republish_every_run(
+    here: RunHere, tmp_path: Path
+) -> None:
+    """``.crawler/state`` is a file: no state can be saved, so every run rebuilds the branch.
+    It published it again each time, exit 0, "published, but cannot write ...". The rebuilt
+    files are the ones published, so nothing is swapped in and the branch is unchanged."""
+    config = sample_config(tmp_path)
+    assert here("sync", "--branch", "develop", "--config", str(config)).code == 0
+    state = tmp_path / "out" / ".crawler" / "state"
+    shutil.rmtree(state)
+    state.write_text("not a folder")
+    before = tree_bytes(tmp_path / "out" / "develop")
+
+    for _ in range(2):
+        done = here("sync", "--branch", "develop", "--config", str(config))
+
+        assert done.code == 6, done.err
+        assert f"WARNING output is current, but cannot write {state}" in done.err
+        assert "(the next run redoes it)" in done.err
+        assert tree_bytes(tmp_path / "out" / "develop") == before
