@@ -233,12 +233,17 @@ def companion_problem(folder: Path, name: str) -> str | None:
     if not path.exists():
         return None
     try:
-        # Typed, so that a large changes.json is only scanned: every sync checks them.
-        branch = _COMPANION.decode(read_regular(path)).branch
+        data = read_regular(path)
+        # Typed, so that a large changes.json is only scanned: every sync checks them. The
+        # scan skips what it does not read without checking its UTF-8: decoding does.
+        branch = _COMPANION.decode(data).branch
+        data.decode()
     except msgspec.ValidationError:  # valid JSON, not an object
         return f"{name}: not a JSON object"
-    except (OSError, msgspec.DecodeError) as err:
+    except (OSError, msgspec.DecodeError, UnicodeDecodeError) as err:
         return f"{name}: not readable JSON: {err}"
+    except RecursionError:
+        return f"{name}: not readable JSON: nested too deeply"
     if branch != folder.name:
         return f"{name}: branch is {branch!r} but the folder is {folder.name!r}"
     return None

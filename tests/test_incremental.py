@@ -1113,6 +1113,14 @@ async def test_a_run_stopped_after_its_swap_is_not_published_again(tmp_path: Pat
             lambda path: path.write_text(path.read_text().replace(BRANCH, "other", 1)),
             id="another-branch",
         ),
+        pytest.param(
+            lambda path: path.write_bytes(b'{"branch": "develop", "note": "\xff"}'),
+            id="not-utf-8",
+        ),
+        pytest.param(
+            lambda path: path.write_text('{"branch": "develop", "x": ' + "[" * 100_000 + "]}"),
+            id="nested-too-deeply",
+        ),
     ],
 )
 async def test_a_damaged_companion_of_index_json_is_published_again(
