@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from multiprocessing.process import BaseProcess
 
-from .errors import OutOfMemory, WorkerError
+from .errors import OutOfMemory, WorkerError, out_of_memory
 
 log = logging.getLogger("crawler")
 
@@ -227,13 +227,12 @@ class DecodeQueue:
             if pool is self._pool:  # the first runner to notice replaces it, once
                 self._restart(warn=not rerun)
             return True
-        except MemoryError:  # the worker lives on; alone, the job may find the memory it needs
-            if not rerun:
-                return True
-            if not done.cancelled():
-                done.set_exception(OutOfMemory(str(args[1])))
-        except Exception as err:  # handed to the waiting source, which reports it
-            if not done.cancelled():
+        except Exception as err:
+            if out_of_memory(err):  # the worker lives on; alone, the job may find the memory
+                if not rerun:
+                    return True
+                err = OutOfMemory(str(args[1]))
+            if not done.cancelled():  # handed to the waiting source, which reports it
                 done.set_exception(err)
         else:
             if not done.cancelled():

@@ -12,6 +12,7 @@
     ├── IndexFormatError        a discovery document or index not shaped as FORMAT.md says
     │   └── UnsupportedVersionError   an index whose Database version is not 6, 7 or 8
     ├── WorkerError             a decoding process died twice on one index (url)
+    ├── OutOfMemory             decoding an index ran out of memory twice (url)
     ├── BranchError             one branch could not be synced (branch, reason); others go on
     ├── OutputError             the output directory cannot be written (path, reason)
     ├── LockBusyError           another run holds the output's lock (crawler.lock: path, holder)
@@ -25,6 +26,8 @@ line maps the classes to exit codes in one place (:mod:`crawler.cli`).
 """
 
 from __future__ import annotations
+
+import errno
 
 #: The most characters of a server's text (a header, an error's body) a message quotes.
 SHOWN_LIMIT = 300
@@ -167,6 +170,12 @@ class OutOfMemory(CrawlerError):
 
     def __str__(self) -> str:
         return f"out of memory decoding {self.url}"
+
+
+def out_of_memory(err: BaseException) -> bool:
+    """Whether an exception says memory ran out: a ``MemoryError``, or an ``OSError`` of
+    ``ENOMEM`` (a failed ``mmap`` under an address-space limit)."""
+    return isinstance(err, MemoryError) or (isinstance(err, OSError) and err.errno == errno.ENOMEM)
 
 
 class BranchError(CrawlerError):

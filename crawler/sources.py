@@ -34,6 +34,7 @@ from .errors import (
     NotFoundError,
     OutOfMemory,
     SourceChanged,
+    out_of_memory,
 )
 from .fetch import Fetched, Fetcher, usable_etag
 from .progress import Reporter
@@ -253,11 +254,12 @@ class SourceReader:
             outcome.status, outcome.error = "missing", str(err)
         except CrawlerError as err:
             outcome.status, outcome.error = "failed", str(err)
-        except MemoryError:  # here, not in a decoding process: no bug, and no trace to log
-            outcome.status, outcome.error = "failed", str(OutOfMemory(source.location))
-        except Exception as err:  # a bug: keep the branch's failure readable, log the trace
-            log.exception("internal error on %s", source.location)
-            outcome.status, outcome.error = "failed", f"internal error: {err!r}"
+        except Exception as err:
+            if out_of_memory(err):  # here, not in a decoding process: no bug, no trace to log
+                outcome.status, outcome.error = "failed", str(OutOfMemory(source.location))
+            else:  # a bug: keep the branch's failure readable, log the trace
+                log.exception("internal error on %s", source.location)
+                outcome.status, outcome.error = "failed", f"internal error: {err!r}"
         finally:
             parts = self._parts.pop(dest, None)
             if parts is not None:
