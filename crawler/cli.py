@@ -484,11 +484,17 @@ def _return_large_blocks() -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
     _return_large_blocks()
+    runner = asyncio.Runner()  # asyncio.run(), but a failure to close loses no exit code
     try:
-        return asyncio.run(main_async(argv))
+        return runner.run(main_async(argv))
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return EXIT_SIGINT
+    finally:
+        try:
+            runner.close()
+        except RuntimeError as err:  # a last thread to stop its executor (ulimit -v): none left
+            print(f"warning: while exiting: {err}", file=sys.stderr)
 
 
 def run() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import gc
 import heapq
 import itertools
@@ -22,7 +23,7 @@ import time
 from collections.abc import Callable
 from multiprocessing.process import BaseProcess
 
-from .errors import OutOfMemory, WorkerError, out_of_memory
+from .errors import OutOfMemory, PoolError, WorkerError, out_of_memory
 
 log = logging.getLogger("crawler")
 
@@ -30,6 +31,8 @@ log = logging.getLogger("crawler")
 ROOT_FIRST, STACKS_AFTER = 0, 1
 #: Jobs handed to the pool per worker: one running, the others waiting in the pool's queue.
 _IN_FLIGHT = 3
+#: Seconds between checks that the pool's manager thread still runs, while a job waits.
+_MANAGER_CHECK = 1.0
 
 
 def _decode_pool(workers: int) -> concurrent.futures.ProcessPoolExecutor:
@@ -109,13 +112,21 @@ def _ready() -> bytes:
     return b""
 
 
-def _warm_up(pool: concurrent.futures.ProcessPoolExecutor, workers: int) -> None:
-    """Have the pool start its workers (the pool may be shut down meanwhile: then nothing)."""
+def _warm_up(
+    pool: concurrent.futures.ProcessPoolExecutor,
+    workers: int,
+    failed: Callable[[RuntimeError], None],
+) -> None:
+    """Have the pool start its workers. A pool shut down meanwhile refuses (nothing to do);
+    one whose manager thread cannot start (``ulimit -v``, a process limit) would never run a
+    job: ``failed`` is told (:meth:`DecodeQueue._cannot_start` tells the two apart)."""
     try:
         for _ in range(workers):
             pool.submit(_ready)
-    except (RuntimeError, concurrent.futures.process.BrokenProcessPool):
+    except concurrent.futures.process.BrokenProcessPool:
         pass
+    except RuntimeError as err:
+        failed(err)
 
 
 class DecodeQueue:
@@ -144,6 +155,8 @@ class DecodeQueue:
         self._rerunner: asyncio.Task[None] | None = None
         self._open = asyncio.Event()  # cleared while there are reruns: other jobs wait
         self._open.set()
+        self._unstartable: str | None = None  # why the pool cannot start, once it is known
+        self._submitted: set[asyncio.Future[bytes]] = set()  # jobs handed to the pool
 
     def start(self) -> None:
         """Start the workers now, if not yet started, rather than on the first job.
@@ -160,8 +173,36 @@ class DecodeQueue:
 
     def _new_pool(self) -> None:
         pool = self._pool = _decode_pool(self.workers)
+        self._unstartable = None
+        loop = asyncio.get_running_loop()
+
+        def failed(err: RuntimeError) -> None:
+            loop.call_soon_threadsafe(self._cannot_start, pool, err)
+
         # Starting a process waits for the forkserver to answer: not on the event loop.
-        threading.Thread(target=_warm_up, args=(pool, self.workers), daemon=True).start()
+        warm_up = threading.Thread(target=_warm_up, args=(pool, self.workers, failed), daemon=True)
+        try:
+            warm_up.start()
+        except RuntimeError as err:  # no thread to be had
+            self._cannot_start(pool, err)
+
+    def _cannot_start(self, pool: concurrent.futures.ProcessPoolExecutor, err: Exception) -> None:
+        """The pool could not start a thread it needs: it never will run a job. Its jobs, and
+        all later ones, fail with :class:`PoolError`, rather than wait for ever (the lock held).
+
+        Ignored for a pool that was replaced or closed meanwhile: its refusals are expected.
+        """
+        if pool is not self._pool:
+            return
+        self._unstartable = f"{err} (out of memory, or a limit on processes)"
+        self._pool = None
+        self._retired += _processes(pool)
+        with contextlib.suppress(RuntimeError):
+            pool.shutdown(wait=False)
+        # Without its manager thread, the pool settles nothing: its jobs' waits are ended here
+        # (see _attempt).
+        for future in self._submitted:
+            future.cancel()
 
     async def run(self, priority: int, fn: Callable[..., bytes], *args: object) -> bytes:
         """Run ``fn(*args)`` in a worker process when a worker is free; lower priority first.
@@ -219,10 +260,29 @@ class DecodeQueue:
         if the job ran out of memory (run again alone, it fails with :class:`OutOfMemory`)."""
         fn, args, done = job
         pool = self._pool
+        if pool is not None:
+            try:  # submitting may start the pool's manager thread, and fail to
+                submitted = pool.submit(fn, *args)
+            except RuntimeError as err:
+                self._cannot_start(pool, err)
+            else:
+                future = asyncio.wrap_future(submitted)
+        if self._pool is None:  # could not start (a closed queue has no runners)
+            if not done.cancelled():
+                done.set_exception(PoolError(self._unstartable or "closed"))
+            return False
+        assert pool is not None
         self._running += 1
         self._drained.clear()
+        self._submitted.add(future)
         try:
-            result = await asyncio.get_running_loop().run_in_executor(pool, fn, *args)
+            result = await self._settled(pool, submitted, future)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if self._unstartable is None or (task is not None and task.cancelling()):
+                raise
+            if not done.cancelled():  # not this task: the pool that could not start
+                done.set_exception(PoolError(self._unstartable))
         except concurrent.futures.process.BrokenProcessPool:
             if pool is self._pool:  # the first runner to notice replaces it, once
                 self._restart(warn=not rerun)
@@ -238,10 +298,32 @@ class DecodeQueue:
             if not done.cancelled():
                 done.set_result(result)
         finally:
+            self._submitted.discard(future)
             self._running -= 1
             if not self._running:
                 self._drained.set()
         return False
+
+    async def _settled(
+        self,
+        pool: concurrent.futures.ProcessPoolExecutor,
+        submitted: concurrent.futures.Future[bytes],
+        future: asyncio.Future[bytes],
+    ) -> bytes:
+        """The job's result, once the pool settles it. The pool's manager thread settles every
+        job: if it ends while this one is not settled (a thread it needed could not start, say
+        the queue's feeder under ``ulimit -v``), none ever will, and the pool is given up."""
+        while True:
+            try:
+                await asyncio.wait([future], timeout=_MANAGER_CHECK)
+            except asyncio.CancelledError:  # as ``await future`` would: the job goes too
+                future.cancel()
+                raise
+            if future.done():
+                return future.result()
+            manager = getattr(pool, "_executor_manager_thread", None)  # private, as _processes
+            if manager is not None and not manager.is_alive() and not submitted.done():
+                self._cannot_start(pool, RuntimeError("a thread of the decoding pool ended"))
 
     def _restart(self, warn: bool = True) -> None:
         """Replace a pool whose process died (the jobs in it are run again, see :meth:`run`).
@@ -296,7 +378,8 @@ class DecodeQueue:
         if self._pool is not None:
             for process in _processes(self._pool):
                 process.terminate()
-            self._pool.shutdown(wait=True, cancel_futures=True)
+            with contextlib.suppress(RuntimeError):  # a manager thread that never started
+                self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
 
 

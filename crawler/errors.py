@@ -13,6 +13,7 @@
     │   └── UnsupportedVersionError   an index whose Database version is not 6, 7 or 8
     ├── WorkerError             a decoding process died twice on one index (url)
     ├── OutOfMemory             decoding an index ran out of memory twice (url)
+    ├── PoolError               the decoding processes cannot be started (reason)
     ├── BranchError             one branch could not be synced (branch, reason); others go on
     ├── OutputError             the output directory cannot be written (path, reason)
     ├── LockBusyError           another run holds the output's lock (crawler.lock: path, holder)
@@ -170,6 +171,17 @@ class OutOfMemory(CrawlerError):
 
     def __str__(self) -> str:
         return f"out of memory decoding {self.url}"
+
+
+class PoolError(CrawlerError):
+    """The decoding processes cannot be started (a thread or a process could not be had)."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(reason)
+
+    def __str__(self) -> str:
+        return f"cannot start the decoding processes: {self.reason}"
 
 
 def out_of_memory(err: BaseException) -> bool:

@@ -1126,3 +1126,22 @@ def test_a_state_that_cannot_be_saved_does_not_republish_every_run(
         assert f"WARNING output is current, but cannot write {state}" in done.err
         assert "(the next run redoes it)" in done.err
         assert tree_bytes(tmp_path / "out" / "develop") == before
+
+
+def test_an_event_loop_that_cannot_close_loses_no_exit_code(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Closing the event loop starts a thread to stop its default executor; under ``ulimit -v``
+    that can fail after the run is done. asyncio.run() then raised, and a failed sync (exit 4)
+    ended as an internal error (exit 1)."""
+    config = sample_config(tmp_path)
+
+    async def no_thread(loop: asyncio.AbstractEventLoop, *args: object) -> None:
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(asyncio.BaseEventLoop, "shutdown_default_executor", no_thread)
+    argv = ["sync", "--branch", "develop", "--config", str(config), "-q"]
+
+    assert main(argv) == 0
+    assert main([*argv, "--branch", "no-such-ref"]) == 2
+    assert capsys.readouterr().err.count("warning: while exiting: can't start new thread") == 2

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures.process
 import errno
+import multiprocessing.queues
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Coroutine
 from pathlib import Path
@@ -15,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from crawler.decodepool import DecodeQueue, _running
-from crawler.errors import OutOfMemory, WorkerError
+from crawler.errors import OutOfMemory, PoolError, WorkerError
 
 from .conftest import dead_pid
 
@@ -351,3 +354,59 @@ def test_without_pidfd_a_zombie_counts_as_ended() -> None:
         child.wait()
     assert not _running(dead_pid())
     assert _running(os.getpid())
+
+
+@pytest.mark.parametrize("failures", [1, 100])
+async def test_a_pool_that_cannot_start_fails_its_jobs_rather_than_hang(
+    monkeypatch: pytest.MonkeyPatch, failures: int
+) -> None:
+    """Under ``ulimit -v`` (or a process limit) the pool's manager thread may not start. The
+    pool then never runs a job, and the jobs waited for ever: a cron run that never ends, its
+    lock held. They fail now, saying why; the next queue (a later run) starts afresh."""
+    manager = concurrent.futures.process._ExecutorManagerThread
+    start = manager.start
+    left = [failures]
+
+    def start_or_fail(self: threading.Thread) -> None:
+        if left[0]:
+            left[0] -= 1
+            raise RuntimeError("can't start new thread")
+        start(self)
+
+    monkeypatch.setattr(manager, "start", start_or_fail)
+    queue = DecodeQueue(2)
+    results = await _settled(queue, [queue.run(1, _echo, str(i), f"u{i}") for i in range(4)])
+    assert all(isinstance(r, PoolError) for r in results), results
+    assert str(results[0]) == (
+        "cannot start the decoding processes: can't start new thread "
+        "(out of memory, or a limit on processes)"
+    )
+
+    left[0] = 0
+    queue = DecodeQueue(2)
+    assert await _settled(queue, [queue.run(1, _echo, "a", "u")]) == [b"a from u"]
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+async def test_a_pool_whose_manager_thread_dies_fails_its_jobs_rather_than_hang(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The pool's manager thread started, but the thread feeding the workers' queue could not
+    (``ulimit -v``): the manager thread died of it, and nothing settled the jobs any more. The
+    queue notices within a second and fails them."""
+    feeder = multiprocessing.queues.Queue._start_thread  # type: ignore[attr-defined]
+
+    def no_feeder(self: multiprocessing.queues.Queue[object]) -> None:
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(multiprocessing.queues.Queue, "_start_thread", no_feeder)
+    queue = DecodeQueue(1)
+    results = await _settled(queue, [queue.run(1, _echo, str(i), f"u{i}") for i in range(3)])
+    assert [str(r) for r in results] == 3 * [
+        "cannot start the decoding processes: a thread of the decoding pool ended "
+        "(out of memory, or a limit on processes)"
+    ]
+
+    monkeypatch.setattr(multiprocessing.queues.Queue, "_start_thread", feeder)
+    queue = DecodeQueue(1)
+    assert await _settled(queue, [queue.run(1, _echo, "a", "u")]) == [b"a from u"]
