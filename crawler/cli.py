@@ -486,15 +486,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     _return_large_blocks()
     runner = asyncio.Runner()  # asyncio.run(), but a failure to close loses no exit code
     try:
-        return runner.run(main_async(argv))
+        try:
+            return runner.run(main_async(argv))
+        finally:
+            try:
+                runner.close()  # a Ctrl-C here is caught below, as with asyncio.run()
+            except RuntimeError as err:  # a last thread to stop its executor (ulimit -v)
+                print(f"warning: while exiting: {err}", file=sys.stderr)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return EXIT_SIGINT
-    finally:
-        try:
-            runner.close()
-        except RuntimeError as err:  # a last thread to stop its executor (ulimit -v): none left
-            print(f"warning: while exiting: {err}", file=sys.stderr)
 
 
 def run() -> None:

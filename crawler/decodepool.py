@@ -115,7 +115,7 @@ def _ready() -> bytes:
 def _warm_up(
     pool: concurrent.futures.ProcessPoolExecutor,
     workers: int,
-    failed: Callable[[RuntimeError], None],
+    failed: Callable[[Exception], None],
 ) -> None:
     """Have the pool start its workers. A pool shut down meanwhile refuses (nothing to do);
     one whose manager thread cannot start (``ulimit -v``, a process limit) would never run a
@@ -125,7 +125,7 @@ def _warm_up(
             pool.submit(_ready)
     except concurrent.futures.process.BrokenProcessPool:
         pass
-    except RuntimeError as err:
+    except Exception as err:  # RuntimeError for a thread, OSError for a process (a limit)
         failed(err)
 
 
@@ -176,7 +176,7 @@ class DecodeQueue:
         self._unstartable = None
         loop = asyncio.get_running_loop()
 
-        def failed(err: RuntimeError) -> None:
+        def failed(err: Exception) -> None:
             loop.call_soon_threadsafe(self._cannot_start, pool, err)
 
         # Starting a process waits for the forkserver to answer: not on the event loop.
@@ -260,22 +260,17 @@ class DecodeQueue:
         if the job ran out of memory (run again alone, it fails with :class:`OutOfMemory`)."""
         fn, args, done = job
         pool = self._pool
-        if pool is not None:
-            try:  # submitting may start the pool's manager thread, and fail to
-                submitted = pool.submit(fn, *args)
-            except RuntimeError as err:
-                self._cannot_start(pool, err)
-            else:
-                future = asyncio.wrap_future(submitted)
-        if self._pool is None:  # could not start (a closed queue has no runners)
+        if pool is None:  # could not start (a closed queue has no runners)
             if not done.cancelled():
                 done.set_exception(PoolError(self._unstartable or "closed"))
             return False
-        assert pool is not None
         self._running += 1
         self._drained.clear()
-        self._submitted.add(future)
+        future: asyncio.Future[bytes] | None = None
         try:
+            submitted = self._submit(pool, fn, args)
+            future = asyncio.wrap_future(submitted)
+            self._submitted.add(future)
             result = await self._settled(pool, submitted, future)
         except asyncio.CancelledError:
             task = asyncio.current_task()
@@ -298,11 +293,30 @@ class DecodeQueue:
             if not done.cancelled():
                 done.set_result(result)
         finally:
-            self._submitted.discard(future)
+            if future is not None:
+                self._submitted.discard(future)
             self._running -= 1
             if not self._running:
                 self._drained.set()
         return False
+
+    def _submit(
+        self,
+        pool: concurrent.futures.ProcessPoolExecutor,
+        fn: Callable[..., bytes],
+        args: tuple[object, ...],
+    ) -> concurrent.futures.Future[bytes]:
+        """``pool.submit(fn, *args)``. Submitting may start the pool's manager thread and its
+        processes: when that cannot be done (RuntimeError for a thread, OSError for a process:
+        a limit, no memory), the pool is given up (:meth:`_cannot_start`) and the job fails
+        with :class:`PoolError`. A pool broken by a dying worker raises as it is."""
+        try:
+            return pool.submit(fn, *args)
+        except concurrent.futures.process.BrokenProcessPool:  # a RuntimeError as well
+            raise
+        except (RuntimeError, OSError) as err:
+            self._cannot_start(pool, err)
+            raise PoolError(self._unstartable or str(err)) from None
 
     async def _settled(
         self,

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from crawler.decodepool import DecodeQueue, _running
+from crawler.decodepool import DecodeQueue, _processes, _running
 from crawler.errors import OutOfMemory, PoolError, WorkerError
 
 from .conftest import dead_pid
@@ -410,3 +410,43 @@ async def test_a_pool_whose_manager_thread_dies_fails_its_jobs_rather_than_hang(
     monkeypatch.setattr(multiprocessing.queues.Queue, "_start_thread", feeder)
     queue = DecodeQueue(1)
     assert await _settled(queue, [queue.run(1, _echo, "a", "u")]) == [b"a from u"]
+
+
+async def test_a_worker_killed_while_idle_costs_no_job(
+    crawler_log: pytest.LogCaptureFixture,
+) -> None:
+    """A worker killed between jobs (the OOM killer during a download) breaks the pool, and the
+    next submit says so: the jobs run on a new pool. (For a while that submit's error, a
+    RuntimeError as well, was taken for a thread that cannot start: every job failed.)"""
+    queue = DecodeQueue(2)
+    try:
+        assert await asyncio.wait_for(queue.run(1, _echo, "a", "u0"), 60) == b"a from u0"
+        worker = _processes(queue._pool)[0]  # type: ignore[arg-type]
+        os.kill(worker.pid or 0, signal.SIGKILL)
+        worker.join()
+        await asyncio.sleep(0.5)  # the pool's manager thread finds it broken
+        jobs = [queue.run(1, _echo, "b", f"u{i}") for i in range(1, 4)]
+        assert await asyncio.wait_for(asyncio.gather(*jobs), 60) == [
+            f"b from u{i}".encode() for i in range(1, 4)
+        ]
+    finally:
+        queue.close()
+    assert any("a decoding process died" in r.getMessage() for r in crawler_log.records)
+
+
+async def test_a_process_that_cannot_be_started_fails_its_job_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """fork() at a process limit raises BlockingIOError as the pool submits; that used to
+    escape the runner, and the job's caller waited for ever."""
+
+    def no_fork(self: object) -> None:
+        raise BlockingIOError(errno.EAGAIN, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(
+        concurrent.futures.process.ProcessPoolExecutor, "_launch_processes", no_fork
+    )
+    queue = DecodeQueue(1)
+    results = await _settled(queue, [queue.run(1, _echo, "a", "u")])
+    assert isinstance(results[0], PoolError)
+    assert "Resource temporarily unavailable (out of memory, or a limit" in str(results[0])
