@@ -112,6 +112,11 @@ def _ready() -> bytes:
     return b""
 
 
+def _unstartable(err: Exception) -> str:
+    """Why a pool cannot start, for :class:`PoolError`."""
+    return f"{err} (out of memory, or a limit on processes)"
+
+
 def _warm_up(
     pool: concurrent.futures.ProcessPoolExecutor,
     workers: int,
@@ -172,8 +177,13 @@ class DecodeQueue:
         self._runners = [asyncio.create_task(self._runner()) for _ in range(runners)]
 
     def _new_pool(self) -> None:
-        pool = self._pool = _decode_pool(self.workers)
         self._unstartable = None
+        try:
+            pool = self._pool = _decode_pool(self.workers)
+        except Exception as err:  # its pipes and semaphores cannot be had (EMFILE, ENOMEM)
+            self._pool = None  # its jobs fail with PoolError (see _attempt), none waits
+            self._unstartable = _unstartable(err)
+            return
         loop = asyncio.get_running_loop()
 
         def failed(err: Exception) -> None:
@@ -194,7 +204,7 @@ class DecodeQueue:
         """
         if pool is not self._pool:
             return
-        self._unstartable = f"{err} (out of memory, or a limit on processes)"
+        self._unstartable = _unstartable(err)
         self._pool = None
         self._retired += _processes(pool)
         with contextlib.suppress(RuntimeError):
@@ -337,6 +347,8 @@ class DecodeQueue:
                 return future.result()
             manager = getattr(pool, "_executor_manager_thread", None)  # private, as _processes
             if manager is not None and not manager.is_alive() and not submitted.done():
+                if pool is not self._pool:  # replaced meanwhile: run the job again
+                    raise concurrent.futures.process.BrokenProcessPool("left unsettled")
                 self._cannot_start(pool, RuntimeError("a thread of the decoding pool ended"))
 
     def _restart(self, warn: bool = True) -> None:

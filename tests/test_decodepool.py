@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+import crawler.decodepool
 from crawler.decodepool import DecodeQueue, _processes, _running
 from crawler.errors import OutOfMemory, PoolError, WorkerError
 
@@ -450,3 +451,27 @@ async def test_a_process_that_cannot_be_started_fails_its_job_at_once(
     results = await _settled(queue, [queue.run(1, _echo, "a", "u")])
     assert isinstance(results[0], PoolError)
     assert "Resource temporarily unavailable (out of memory, or a limit" in str(results[0])
+
+
+async def test_a_pool_that_cannot_be_replaced_fails_its_jobs_rather_than_hang(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A worker dies and no new pool can be made (its pipes and semaphores: EMFILE at the
+    open-file limit, ENOMEM): the error escaped the runner, and the jobs waited for ever."""
+    make_pool = crawler.decodepool._decode_pool
+    pools = [0]
+
+    def second_pool_fails(workers: int) -> concurrent.futures.ProcessPoolExecutor:
+        pools[0] += 1
+        if pools[0] > 1:
+            raise OSError(errno.EMFILE, "Too many open files")
+        return make_pool(workers)
+
+    monkeypatch.setattr(crawler.decodepool, "_decode_pool", second_pool_fails)
+    queue = DecodeQueue(1)
+    jobs = [queue.run(1, _die, "a", "u1"), queue.run(1, _echo, "b", "u2")]
+    results = await _settled(queue, jobs)
+    assert [str(r) for r in results] == 2 * [
+        "cannot start the decoding processes: [Errno 24] Too many open files "
+        "(out of memory, or a limit on processes)"
+    ]
