@@ -219,21 +219,27 @@ def _companions_intact(folder: Path, branch: str) -> bool:
     return True
 
 
-def _published_as(folder: Path, branch: str, index_sha256: str, pages_sha256: str | None) -> bool:
-    """Whether ``folder`` holds, intact, an ``index.json`` of this SHA-256 and these pages (a
-    :class:`PagesDigest`; None: no ``pages/`` at all)."""
+def _published_index(folder: Path, branch: str, index_sha256: str) -> bytes | None:
+    """The bytes of the ``index.json`` published in ``folder`` when they have this SHA-256
+    and its companions are intact; else None."""
     try:
         index = read_regular(folder / "index.json")
     except OSError:
-        return False
-    if hashlib.sha256(index).hexdigest() != index_sha256:
+        index = None
+    if index is None or hashlib.sha256(index).hexdigest() != index_sha256:
+        log.debug("%s: published index.json has other bytes than expected", branch)
+        return None
+    return index if _companions_intact(folder, branch) else None
+
+
+def _published_as(folder: Path, branch: str, index_sha256: str, pages_sha256: str | None) -> bool:
+    """Whether ``folder`` holds, intact, an ``index.json`` of this SHA-256 and these pages (a
+    :class:`PagesDigest`; None: no ``pages/`` at all)."""
+    if _published_index(folder, branch, index_sha256) is None:
         return False
     if pages_sha256 is None:
-        if os.path.lexists(folder / "pages"):
-            return False
-    elif Store.published_pages_sha256(folder / "pages") != pages_sha256:
-        return False
-    return _companions_intact(folder, branch)
+        return not os.path.lexists(folder / "pages")
+    return Store.published_pages_sha256(folder / "pages") == pages_sha256
 
 
 def _published_count(previous: BranchState | None) -> int | None:
@@ -607,14 +613,8 @@ class Syncer:
             log.debug("%s: published in other formats", branch)
             return False
         folder = self.output / branch
-        try:
-            index = read_regular(folder / "index.json")
-        except OSError:
-            index = None
-        if index is None or hashlib.sha256(index).hexdigest() != previous.index_sha256:
-            log.debug("%s: published index.json is not the one published", branch)
-            return False
-        if not _companions_intact(folder, branch):
+        index = _published_index(folder, branch, previous.index_sha256)
+        if index is None:
             return False
         if "pages" not in published:
             return True
