@@ -197,8 +197,9 @@ class DecodeQueue:
             self._cannot_start(pool, err)
 
     def _cannot_start(self, pool: concurrent.futures.ProcessPoolExecutor, err: Exception) -> None:
-        """The pool could not start a thread it needs: it never will run a job. Its jobs, and
-        all later ones, fail with :class:`PoolError`, rather than wait for ever (the lock held).
+        """The pool could not start a thread or a process it needs: it never will run a job.
+        Its jobs, and all later ones, fail with :class:`PoolError`, rather than wait for ever
+        (the lock held).
 
         Ignored for a pool that was replaced or closed meanwhile: its refusals are expected.
         """
