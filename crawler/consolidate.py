@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import itertools
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from operator import attrgetter
 from typing import NamedTuple
@@ -88,92 +88,108 @@ def paused_gc() -> Iterator[None]:
 
 
 class Consolidator:
-    """Consolidates a ref: its root summary first, then its stacks one by one, in any order.
+    """Consolidates a ref: its stacks one by one, in any order, then its root.
 
-    A sync folds each stack in as soon as both it and the root are decoded, while other stacks
-    are still decoding, so that little is left to do once the last one is in. The result does
-    not depend on the order: labels are sorted, conflicts are listed by stack, then hash.
+    A sync folds each stack in as soon as it is decoded, while the root and other stacks still
+    download or decode: folding needs nothing of the root, so little is left to do once the
+    root is in. Folding only notes, for every hash, the stacks holding it and what the first
+    of them says it is (and what any other stack says, if it says something else); the root
+    decides the specs, their stacks and the conflicts in :meth:`finish`. The result does not
+    depend on the order: labels are sorted, conflicts are listed by stack, then hash.
     """
 
-    def __init__(self, root: SourceSummary, root_label: str = "root") -> None:
-        with paused_gc():
-            self.root = root
-            self._ours = {row.hash: row.identity() for row in root.specs}
-            self._specs = set(self._ours)
-            self._agreed = set(self._ours.items())
-            self._where = {key: [root_label] for key in self._ours}
-            self._conflicts: dict[str, list[Conflict]] = {}
-            self._finished = False
-            # What the stacks cannot change, found now, while stacks still decode: the
-            # packages, their specs sorted by hash, and the root's part of their meta.
-            by_package: dict[str, list[SpecRow]] = defaultdict(list)
-            for row in sorted(root.specs, key=attrgetter("hash")):  # details by hash
-                by_package[row.name].append(row)
-            self._packages = {
-                name: (rows, _RootMeta.of(rows)) for name, rows in sorted(by_package.items())
-            }
+    def __init__(self, root_label: str = "root") -> None:
+        self.root_label = root_label
+        self._holders: dict[str, list[str]] = {}  # hash -> labels of the stacks holding it
+        self._stated: dict[str, str] = {}  # hash -> identity its first stack states
+        #: hash -> {label: identity} of the stacks that state another identity than the first
+        self._unlike: dict[str, dict[str, str]] = {}
+        self._folded: set[str] = set()
+        self._finished = False
 
     @property
     def folded(self) -> set[str]:
         """The labels of the stacks folded in so far."""
-        return set(self._conflicts)
+        return set(self._folded)
 
     def add(self, label: str, hashes: list[str], identities: list[str]) -> None:
-        """Fold in one stack (its valid records' hashes and identities, as in its
-        :class:`SourceSummary`): which root specs it holds, where it disagrees with the root."""
-        if label in self._conflicts:
+        """Fold in one stack: its valid records' hashes (each once) and identities, as in its
+        :class:`SourceSummary`."""
+        if label in self._folded:
             raise ValueError(f"stack {label!r} is already consolidated")
+        if label == self.root_label:
+            raise ValueError(f"{label!r} is the root's label, not a stack's")
         if self._finished:
             raise ValueError("the consolidation is finished")
+        if len(hashes) != len(identities):
+            raise ValueError(f"stack {label!r}: {len(hashes)} hashes, {len(identities)} identities")
+        self._folded.add(label)
+        holders, stated = self._holders, self._stated
         with paused_gc():
-            self._conflicts[label] = self._add(label, hashes, identities)
+            for key, text in zip(hashes, identities):  # noqa: B905 - lengths checked above
+                labels = holders.get(key)
+                if labels is None:
+                    holders[key] = [label]
+                    stated[key] = text
+                else:
+                    labels.append(label)
+                    if text != stated[key]:
+                        self._unlike.setdefault(key, {})[label] = text
 
-    def _add(self, label: str, hashes: list[str], identities: list[str]) -> list[Conflict]:
-        held = self._specs.intersection(hashes)
-        where = self._where
-        for key in held:
-            where[key].append(label)
-        same = self._agreed.intersection(zip(hashes, identities, strict=True))
-        if len(same) == len(held):
-            return []  # the usual case, found with set operations alone
-        theirs = dict(zip(hashes, identities, strict=True))
-        conflicts = []
-        for key in sorted(held - {key for key, _ in same}):
-            for field, a, b in zip(
-                IDENTITY_FIELDS,
-                self._ours[key].split(IDENTITY_SEPARATOR),
-                theirs[key].split(IDENTITY_SEPARATOR),
-                strict=True,
-            ):
-                if a != b:
-                    conflicts.append(Conflict(key, label, field, a, b))
-        return conflicts
-
-    def finish(self) -> tuple[dict[str, PackageSummary], list[Conflict]]:
-        """Per-package summaries (sorted by name) and the conflicts, from what was folded in;
-        nothing can be folded in afterwards."""
+    def finish(self, root: SourceSummary) -> tuple[dict[str, PackageSummary], list[Conflict]]:
+        """Per-package summaries (sorted by name) and the conflicts, from the root and the
+        stacks folded in; nothing can be folded in afterwards."""
         if self._finished:
             raise ValueError("the consolidation is finished")
         self._finished = True
         with paused_gc():
-            where = self._where
-            # Free what only folding needed before the packages are built.
-            self._ours, self._agreed, self._specs, self._where = {}, set(), set(), {}
-            # Equal label tuples are shared: 60,000+ specs hold few distinct combinations.
+            holders, stated, unlike = self._holders, self._stated, self._unlike
+            # Free what only folding needed once it is used (the caller may hold the root).
+            self._holders, self._stated, self._unlike = {}, {}, {}
+            conflicts: dict[str, list[Conflict]] = {label: [] for label in self._folded}
+            alone: tuple[str, ...] = (self.root_label,)
+            # Equal label lists are shared: 60,000+ specs hold few distinct combinations.
             shared: dict[tuple[str, ...], tuple[str, ...]] = {}
-            packages = {}
-            for name, (rows, meta) in self._packages.items():
-                labels = []
-                for row in rows:
-                    unsorted = tuple(where[row.hash])
-                    sorted_labels = shared.get(unsorted)
-                    if sorted_labels is None:
-                        sorted_labels = shared[unsorted] = tuple(sorted(unsorted))
-                    labels.append(sorted_labels)
-                packages[name] = _package(rows, labels, meta)
-            self._packages = {}
-        conflicts = [c for label in sorted(self._conflicts) for c in self._conflicts[label]]
-        return packages, conflicts
+            by_package: dict[str, tuple[list[SpecRow], list[tuple[str, ...]]]] = {}
+            for row in sorted(root.specs, key=attrgetter("hash")):  # details by hash
+                key = row.hash
+                held = holders.get(key)
+                if held is None:
+                    labels = alone
+                else:
+                    ours = row.identity()
+                    if stated[key] != ours or key in unlike:
+                        their, first = unlike.get(key, {}), stated[key]
+                        for label in held:
+                            _disagree(conflicts[label], key, label, ours, their.get(label, first))
+                    unsorted = tuple(held)
+                    found = shared.get(unsorted)
+                    if found is None:
+                        found = shared[unsorted] = tuple(sorted((*held, self.root_label)))
+                    labels = found
+                rows, stacks = by_package.setdefault(row.name, ([], []))
+                rows.append(row)
+                stacks.append(labels)
+            del holders, stated, unlike
+            packages = {
+                name: _package(rows, labels, _RootMeta.of(rows))
+                for name, (rows, labels) in sorted(by_package.items())
+            }
+        return packages, [c for label in sorted(conflicts) for c in conflicts[label]]
+
+
+def _disagree(conflicts: list[Conflict], key: str, label: str, ours: str, theirs: str) -> None:
+    """Note where a stack's identity of a root spec differs from the root's, field by field."""
+    if theirs == ours:
+        return
+    for field, a, b in zip(
+        IDENTITY_FIELDS,
+        ours.split(IDENTITY_SEPARATOR),
+        theirs.split(IDENTITY_SEPARATOR),
+        strict=True,
+    ):
+        if a != b:
+            conflicts.append(Conflict(key, label, field, a, b))
 
 
 class _RootMeta(NamedTuple):
@@ -232,7 +248,7 @@ def consolidate(
     root: SourceSummary, stacks: Mapping[str, SourceSummary], root_label: str = "root"
 ) -> tuple[dict[str, PackageSummary], list[Conflict]]:
     """Per-package summaries of a ref (sorted by name) and the conflicts between its indexes."""
-    consolidator = Consolidator(root, root_label)
+    consolidator = Consolidator(root_label)
     for label, summary in stacks.items():
         consolidator.add(label, summary.hashes, summary.identities)
-    return consolidator.finish()
+    return consolidator.finish(root)

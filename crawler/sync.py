@@ -109,54 +109,37 @@ class _Refused(CrawlerError):
 
 
 class _EarlyConsolidation:
-    """Consolidates a branch's sources as they come in, while others still download or decode.
+    """Folds a branch's stacks in as they come in, while others and the root still download or
+    decode (see :class:`~crawler.consolidate.Consolidator`).
 
     Only summaries decoded by this run are folded in early (a summary proven unchanged is not
-    even loaded unless the branch must be rebuilt); :meth:`finish` folds in the rest. A stack
-    decoded before the root waits with its hashes and identities joined into two strings (a
-    few MB, where 180,000 string objects take tens). Nothing is published from it before
-    every source is in and the branch passed its checks.
+    even loaded unless the branch must be rebuilt); :meth:`finish` folds in the rest. Nothing
+    is published from it before every source is in and the branch passed its checks.
     """
 
     def __init__(self) -> None:
-        self._consolidator: Consolidator | None = None
-        self._waiting: list[tuple[str, str, str]] = []  # label, hashes, identities
+        self._consolidator = Consolidator()
 
     def offer(self, outcome: SourceOutcome) -> None:
-        """A source is read: fold it in now if it was decoded and the root is known."""
+        """A source is read: fold it in now if it is a stack this run decoded."""
         summary = outcome.summary if outcome.decoded else None
-        if summary is None:
+        if summary is None or outcome.source.is_root:
             return
-        label = outcome.source.label
-        if outcome.source.is_root:
-            self._start(summary)
-            return
-        if self._consolidator is None:  # newlines: never in hashes or printable identities
-            self._waiting.append((label, "\n".join(summary.hashes), "\n".join(summary.identities)))
-        else:
-            self._consolidator.add(label, summary.hashes, summary.identities)
+        self._consolidator.add(outcome.source.label, summary.hashes, summary.identities)
         outcome.consolidated()  # its hashes are not needed again: do not hold them
-
-    def _start(self, root: SourceSummary) -> Consolidator:
-        consolidator = self._consolidator = Consolidator(root)
-        for label, hashes, identities in self._waiting:
-            consolidator.add(label, _lines(hashes), _lines(identities))
-        self._waiting = []
-        return consolidator
 
     def finish(
         self, root: SourceSummary, stacks: dict[str, SourceSummary]
     ) -> tuple[dict[str, PackageSummary], list[Conflict]]:
         """:func:`crawler.consolidate.consolidate` of the final summaries."""
-        consolidator = self._consolidator or self._start(root)
-        # A decoded root or stack is never read again: these are the summaries folded in
-        # (whose hashes were freed since, so that they could not be folded in anew).
-        if consolidator.root is not root or not consolidator.folded <= stacks.keys():
+        consolidator = self._consolidator
+        # A decoded stack is never read again: these are the summaries folded in (whose
+        # hashes were freed since, so that they could not be folded in anew).
+        if not consolidator.folded <= stacks.keys():
             raise RuntimeError("a consolidated summary was replaced")
         for label in stacks.keys() - consolidator.folded:
             consolidator.add(label, stacks[label].hashes, stacks[label].identities)
-        self._consolidator = None  # its sets and the root summary are freed with it
-        return consolidator.finish()
+        return consolidator.finish(root)
 
 
 async def _read_all(
@@ -264,10 +247,6 @@ async def _checkpoint() -> None:
     """
     for _ in range(3):
         await asyncio.sleep(0)
-
-
-def _lines(joined: str) -> list[str]:
-    return joined.split("\n") if joined else []
 
 
 def _now() -> str:

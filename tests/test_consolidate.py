@@ -1,16 +1,17 @@
 """Consolidating stacks one by one, in any order, gives what consolidating them at once gives.
 
-A sync folds each stack in as soon as it and the root are decoded (crawler.sync's early
-consolidation), so the order depends on which download finishes first.
+A sync folds each stack in as soon as it is decoded, before or after the root (crawler.sync's
+early consolidation), so the order depends on which download finishes first.
 """
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 
 import pytest
 
-from crawler.consolidate import Consolidator, consolidate
+from crawler.consolidate import Conflict, Consolidator, PackageSummary, consolidate
 from crawler.synth import make_hash
 from crawler.validate import SourceSummary, SpecRow
 
@@ -38,6 +39,18 @@ STACKS = {
 }
 
 
+def _in_every_order(
+    stacks: dict[str, SourceSummary],
+) -> Iterator[tuple[dict[str, PackageSummary], list[Conflict]]]:
+    """What finishing gives after folding ``stacks`` in, for each order they can come in."""
+    for order in itertools.permutations(stacks):
+        consolidator = Consolidator()
+        for label in order:
+            consolidator.add(label, stacks[label].hashes, stacks[label].identities)
+        assert consolidator.folded == set(stacks)
+        yield consolidator.finish(ROOT)
+
+
 def test_stacks_folded_in_any_order_give_the_same_summaries_and_conflicts() -> None:
     expected = consolidate(ROOT, STACKS)
     packages, conflicts = expected
@@ -47,28 +60,49 @@ def test_stacks_folded_in_any_order_give_the_same_summaries_and_conflicts() -> N
         (B, "hep", "version", "1.0", "9.9"),
         (C, "ml", "target", "x86_64", "zen4"),
     ]
-    for order in itertools.permutations(STACKS):
-        consolidator = Consolidator(ROOT)
-        for label in order:
-            consolidator.add(label, STACKS[label].hashes, STACKS[label].identities)
-        assert consolidator.folded == set(STACKS)
-        assert consolidator.finish() == expected
+    for result in _in_every_order(STACKS):
+        assert result == expected
 
 
-def test_a_stack_cannot_be_folded_in_twice() -> None:
-    consolidator = Consolidator(ROOT)
+def test_stacks_that_disagree_with_each_other_are_each_compared_with_the_root() -> None:
+    """Folding keeps what the first stack holding a hash says, and only what the others say
+    when it differs: each stack still gets its own conflicts, whichever comes first."""
+    stacks = {
+        "same": _stack(_row(A, "alpha")),
+        "v2": _stack(_row(A, "alpha", "2.0")),
+        "v3": _stack(_row(A, "alpha", "3.0", target="zen4")),
+        "v2-too": _stack(_row(A, "alpha", "2.0")),
+    }
+    expected = [
+        (A, "v2", "version", "1.0", "2.0"),
+        (A, "v2-too", "version", "1.0", "2.0"),
+        (A, "v3", "version", "1.0", "3.0"),
+        (A, "v3", "target", "x86_64", "zen4"),
+    ]
+    for packages, conflicts in _in_every_order(stacks):
+        assert [(c.hash, c.source, c.field, c.root, c.stack) for c in conflicts] == expected
+        (detail,) = [d for d in packages["alpha"].spec_details if d.hash == A]
+        assert detail.stacks == ("root", "same", "v2", "v2-too", "v3")
+
+
+def test_a_stack_cannot_be_folded_in_twice_nor_as_the_root() -> None:
+    consolidator = Consolidator()
     e4s = STACKS["e4s"]
     consolidator.add("e4s", e4s.hashes, e4s.identities)
     with pytest.raises(ValueError, match="'e4s' is already consolidated"):
         consolidator.add("e4s", e4s.hashes, e4s.identities)
+    with pytest.raises(ValueError, match="'root' is the root's label"):
+        consolidator.add("root", e4s.hashes, e4s.identities)
+    with pytest.raises(ValueError, match="2 hashes, 1 identities"):
+        consolidator.add("ml", e4s.hashes, e4s.identities[:1])
 
 
 def test_nothing_is_folded_in_or_finished_after_the_finish() -> None:
     """finish() frees what folding needs: a later add() or finish() is a mistake, said so."""
-    consolidator = Consolidator(ROOT)
-    consolidator.finish()
+    consolidator = Consolidator()
+    consolidator.finish(ROOT)
     e4s = STACKS["e4s"]
     with pytest.raises(ValueError, match="finished"):
         consolidator.add("e4s", e4s.hashes, e4s.identities)
     with pytest.raises(ValueError, match="finished"):
-        consolidator.finish()
+        consolidator.finish(ROOT)

@@ -28,6 +28,7 @@ from crawler.consolidate import Consolidator
 from crawler.decodepool import DecodeQueue
 from crawler.progressive import RootParts
 from crawler.synth import SynthRef, build_mirror, generate_specs, index_document
+from crawler.validate import SourceSummary
 
 from .conftest import fast_config
 from .schema import assert_valid_index
@@ -243,9 +244,9 @@ def test_decoding_processes_stop_before_the_output_is_built(
             events.append("close")
         close(self)
 
-    def finishing(self: Consolidator) -> tuple[object, object]:
+    def finishing(self: Consolidator, root: SourceSummary) -> tuple[object, object]:
         events.append("finish")
-        return finish(self)
+        return finish(self, root)
 
     monkeypatch.setattr(DecodeQueue, "start", starting)
     monkeypatch.setattr(DecodeQueue, "close", closing)
