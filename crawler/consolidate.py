@@ -88,14 +88,16 @@ def paused_gc() -> Iterator[None]:
 
 
 class Consolidator:
-    """Consolidates a ref: its stacks one by one, in any order, then its root.
+    """Consolidates a ref: its stacks one by one, in any order, and its root.
 
     A sync folds each stack in as soon as it is decoded, while the root and other stacks still
-    download or decode: folding needs nothing of the root, so little is left to do once the
-    root is in. Folding only notes, for every hash, the stacks holding it and what the first
-    of them says it is (and what any other stack says, if it says something else); the root
-    decides the specs, their stacks and the conflicts in :meth:`finish`. The result does not
-    depend on the order: labels are sorted, conflicts are listed by stack, then hash.
+    download or decode: folding needs nothing of the root. It only notes, for every hash, the
+    stacks holding it and what the first of them says it is (and what any other stack says, if
+    it says something else). What only the root decides (its specs grouped by package and
+    sorted, their identities, the root's part of each package's meta) is prepared when the root
+    is in (:meth:`prepare`), while the last stacks still decode. :meth:`finish` is left with
+    one pass over the root's specs for their stacks and conflicts. The result does not depend
+    on the order: labels are sorted, conflicts are listed by stack, then hash.
     """
 
     def __init__(self, root_label: str = "root") -> None:
@@ -105,6 +107,7 @@ class Consolidator:
         #: hash -> {label: identity} of the stacks that state another identity than the first
         self._unlike: dict[str, dict[str, str]] = {}
         self._folded: set[str] = set()
+        self._root: _PreparedRoot | None = None
         self._finished = False
 
     @property
@@ -115,12 +118,11 @@ class Consolidator:
     def add(self, label: str, hashes: list[str], identities: list[str]) -> None:
         """Fold in one stack: its valid records' hashes (each once) and identities, as in its
         :class:`SourceSummary`."""
+        self._not_finished()
         if label in self._folded:
             raise ValueError(f"stack {label!r} is already consolidated")
         if label == self.root_label:
             raise ValueError(f"{label!r} is the root's label, not a stack's")
-        if self._finished:
-            raise ValueError("the consolidation is finished")
         if len(hashes) != len(identities):
             raise ValueError(f"stack {label!r}: {len(hashes)} hashes, {len(identities)} identities")
         self._folded.add(label)
@@ -136,46 +138,82 @@ class Consolidator:
                     if text != stated[key]:
                         self._unlike.setdefault(key, {})[label] = text
 
+    def prepare(self, root: SourceSummary) -> None:
+        """Do now what only the root decides; :meth:`finish` with another root does it again."""
+        self._not_finished()
+        with paused_gc():
+            self._root = _PreparedRoot(root)
+
     def finish(self, root: SourceSummary) -> tuple[dict[str, PackageSummary], list[Conflict]]:
         """Per-package summaries (sorted by name) and the conflicts, from the root and the
         stacks folded in; nothing can be folded in afterwards."""
-        if self._finished:
-            raise ValueError("the consolidation is finished")
+        self._not_finished()
         self._finished = True
         with paused_gc():
+            prepared = self._root
+            if prepared is None or prepared.root is not root:
+                prepared = _PreparedRoot(root)
             holders, stated, unlike = self._holders, self._stated, self._unlike
             # Free what only folding needed once it is used (the caller may hold the root).
-            self._holders, self._stated, self._unlike = {}, {}, {}
+            self._holders, self._stated, self._unlike, self._root = {}, {}, {}, None
+            keys, rows = prepared.keys, prepared.rows
+            held = list(map(holders.get, keys))
             conflicts: dict[str, list[Conflict]] = {label: [] for label in self._folded}
-            alone: tuple[str, ...] = (self.root_label,)
-            # Equal label lists are shared: 60,000+ specs hold few distinct combinations.
-            shared: dict[tuple[str, ...], tuple[str, ...]] = {}
-            by_package: dict[str, tuple[list[SpecRow], list[tuple[str, ...]]]] = {}
-            for row in sorted(root.specs, key=attrgetter("hash")):  # details by hash
-                key = row.hash
-                held = holders.get(key)
-                if held is None:
-                    labels = alone
-                else:
-                    ours = row.identity()
-                    if stated[key] != ours or key in unlike:
-                        their, first = unlike.get(key, {}), stated[key]
-                        for label in held:
-                            _disagree(conflicts[label], key, label, ours, their.get(label, first))
-                    unsorted = tuple(held)
-                    found = shared.get(unsorted)
-                    if found is None:
-                        found = shared[unsorted] = tuple(sorted((*held, self.root_label)))
-                    labels = found
-                rows, stacks = by_package.setdefault(row.name, ([], []))
-                rows.append(row)
-                stacks.append(labels)
-            del holders, stated, unlike
+            firsts = list(map(stated.get, keys))
+            for key, stacks, first, ours in zip(
+                keys, held, firsts, prepared.identities, strict=True
+            ):
+                if stacks is not None and (first != ours or key in unlike):
+                    their, stated_first = unlike.get(key, {}), stated[key]
+                    for label in stacks:
+                        theirs = their.get(label, stated_first)
+                        _disagree(conflicts[label], key, label, ours, theirs)
+            labels = self._labels(held)
+            del holders, stated, unlike, held, firsts
             packages = {
-                name: _package(rows, labels, _RootMeta.of(rows))
-                for name, (rows, labels) in sorted(by_package.items())
+                name: _package(rows[start:end], labels[start:end], meta)
+                for name, start, end, meta in prepared.packages
             }
         return packages, [c for label in sorted(conflicts) for c in conflicts[label]]
+
+    def _labels(self, held: list[list[str] | None]) -> list[tuple[str, ...]]:
+        """The sorted labels of each spec's indexes, from the stacks holding it (or None)."""
+        alone: tuple[str, ...] = (self.root_label,)
+        # Equal label lists are shared: 60,000+ specs hold few distinct combinations.
+        shared: dict[tuple[str, ...], tuple[str, ...]] = {}
+        labels = []
+        for stacks in held:
+            if stacks is None:
+                labels.append(alone)
+                continue
+            unsorted = tuple(stacks)
+            found = shared.get(unsorted)
+            if found is None:
+                found = shared[unsorted] = tuple(sorted((*stacks, self.root_label)))
+            labels.append(found)
+        return labels
+
+    def _not_finished(self) -> None:
+        if self._finished:
+            raise ValueError("the consolidation is finished")
+
+
+class _PreparedRoot:
+    """What only the root decides: its specs sorted by package, then hash, with their hashes
+    and identities in the same order, and each package's span of them and root meta."""
+
+    def __init__(self, root: SourceSummary) -> None:
+        self.root = root
+        self.rows = sorted(root.specs, key=attrgetter("name", "hash"))
+        self.keys = [row.hash for row in self.rows]
+        self.identities = [row.identity() for row in self.rows]
+        self.packages: list[tuple[str, int, int, _RootMeta]] = []
+        start = 0
+        for name, group in itertools.groupby(self.rows, key=attrgetter("name")):
+            rows = list(group)
+            end = start + len(rows)
+            self.packages.append((name, start, end, _RootMeta.of(rows)))
+            start = end
 
 
 def _disagree(conflicts: list[Conflict], key: str, label: str, ours: str, theirs: str) -> None:

@@ -121,9 +121,13 @@ class _EarlyConsolidation:
         self._consolidator = Consolidator()
 
     def offer(self, outcome: SourceOutcome) -> None:
-        """A source is read: fold it in now if it is a stack this run decoded."""
+        """A source is read: fold it in now if it is a stack this run decoded, prepare it if
+        it is the root."""
         summary = outcome.summary if outcome.decoded else None
-        if summary is None or outcome.source.is_root:
+        if summary is None:
+            return
+        if outcome.source.is_root:
+            self._consolidator.prepare(summary)
             return
         self._consolidator.add(outcome.source.label, summary.hashes, summary.identities)
         outcome.consolidated()  # its hashes are not needed again: do not hold them

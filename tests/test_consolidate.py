@@ -42,13 +42,19 @@ STACKS = {
 def _in_every_order(
     stacks: dict[str, SourceSummary],
 ) -> Iterator[tuple[dict[str, PackageSummary], list[Conflict]]]:
-    """What finishing gives after folding ``stacks`` in, for each order they can come in."""
+    """What finishing gives after folding ``stacks`` in, for each order they can come in, and
+    with the root prepared before, between or after them, or not at all."""
     for order in itertools.permutations(stacks):
-        consolidator = Consolidator()
-        for label in order:
-            consolidator.add(label, stacks[label].hashes, stacks[label].identities)
-        assert consolidator.folded == set(stacks)
-        yield consolidator.finish(ROOT)
+        for prepared_at in range(len(order) + 2):
+            consolidator = Consolidator()
+            for i, label in enumerate(order):
+                if i == prepared_at:
+                    consolidator.prepare(ROOT)
+                consolidator.add(label, stacks[label].hashes, stacks[label].identities)
+            if prepared_at == len(order):
+                consolidator.prepare(ROOT)
+            assert consolidator.folded == set(stacks)
+            yield consolidator.finish(ROOT)
 
 
 def test_stacks_folded_in_any_order_give_the_same_summaries_and_conflicts() -> None:
@@ -85,6 +91,17 @@ def test_stacks_that_disagree_with_each_other_are_each_compared_with_the_root() 
         assert detail.stacks == ("root", "same", "v2", "v2-too", "v3")
 
 
+def test_a_root_prepared_but_replaced_is_not_used() -> None:
+    """A sync prepares the root it decoded; if the summary it finishes with is another (read
+    again), the prepared one must not leak into the output."""
+    stale = SourceSummary("8", 1, 1, [A], [_row(A, "stale")], [], [])
+    consolidator = Consolidator()
+    consolidator.prepare(stale)
+    for label, stack in STACKS.items():
+        consolidator.add(label, stack.hashes, stack.identities)
+    assert consolidator.finish(ROOT) == consolidate(ROOT, STACKS)
+
+
 def test_a_stack_cannot_be_folded_in_twice_nor_as_the_root() -> None:
     consolidator = Consolidator()
     e4s = STACKS["e4s"]
@@ -106,3 +123,5 @@ def test_nothing_is_folded_in_or_finished_after_the_finish() -> None:
         consolidator.add("e4s", e4s.hashes, e4s.identities)
     with pytest.raises(ValueError, match="finished"):
         consolidator.finish(ROOT)
+    with pytest.raises(ValueError, match="finished"):
+        consolidator.prepare(ROOT)
