@@ -133,7 +133,7 @@ class Consolidator:
                 if labels is None:
                     holders[key] = [label]
                     stated[key] = text
-                else:
+                elif labels[-1] != label:  # a hash listed twice counts once (summaries don't)
                     labels.append(label)
                     if text != stated[key]:
                         self._unlike.setdefault(key, {})[label] = text
@@ -174,7 +174,11 @@ class Consolidator:
                 name: _package(rows[start:end], labels[start:end], meta)
                 for name, start, end, meta in prepared.packages
             }
-        return packages, [c for label in sorted(conflicts) for c in conflicts[label]]
+        # Found in package order: by stack, then hash (a stable sort keeps the fields' order).
+        by_hash = attrgetter("hash")
+        return packages, [
+            c for label in sorted(conflicts) for c in sorted(conflicts[label], key=by_hash)
+        ]
 
     def _labels(self, held: list[list[str] | None]) -> list[tuple[str, ...]]:
         """The sorted labels of each spec's indexes, from the stacks holding it (or None)."""

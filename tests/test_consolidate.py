@@ -91,6 +91,36 @@ def test_stacks_that_disagree_with_each_other_are_each_compared_with_the_root() 
         assert detail.stacks == ("root", "same", "v2", "v2-too", "v3")
 
 
+def test_conflicts_are_listed_by_stack_then_hash_across_packages() -> None:
+    """Specs are built package by package; a stack's conflicts still come by hash, each
+    spec's fields in their order."""
+    first, second, third = sorted([A, B, C])  # named so that packages sort the other way
+    rows = [_row(first, "zlib"), _row(second, "mpich"), _row(third, "alpha")]
+    root = SourceSummary("8", 3, 3, [r.hash for r in rows], rows, [], [])
+    changed = [
+        _row(first, "zlib", "2.0", "zen4"),
+        _row(second, "mpich", "2.0"),
+        _row(third, "alpha", "2.0"),
+    ]
+    stacks = {"e4s": _stack(*changed), "aaa": _stack(changed[2])}
+    _, conflicts = consolidate(root, stacks)
+    assert [(c.source, c.hash, c.field) for c in conflicts] == [
+        ("aaa", third, "version"),
+        ("e4s", first, "version"),
+        ("e4s", first, "target"),
+        ("e4s", second, "version"),
+        ("e4s", third, "version"),
+    ]
+
+
+def test_a_hash_a_stack_lists_twice_counts_once() -> None:
+    consolidator = Consolidator()
+    e4s = STACKS["e4s"]
+    consolidator.add("e4s", e4s.hashes * 2, e4s.identities * 2)
+    packages, _ = consolidator.finish(ROOT)
+    assert {d.hash: d.stacks for d in packages["alpha"].spec_details}[A] == ("e4s", "root")
+
+
 def test_a_root_prepared_but_replaced_is_not_used() -> None:
     """A sync prepares the root it decoded; if the summary it finishes with is another (read
     again), the prepared one must not leak into the output."""
