@@ -90,34 +90,34 @@ def paused_gc() -> Iterator[None]:
 class Consolidator:
     """Consolidates a ref: its stacks one by one, in any order, and its root.
 
-    A sync folds each stack in as soon as it is decoded, while the root and other stacks still
-    download or decode: folding needs nothing of the root. It only notes, for every hash, the
-    stacks holding it and what the first of them says it is (and what any other stack says, if
-    it says something else). What only the root decides (its specs grouped by package and
-    sorted, their identities, the root's part of each package's meta) is prepared when the root
-    is in (:meth:`prepare`), while the last stacks still decode. :meth:`finish` is left with
-    one pass over the root's specs for their stacks and conflicts. The result does not depend
-    on the order: labels are sorted, conflicts are listed by stack, then hash.
+    A sync hands each stack over as soon as it is decoded. Before the root is in, a stack waits
+    with its hashes and identities joined into two strings (a few MB, where 180,000 string
+    objects take tens, and free in one piece). When the root is in (:meth:`prepare`), while
+    the last stacks still decode, what only the root decides is prepared (its specs grouped by
+    package and sorted, their identities, the root's part of each package's meta), and every
+    stack is folded in: which specs it holds, where it disagrees with the root. :meth:`finish`
+    is left with the label tuples and the packages. The result does not depend on the order:
+    labels are sorted, conflicts are listed by stack, then hash.
     """
 
     def __init__(self, root_label: str = "root") -> None:
         self.root_label = root_label
-        self._holders: dict[str, list[str]] = {}  # hash -> labels of the stacks holding it
-        self._stated: dict[str, str] = {}  # hash -> identity its first stack states
-        #: hash -> {label: identity} of the stacks that state another identity than the first
-        self._unlike: dict[str, dict[str, str]] = {}
+        self._waiting: list[tuple[str, str, str]] = []  # label, hashes, identities
         self._folded: set[str] = set()
         self._root: _PreparedRoot | None = None
+        self._holders: list[list[str] | None] = []  # of each prepared spec: stacks holding it
+        #: label -> (spec, identity) of each spec the stack states another identity for
+        self._unlike: dict[str, list[tuple[int, str]]] = {}
         self._finished = False
 
     @property
     def folded(self) -> set[str]:
-        """The labels of the stacks folded in so far."""
+        """The labels of the stacks handed over so far."""
         return set(self._folded)
 
     def add(self, label: str, hashes: list[str], identities: list[str]) -> None:
-        """Fold in one stack: its valid records' hashes (each once) and identities, as in its
-        :class:`SourceSummary`."""
+        """Fold in one stack (or keep it until the root is in): its valid records' hashes
+        (each once) and identities, as in its :class:`SourceSummary`."""
         self._not_finished()
         if label in self._folded:
             raise ValueError(f"stack {label!r} is already consolidated")
@@ -126,59 +126,69 @@ class Consolidator:
         if len(hashes) != len(identities):
             raise ValueError(f"stack {label!r}: {len(hashes)} hashes, {len(identities)} identities")
         self._folded.add(label)
-        holders, stated = self._holders, self._stated
+        if self._root is None:  # newlines: never in hashes or printable identities
+            self._waiting.append((label, "\n".join(hashes), "\n".join(identities)))
+            return
         with paused_gc():
-            for key, text in zip(hashes, identities):  # noqa: B905 - lengths checked above
-                labels = holders.get(key)
-                if labels is None:
-                    holders[key] = [label]
-                    stated[key] = text
-                elif labels[-1] != label:  # a hash listed twice counts once (summaries don't)
-                    labels.append(label)
-                    if text != stated[key]:
-                        self._unlike.setdefault(key, {})[label] = text
+            self._fold(self._root, label, hashes, identities)
 
     def prepare(self, root: SourceSummary) -> None:
-        """Do now what only the root decides; :meth:`finish` with another root does it again."""
+        """The root is in: prepare what only it decides, and fold in the stacks kept so far."""
         self._not_finished()
+        if self._root is not None:
+            raise ValueError("the root is already prepared")
         with paused_gc():
-            self._root = _PreparedRoot(root)
+            prepared = self._root = _PreparedRoot(root)
+            self._holders = [None] * len(prepared.keys)
+            for label, hashes, identities in self._waiting:
+                self._fold(prepared, label, _lines(hashes), _lines(identities))
+            self._waiting = []
+
+    def _fold(self, root: _PreparedRoot, label: str, hashes: list[str], texts: list[str]) -> None:
+        where, ours, holders = root.where, root.identities, self._holders
+        unlike = []
+        for key, text in zip(hashes, texts):  # noqa: B905 - lengths checked by add()
+            i = where.get(key)
+            if i is None:  # not a spec of the root
+                continue
+            held = holders[i]
+            if held is None:
+                holders[i] = [label]
+            elif held[-1] == label:  # a hash listed twice counts once (summaries don't)
+                continue
+            else:
+                held.append(label)
+            if text != ours[i]:
+                unlike.append((i, text))
+        if unlike:
+            self._unlike[label] = unlike
 
     def finish(self, root: SourceSummary) -> tuple[dict[str, PackageSummary], list[Conflict]]:
-        """Per-package summaries (sorted by name) and the conflicts, from the root and the
-        stacks folded in; nothing can be folded in afterwards."""
+        """Per-package summaries (sorted by name) and the conflicts, from the root (prepared
+        now if it was not) and the stacks folded in; nothing can be folded in afterwards."""
         self._not_finished()
+        if self._root is None:
+            self.prepare(root)
+        prepared = self._root
+        assert prepared is not None
+        if prepared.root is not root and prepared.root != root:
+            raise ValueError("the consolidation was prepared with another root")
         self._finished = True
         with paused_gc():
-            prepared = self._root
-            if prepared is None or prepared.root is not root:
-                prepared = _PreparedRoot(root)
-            holders, stated, unlike = self._holders, self._stated, self._unlike
-            # Free what only folding needed once it is used (the caller may hold the root).
-            self._holders, self._stated, self._unlike, self._root = {}, {}, {}, None
-            keys, rows = prepared.keys, prepared.rows
-            held = list(map(holders.get, keys))
-            conflicts: dict[str, list[Conflict]] = {label: [] for label in self._folded}
-            firsts = list(map(stated.get, keys))
-            for key, stacks, first, ours in zip(
-                keys, held, firsts, prepared.identities, strict=True
-            ):
-                if stacks is not None and (first != ours or key in unlike):
-                    their, stated_first = unlike.get(key, {}), stated[key]
-                    for label in stacks:
-                        theirs = their.get(label, stated_first)
-                        _disagree(conflicts[label], key, label, ours, theirs)
-            labels = self._labels(held)
-            del holders, stated, unlike, held, firsts
+            keys, identities, rows = prepared.keys, prepared.identities, prepared.rows
+            conflicts: list[Conflict] = []
+            for label, unlike in sorted(self._unlike.items()):
+                # By hash (a stable sort keeps each spec's fields in order).
+                for i, theirs in sorted(unlike, key=lambda found: keys[found[0]]):
+                    _disagree(conflicts, keys[i], label, identities[i], theirs)
+            labels = self._labels(self._holders)
+            # Free what only folding needed (the caller may hold the root).
+            self._root, self._holders, self._unlike = None, [], {}
             packages = {
                 name: _package(rows[start:end], labels[start:end], meta)
                 for name, start, end, meta in prepared.packages
             }
-        # Found in package order: by stack, then hash (a stable sort keeps the fields' order).
-        by_hash = attrgetter("hash")
-        return packages, [
-            c for label in sorted(conflicts) for c in sorted(conflicts[label], key=by_hash)
-        ]
+        return packages, conflicts
 
     def _labels(self, held: list[list[str] | None]) -> list[tuple[str, ...]]:
         """The sorted labels of each spec's indexes, from the stacks holding it (or None)."""
@@ -203,14 +213,15 @@ class Consolidator:
 
 
 class _PreparedRoot:
-    """What only the root decides: its specs sorted by package, then hash, with their hashes
-    and identities in the same order, and each package's span of them and root meta."""
+    """What only the root decides: its specs sorted by package, then hash, with their hashes,
+    identities and positions in that order, and each package's span of them and root meta."""
 
     def __init__(self, root: SourceSummary) -> None:
         self.root = root
         self.rows = sorted(root.specs, key=attrgetter("name", "hash"))
         self.keys = [row.hash for row in self.rows]
         self.identities = [row.identity() for row in self.rows]
+        self.where = {key: i for i, key in enumerate(self.keys)}
         self.packages: list[tuple[str, int, int, _RootMeta]] = []
         start = 0
         for name, group in itertools.groupby(self.rows, key=attrgetter("name")):
@@ -220,10 +231,12 @@ class _PreparedRoot:
             start = end
 
 
+def _lines(joined: str) -> list[str]:
+    return joined.split("\n") if joined else []
+
+
 def _disagree(conflicts: list[Conflict], key: str, label: str, ours: str, theirs: str) -> None:
     """Note where a stack's identity of a root spec differs from the root's, field by field."""
-    if theirs == ours:
-        return
     for field, a, b in zip(
         IDENTITY_FIELDS,
         ours.split(IDENTITY_SEPARATOR),

@@ -109,11 +109,11 @@ class _Refused(CrawlerError):
 
 
 class _EarlyConsolidation:
-    """Folds a branch's stacks in as they come in, while others and the root still download or
-    decode (see :class:`~crawler.consolidate.Consolidator`).
+    """Hands a branch's sources to its consolidation as they come in, while others still
+    download or decode (see :class:`~crawler.consolidate.Consolidator`).
 
-    Only summaries decoded by this run are folded in early (a summary proven unchanged is not
-    even loaded unless the branch must be rebuilt); :meth:`finish` folds in the rest. Nothing
+    Only summaries decoded by this run are handed over early (a summary proven unchanged is
+    not even loaded unless the branch must be rebuilt); :meth:`finish` adds the rest. Nothing
     is published from it before every source is in and the branch passed its checks.
     """
 
@@ -121,8 +121,7 @@ class _EarlyConsolidation:
         self._consolidator = Consolidator()
 
     def offer(self, outcome: SourceOutcome) -> None:
-        """A source is read: fold it in now if it is a stack this run decoded, prepare it if
-        it is the root."""
+        """A source is read: hand it over if this run decoded it."""
         summary = outcome.summary if outcome.decoded else None
         if summary is None:
             return

@@ -121,15 +121,16 @@ def test_a_hash_a_stack_lists_twice_counts_once() -> None:
     assert {d.hash: d.stacks for d in packages["alpha"].spec_details}[A] == ("e4s", "root")
 
 
-def test_a_root_prepared_but_replaced_is_not_used() -> None:
-    """A sync prepares the root it decoded; if the summary it finishes with is another (read
-    again), the prepared one must not leak into the output."""
+def test_a_root_is_prepared_once_and_finished_with() -> None:
+    """Stacks handed over after the root are folded against it at once: finishing with another
+    root would need them again, so it is refused, as is a second root."""
     stale = SourceSummary("8", 1, 1, [A], [_row(A, "stale")], [], [])
     consolidator = Consolidator()
     consolidator.prepare(stale)
-    for label, stack in STACKS.items():
-        consolidator.add(label, stack.hashes, stack.identities)
-    assert consolidator.finish(ROOT) == consolidate(ROOT, STACKS)
+    with pytest.raises(ValueError, match="already prepared"):
+        consolidator.prepare(ROOT)
+    with pytest.raises(ValueError, match="prepared with another root"):
+        consolidator.finish(ROOT)
 
 
 def test_a_stack_cannot_be_folded_in_twice_nor_as_the_root() -> None:
