@@ -50,6 +50,7 @@ REPO = BENCH_DIR.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from bench.bytecode import compile_crawler  # noqa: E402
 from bench.floor import FloorFigures, measure_floor  # noqa: E402
 from bench.generate import (  # noqa: E402
     Generated,
@@ -444,6 +445,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     work.mkdir(parents=True)
 
     crawler = crawler_command(args.crawler)
+    if not args.crawler:
+        print(compile_crawler(), flush=True)
     startup = run_measured([*crawler, "--version"], cwd=REPO, log=work / "version.log")
 
     with ServerProcess.start(

@@ -9,6 +9,7 @@ read. The loopback server must delay, pace, answer 304 and never leave its folde
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import time
 from pathlib import Path
@@ -17,7 +18,9 @@ import aiohttp
 import pytest
 from yarl import URL
 
+import crawler.sync
 from bench.baseline import summarize_ref
+from bench.bytecode import compile_crawler
 from bench.generate import MirrorParams, generate_mirror
 from bench.server import serve
 from crawler.cli import main_async
@@ -127,3 +130,15 @@ async def _raw_get(url: str, path: str) -> bytes:
     writer.close()
     await writer.wait_closed()
     return answer
+
+
+def test_the_runner_compiles_the_crawler_bytecode_as_an_install_does() -> None:
+    """The runner measures the venv's crawler as installed, with its modules compiled, even
+    where PYTHONDONTWRITEBYTECODE keeps an editable install from writing them."""
+    source = Path(crawler.sync.__file__)
+    compiled = Path(importlib.util.cache_from_source(str(source)))
+    compiled.unlink(missing_ok=True)
+    line = compile_crawler()
+    assert str(source.parent) in line
+    assert compiled.is_file()
+    assert compiled.stat().st_mtime >= source.stat().st_mtime
