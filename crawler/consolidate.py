@@ -140,9 +140,9 @@ class Consolidator:
         with paused_gc():
             prepared = self._root = _PreparedRoot(root)
             self._holders = [None] * len(prepared.keys)
-            for label, hashes, identities in self._waiting:
+            while self._waiting:  # each freed once folded in (the order does not matter)
+                label, hashes, identities = self._waiting.pop()
                 self._fold(prepared, label, _lines(hashes), _lines(identities))
-            self._waiting = []
 
     def _fold(self, root: _PreparedRoot, label: str, hashes: list[str], texts: list[str]) -> None:
         where, ours, holders = root.where, root.identities, self._holders
@@ -175,20 +175,28 @@ class Consolidator:
             raise ValueError("the consolidation was prepared with another root")
         self._finished = True
         with paused_gc():
-            keys, identities, rows = prepared.keys, prepared.identities, prepared.rows
-            conflicts: list[Conflict] = []
-            for label, unlike in sorted(self._unlike.items()):
-                # By hash (a stable sort keeps each spec's fields in order).
-                for i, theirs in sorted(unlike, key=lambda found: keys[found[0]]):
-                    _disagree(conflicts, keys[i], label, identities[i], theirs)
+            conflicts = self._conflicts(prepared)
             labels = self._labels(self._holders)
-            # Free what only folding needed (the caller may hold the root).
+            # Free what only folding needed before the packages are built (the caller may
+            # hold the root).
             self._root, self._holders, self._unlike = None, [], {}
+            prepared.forget_folding()
+            rows = prepared.rows
             packages = {
                 name: _package(rows[start:end], labels[start:end], meta)
                 for name, start, end, meta in prepared.packages
             }
         return packages, conflicts
+
+    def _conflicts(self, prepared: _PreparedRoot) -> list[Conflict]:
+        """Where stacks disagree with the root: by stack, then hash (a stable sort keeps each
+        spec's fields in order)."""
+        keys, identities = prepared.keys, prepared.identities
+        conflicts: list[Conflict] = []
+        for label, unlike in sorted(self._unlike.items()):
+            for i, theirs in sorted(unlike, key=lambda found: keys[found[0]]):
+                _disagree(conflicts, keys[i], label, identities[i], theirs)
+        return conflicts
 
     def _labels(self, held: list[list[str] | None]) -> list[tuple[str, ...]]:
         """The sorted labels of each spec's indexes, from the stacks holding it (or None)."""
@@ -229,6 +237,10 @@ class _PreparedRoot:
             end = start + len(rows)
             self.packages.append((name, start, end, _RootMeta.of(rows)))
             start = end
+
+    def forget_folding(self) -> None:
+        """Free what only folding stacks in needs; the specs and packages stay."""
+        self.keys, self.identities, self.where = [], [], {}
 
 
 def _lines(joined: str) -> list[str]:
