@@ -226,8 +226,9 @@ def render_metrics(
 
 
 def write_metrics(path: Path, text: str) -> None:
-    """Replace the metrics file atomically, readable by everyone (node_exporter's user)."""
-    atomic_write(path, text.encode("utf-8"), mode=0o644)
+    """Replace the metrics file atomically, readable by everyone (node_exporter's user). Its
+    folder must exist: one made for a mistyped path would hold metrics nobody collects."""
+    atomic_write(path, text.encode("utf-8"), mode=0o644, make_folder=False)
 
 
 _LAST_SUCCESS_LINE = re.compile(

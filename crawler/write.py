@@ -80,15 +80,22 @@ def _fsync_dir(path: Path) -> None:
 
 
 def atomic_write(
-    path: Path, data: bytes | bytearray, *, durable: bool = True, mode: int = 0o644
+    path: Path,
+    data: bytes | bytearray,
+    *,
+    durable: bool = True,
+    mode: int = 0o644,
+    make_folder: bool = True,
 ) -> None:
     """Replace ``path`` with ``data`` so that readers see the old or the new file, whole.
 
     ``durable=False`` skips the fsyncs, for caches whose loss or truncation is detected and
-    costs only a re-download.
+    costs only a re-download. ``make_folder=False`` fails where the folder is missing rather
+    than making it (a file the user names: a typo must not go unnoticed).
     """
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if make_folder:
+            path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as out:

@@ -249,6 +249,7 @@ def test_label_values_are_escaped() -> None:
 
 def test_load_last_success_round_trip(tmp_path: Path) -> None:
     path = tmp_path / "textfile" / "spack_cache_crawler.prom"
+    path.parent.mkdir()
     nasty = 'we"ird\\name\nline'
     last = {"v0.23.1": EARLIER, "a\\b": 1.0, nasty: 2.5}
     write_metrics(path, render([PUBLISHED, FAILED], last))
@@ -358,6 +359,24 @@ async def test_an_unwritable_metrics_file_does_not_fail_the_sync(
     assert f"metrics not written: cannot write {blocker}" in err
     assert (tmp_path / "out" / "develop" / "index.json").is_file()
     assert not metrics.exists()
+
+
+async def test_a_metrics_file_in_a_missing_folder_is_not_written_there(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A mistyped metrics path must not succeed in a folder the crawler made for it, where
+    node_exporter never looks: the sync publishes, and the error names the file."""
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump(fast_config(str(SAMPLE_MIRROR), tmp_path / "out")))
+    metrics = tmp_path / "textfile-colector" / "crawler.prom"  # sic
+
+    argv = ["sync", "--branch", "develop", "--config", str(config), "--metrics", str(metrics)]
+    assert await main_async([*argv, "-q"]) == 0
+
+    err = capsys.readouterr().err
+    assert f"metrics not written: cannot write {metrics}: No such file or directory" in err
+    assert not metrics.parent.exists()
+    assert (tmp_path / "out" / "develop" / "index.json").is_file()
 
 
 async def test_a_run_that_finds_the_output_locked_leaves_the_metrics_alone(
