@@ -454,6 +454,13 @@ class Syncer:
                 digest, pages, swapped = await self._publish(
                     branch, index, packages, changes, report, clock, "pages" in formats
                 )
+            if swapped and pages is None and record is not None and "pages" in record.formats:
+                log.warning(
+                    "%s: published without the pages of its last publish (formats: %s); "
+                    "add pages to formats, or run with --format json,pages, to keep them",
+                    branch,
+                    ",".join(formats),
+                )
             learnt = [o.state() for o in outcomes]
             state = BranchState(__version__, inputs, digest, formats, learnt, stats, pages)
             self._after_publish(

@@ -875,6 +875,33 @@ async def test_format_flag_chooses_pages_and_json_is_always_written(
     assert sorted(_index(out, "develop")["packages"]) == ["py-six", "zlib"]
 
 
+async def test_dropping_pages_from_a_mutable_branch_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A branch follows the formats asked for; one published with pages and then with json
+    alone loses its pages, which a cron user may not expect: a warning says so."""
+    specs = (SynthSpec("zlib", "1.3.1"),)
+    root = tmp_path / "mirror"
+    build_mirror(root, [SynthRef("develop", specs)])
+    out = tmp_path / "out"
+    config = _config(tmp_path, root.as_uri(), out)
+    assert await _sync(config, "--branch", "develop", "--format", "json,pages") == 0
+    assert (out / "develop" / "pages" / "zlib" / "specs.md").is_file()
+    assert capsys.readouterr().err == ""  # -q: warnings and errors only
+
+    assert await _sync(config, "--branch", "develop", "--format", "json") == 0
+
+    assert not (out / "develop" / "pages").exists()
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.endswith(
+        " WARNING develop: published without the pages of its last publish (formats: json); "
+        "add pages to formats, or run with --format json,pages, to keep them"
+    )
+    assert await _sync(config, "--branch", "develop", "--format", "json") == 6
+    assert await _sync(config, "--branch", "develop", "--format", "json,pages") == 0
+    assert capsys.readouterr().err == ""
+
+
 async def test_branches_lists_refs_with_their_labels(
     mirror_server: ServeMirror, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
