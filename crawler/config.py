@@ -93,7 +93,7 @@ class Publish(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=T
     """When a branch's new output may replace the last published one."""
 
     max_drop: Annotated[float, msgspec.Meta(ge=0, le=1)] = 0.5
-    max_failed_stacks: Annotated[int, msgspec.Meta(ge=0)] = 0
+    max_failed_stacks: Annotated[int, msgspec.Meta(ge=0, le=10_000)] = 0  # as the flag
 
 
 def normal_formats(formats: Iterable[str]) -> list[str]:
@@ -202,6 +202,10 @@ def _check_keys(origin: str, data: object, path: str, seen: set[int] | None = No
             _check_keys(origin, item, f"{path}[{i}]", seen)
 
 
+#: A path that starts like a URL with a slash missing: ``https:/binaries.spack.io``.
+_SCHEME_TYPO = re.compile(r"(?i)(https?|file):(?!//)")
+
+
 def _check_mirror(origin: str, mirror: str, key: str = "mirror") -> None:
     """Refuse a mirror (or a rewrite's replacement, ``key``; that one must be a URL, as it
     replaces the start of one) that no request could be sent to."""
@@ -290,6 +294,11 @@ def _resolve(base: Path | None, value: str, origin: str, key: str) -> str:
         raise ConfigError(origin, "must not be empty or blank", key)
     if "://" in value:
         return value
+    typo = _SCHEME_TYPO.match(value) if key == "mirror" else None
+    if typo:  # else a folder named "https:", failing later as an unreachable mirror
+        raise ConfigError(
+            origin, f"{value!r} is neither a URL nor a path: {typo[1]}:// needs two slashes", key
+        )
     try:
         path = Path(value).expanduser()
         given = path.is_absolute()
