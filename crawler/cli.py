@@ -113,7 +113,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Crawl Spack build-cache mirrors into consolidated JSON indexes.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    # Not required=True: argparse would only say "the following arguments are required".
+    commands = parser.add_subparsers(dest="command", parser_class=_Parser)
 
     def common(sub: argparse.ArgumentParser) -> None:
         sub.add_argument(
@@ -144,7 +145,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--format", type=_formats, metavar="json,pages", help="outputs to write (json is always)"
     )
     sync.add_argument(
-        "--concurrency", type=_int_between(1, 256), metavar="N", help="parallel downloads"
+        "--concurrency",
+        type=_int_between(1, 256),
+        metavar="N",
+        help="sources downloaded at once, 1-256 (default: the config's concurrency, 8)",
     )
     sync.add_argument(
         "--max-failed-stacks",
@@ -382,6 +386,10 @@ async def main_async(argv: Sequence[str] | None = None, *, sleep: Sleep = asynci
             args = build_parser().parse_args(argv)
         except SystemExit as done:  # --help and --version
             return int(done.code or 0)
+        if args.command is None:
+            raise UsageError(
+                "crawler: give a command: sync, branches or verify (see crawler --help)"
+            )
         setup_logging(args.quiet, args.verbose)
         if args.command == "verify":
             return _verify(args)

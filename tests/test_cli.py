@@ -690,7 +690,7 @@ def test_bad_flag_value(tmp_path: Path) -> None:
     [
         pytest.param(("sync", "--all", "--branch", "develop"), "not both", id="both"),
         pytest.param(("frobnicate",), "invalid choice: 'frobnicate'", id="command"),
-        pytest.param((), "the following arguments are required", id="no-command"),
+        pytest.param((), "give a command: sync, branches or verify", id="no-command"),
         pytest.param(
             ("sync", "--all", "--concurrency", "0"), "must be from 1 to 256, got 0", id="conc-0"
         ),
