@@ -1239,6 +1239,7 @@ async def test_metrics_keep_the_last_success_across_a_failed_run(
 ) -> None:
     s = await site((ref("a"),))
     metrics = tmp_path / "prom" / "crawler.prom"
+    metrics.parent.mkdir()  # node_exporter's textfile folder: the crawler does not make it
     last = 'spack_cache_crawler_last_success_timestamp_seconds{branch="a"}'
 
     started = time.time()
