@@ -371,10 +371,13 @@ class Syncer:
             excused: frozenset[str] = frozenset()  # stacks that may fail beyond the budget
             formats: list[str] = list(self.config.formats)
             immutable = self.config.is_immutable(branch)
-            if immutable and record is not None:
+            # Pages in the folder, whatever the state says (deleting .crawler/ is allowed).
+            had_pages = (self.output / branch / "pages").is_dir()
+            if immutable:
                 # It stays put: a rebuild (a repair, even of a deleted index.json) keeps the
                 # formats it was published in too.
-                formats = normal_formats([*formats, *record.formats])
+                was = [*(record.formats if record else []), *(["pages"] if had_pages else [])]
+                formats = normal_formats([*formats, *was])
             if immutable and published.is_file():
                 without = self._published_without(branch, previous)
                 damaged = record is not None and not self._intact(
@@ -454,9 +457,9 @@ class Syncer:
                 digest, pages, swapped = await self._publish(
                     branch, index, packages, changes, report, clock, "pages" in formats
                 )
-            if swapped and pages is None and record is not None and "pages" in record.formats:
+            if swapped and pages is None and had_pages:
                 log.warning(
-                    "%s: published without the pages of its last publish (formats: %s); "
+                    "%s: published without the pages it had (formats: %s); "
                     "add pages to formats, or run with --format json,pages, to keep them",
                     branch,
                     ",".join(formats),

@@ -875,31 +875,60 @@ async def test_format_flag_chooses_pages_and_json_is_always_written(
     assert sorted(_index(out, "develop")["packages"]) == ["py-six", "zlib"]
 
 
+_DROPPED = (
+    " WARNING develop: published without the pages it had (formats: json); "
+    "add pages to formats, or run with --format json,pages, to keep them"
+)
+
+
 async def test_dropping_pages_from_a_mutable_branch_says_so(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A branch follows the formats asked for; one published with pages and then with json
-    alone loses its pages, which a cron user may not expect: a warning says so."""
+    alone loses its pages, which a cron user may not expect: a warning says so. What counts
+    is the published folder, not the state (deleting .crawler/ is allowed)."""
     specs = (SynthSpec("zlib", "1.3.1"),)
     root = tmp_path / "mirror"
     build_mirror(root, [SynthRef("develop", specs)])
     out = tmp_path / "out"
     config = _config(tmp_path, root.as_uri(), out)
-    assert await _sync(config, "--branch", "develop", "--format", "json,pages") == 0
-    assert (out / "develop" / "pages" / "zlib" / "specs.md").is_file()
-    assert capsys.readouterr().err == ""  # -q: warnings and errors only
 
-    assert await _sync(config, "--branch", "develop", "--format", "json") == 0
+    async def sync(formats: str) -> tuple[int, list[str]]:
+        code = await _sync(config, "--branch", "develop", "--format", formats)
+        return code, capsys.readouterr().err.splitlines()
 
+    assert await sync("json,pages") == (0, [])  # -q: warnings and errors only
+    code, (line,) = await sync("json")
+    assert code == 0 and line.endswith(_DROPPED)
     assert not (out / "develop" / "pages").exists()
-    (line,) = capsys.readouterr().err.splitlines()
-    assert line.endswith(
-        " WARNING develop: published without the pages of its last publish (formats: json); "
-        "add pages to formats, or run with --format json,pages, to keep them"
-    )
-    assert await _sync(config, "--branch", "develop", "--format", "json") == 6
-    assert await _sync(config, "--branch", "develop", "--format", "json,pages") == 0
-    assert capsys.readouterr().err == ""
+    assert await sync("json") == (6, [])
+    assert await sync("json,pages") == (0, [])
+
+    shutil.rmtree(out / ".crawler")  # the state is gone, the pages are there
+    code, (line,) = await sync("json")
+    assert code == 0 and line.endswith(_DROPPED)
+
+    assert await sync("json,pages") == (0, [])
+    shutil.rmtree(out / "develop")  # nothing published to lose
+    assert await sync("json") == (0, [])
+
+
+async def test_an_immutable_ref_keeps_its_pages_without_its_state(tmp_path: Path) -> None:
+    """An old ref stays put in the formats it was published in, also once .crawler/ is
+    deleted, the README's way to read everything again: its pages tell."""
+    root = tmp_path / "mirror"
+    build_mirror(root, [SynthRef("v1.0", (SynthSpec("zlib", "1.3.1"),))])
+    out = tmp_path / "out"
+    config = _config(tmp_path, root.as_uri(), out)
+    assert await _sync(config, "--branch", "v1.0", "--format", "json,pages") == 0
+    page = out / "v1.0" / "pages" / "zlib" / "specs.md"
+    before = page.read_bytes()
+    shutil.rmtree(out / ".crawler")
+
+    # Rebuilt with its pages, it is the very files published: nothing is swapped (exit 6).
+    assert await _sync(config, "--branch", "v1.0", "--format", "json", "--force") == 6
+
+    assert page.read_bytes() == before
 
 
 async def test_branches_lists_refs_with_their_labels(
