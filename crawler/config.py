@@ -202,8 +202,9 @@ def _check_keys(origin: str, data: object, path: str, seen: set[int] | None = No
             _check_keys(origin, item, f"{path}[{i}]", seen)
 
 
-#: A path that starts like a URL with a slash missing: ``https:/binaries.spack.io``.
-_SCHEME_TYPO = re.compile(r"(?i)(https?|file):(?!//)")
+#: A path that starts like a URL with a slash or the colon missing: ``https:/binaries.spack.io``,
+#: ``https//binaries.spack.io``, ``file:/srv/mirror`` (a folder could be named ``http:stuff``).
+_SCHEME_TYPO = re.compile(r"(?i)(https?|file)(?::/(?!/)|//)")
 
 
 def _check_mirror(origin: str, mirror: str, key: str = "mirror") -> None:
@@ -296,8 +297,12 @@ def _resolve(base: Path | None, value: str, origin: str, key: str) -> str:
         return value
     typo = _SCHEME_TYPO.match(value) if key == "mirror" else None
     if typo:  # else a folder named "https:", failing later as an unreachable mirror
+        scheme, rest = typo[1], value[typo.end() :]
+        meant = f"{scheme}:///{rest}" if scheme.lower() == "file" else f"{scheme}://{rest}"
         raise ConfigError(
-            origin, f"{value!r} is neither a URL nor a path: {typo[1]}:// needs two slashes", key
+            origin,
+            f"{value!r} looks like a mistyped URL: {meant!r}? (write ./{value} for a folder)",
+            key,
         )
     try:
         path = Path(value).expanduser()

@@ -118,6 +118,13 @@ def test_config_is_frozen() -> None:
 # --- paths ----------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("name", ["http:stuff", "./https:/x", "file:", "https:"])
+def test_folders_named_like_a_scheme_are_folders(tmp_path: Path, name: str) -> None:
+    """Only what looks like a mistyped URL (``https:/host``, ``https//host``) is refused."""
+    config = load_config(write(tmp_path / "c.yaml", f"mirror: '{name}'\n"))
+    assert config.mirror == str(tmp_path / name)
+
+
 def test_relative_paths_resolve_against_the_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -289,9 +296,11 @@ def test_unknown_key(tmp_path: Path, text: str, key: str) -> None:
         (
             "mirror: 'https:/binaries.spack.io'\n",
             "mirror",
-            "'https:/binaries.spack.io' is neither a URL nor a path: https:// needs two slashes",
+            "'https:/binaries.spack.io' looks like a mistyped URL: 'https://binaries.spack.io'? "
+            "(write ./https:/binaries.spack.io for a folder)",
         ),
-        ("mirror: 'File:srv'\n", "mirror", "'File:srv' is neither a URL nor a path: File://"),
+        ("mirror: 'HTTP//h/x'\n", "mirror", "'HTTP//h/x' looks like a mistyped URL: 'HTTP://h/x'?"),
+        ("mirror: 'file:/srv/m'\n", "mirror", "'file:/srv/m' looks like a mistyped URL: 'file:///"),
         ("output: ''\n", "output", "Expected 'str' of length >= 1"),
         ("publish:\n  max_drop: 1.5\n", "publish.max_drop", "Expected 'float' <= 1.0"),
         ("publish:\n  max_drop: -0.1\n", "publish.max_drop", "Expected 'float' >= 0.0"),
