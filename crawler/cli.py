@@ -383,13 +383,16 @@ async def main_async(argv: Sequence[str] | None = None, *, sleep: Sleep = asynci
     code = EXIT_INTERNAL
     try:
         try:
-            args = build_parser().parse_args(argv)
+            parser = build_parser()
+            args, extra = parser.parse_known_args(argv)
         except SystemExit as done:  # --help and --version
             return int(done.code or 0)
-        if args.command is None:
+        if args.command is None:  # before the extras: `crawler -q` lacks a command
             raise UsageError(
                 "crawler: give a command: sync, branches or verify (see crawler --help)"
             )
+        if extra:
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
         setup_logging(args.quiet, args.verbose)
         if args.command == "verify":
             return _verify(args)
