@@ -205,6 +205,19 @@ def _companions_intact(folder: Path, branch: str) -> bool:
     return True
 
 
+def _has_pages(folder: Path) -> bool:
+    """Whether a published branch holds pages: a ``pages`` folder of its own (not a link, which
+    the crawler did not write and will not replace) with something in it."""
+    pages = folder / "pages"
+    try:
+        if pages.is_symlink() or not pages.is_dir():
+            return False
+        with os.scandir(pages) as entries:
+            return next(entries, None) is not None
+    except OSError:
+        return False
+
+
 def _published_index(folder: Path, branch: str, index_sha256: str) -> bytes | None:
     """The bytes of the ``index.json`` published in ``folder`` when they have this SHA-256
     and its companions are intact; else None."""
@@ -372,7 +385,7 @@ class Syncer:
             formats: list[str] = list(self.config.formats)
             immutable = self.config.is_immutable(branch)
             # Pages in the folder, whatever the state says (deleting .crawler/ is allowed).
-            had_pages = (self.output / branch / "pages").is_dir()
+            had_pages = _has_pages(self.output / branch)
             if immutable:
                 # It stays put: a rebuild (a repair, even of a deleted index.json) keeps the
                 # formats it was published in too.

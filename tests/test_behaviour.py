@@ -931,6 +931,22 @@ async def test_an_immutable_ref_keeps_its_pages_without_its_state(tmp_path: Path
     assert page.read_bytes() == before
 
 
+async def test_a_linked_pages_folder_is_not_an_immutable_refs_pages(tmp_path: Path) -> None:
+    """A ``pages`` link in a branch folder is not the crawler's (it refuses to replace one):
+    it must not add pages to what the ref is rebuilt in, which would fail every run."""
+    root = tmp_path / "mirror"
+    build_mirror(root, [SynthRef("v1.0", (SynthSpec("zlib", "1.3.1"),))])
+    out = tmp_path / "out"
+    config = _config(tmp_path, root.as_uri(), out)
+    assert await _sync(config, "--branch", "v1.0", "--format", "json") == 0
+    elsewhere = tmp_path / "elsewhere" / "zlib"
+    elsewhere.mkdir(parents=True)
+    (elsewhere / "specs.md").write_text("by hand")
+    (out / "v1.0" / "pages").symlink_to(elsewhere.parent)
+
+    assert await _sync(config, "--branch", "v1.0", "--format", "json", "--force") == 6
+
+
 async def test_branches_lists_refs_with_their_labels(
     mirror_server: ServeMirror, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
