@@ -299,9 +299,10 @@ def _resolve(base: Path | None, value: str, origin: str, key: str) -> str:
     if typo:  # else a folder named "https:", failing later as an unreachable mirror
         scheme, rest = typo[1], value[typo.end() :]
         meant = f"{scheme}:///{rest}" if scheme.lower() == "file" else f"{scheme}://{rest}"
+        shown, meant = redacted(value), redacted(meant)  # user:password@ stays out of logs
         raise ConfigError(
             origin,
-            f"{value!r} looks like a mistyped URL: {meant!r}? (write ./{value} for a folder)",
+            f"{shown!r} looks like a mistyped URL: {meant!r}? (write ./{shown} for a folder)",
             key,
         )
     try:

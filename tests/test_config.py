@@ -301,6 +301,11 @@ def test_unknown_key(tmp_path: Path, text: str, key: str) -> None:
         ),
         ("mirror: 'HTTP//h/x'\n", "mirror", "'HTTP//h/x' looks like a mistyped URL: 'HTTP://h/x'?"),
         ("mirror: 'file:/srv/m'\n", "mirror", "'file:/srv/m' looks like a mistyped URL: 'file:///"),
+        (
+            "mirror: 'https:/u:s3cret@h/x'\n",
+            "mirror",
+            "'…@h/x' looks like a mistyped URL: 'https://…@h/x'? (write ./…@h/x for a folder)",
+        ),
         ("output: ''\n", "output", "Expected 'str' of length >= 1"),
         ("publish:\n  max_drop: 1.5\n", "publish.max_drop", "Expected 'float' <= 1.0"),
         ("publish:\n  max_drop: -0.1\n", "publish.max_drop", "Expected 'float' >= 0.0"),
