@@ -96,8 +96,8 @@ class Consolidator:
     the last stacks still decode, what only the root decides is prepared (its specs grouped by
     package and sorted, their identities, the root's part of each package's meta), and every
     stack is folded in: which specs it holds, where it disagrees with the root. :meth:`finish`
-    is left with the label tuples and the packages. The result does not depend on the order:
-    labels are sorted, conflicts are listed by stack, then hash.
+    is left with the label tuples, the conflicts and the packages. The result does not depend
+    on the order: labels are sorted, conflicts are listed by stack, then hash.
     """
 
     def __init__(self, root_label: str = "root") -> None:
