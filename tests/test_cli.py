@@ -309,6 +309,46 @@ def _published(tmp_path: Path) -> tuple[Path, dict[str, bytes]]:
 
 
 @pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (
+            ["--mirror", "https:/binaries.spack.io"],
+            "key 'mirror': 'https:/binaries.spack.io' looks like a mistyped URL: "
+            "'https://binaries.spack.io'? (write ./https:/binaries.spack.io for a folder)",
+        ),
+        (["--max-failed-stacks", "10001"], "argument --max-failed-stacks: must be from 0 to"),
+    ],
+)
+def test_a_mistyped_mirror_or_too_large_budget_leaves_the_output_alone(
+    here: RunHere, tmp_path: Path, flags: list[str], message: str
+) -> None:
+    config, before = _published(tmp_path)
+
+    done = here("sync", "--branch", "develop", "--config", str(config), *flags)
+
+    assert (done.code, done.out) == (2, "")
+    assert message in done.err
+    assert tree_bytes(tmp_path / "out") == before
+
+
+def test_a_too_large_budget_in_the_config_leaves_the_output_alone(
+    here: RunHere, tmp_path: Path
+) -> None:
+    config, before = _published(tmp_path)
+    settings = yaml.safe_load(config.read_text())
+    write_config(config, {**settings, "publish": {"max_failed_stacks": 10001}})
+
+    done = here("sync", "--branch", "develop", "--config", str(config))
+
+    assert (done.code, done.out) == (2, "")
+    assert done.err == (
+        f"error: config error in {config}: key 'publish.max_failed_stacks': "
+        "Expected 'int' <= 10000\n"
+    )
+    assert tree_bytes(tmp_path / "out") == before
+
+
+@pytest.mark.parametrize(
     ("metrics", "reason"),
     [
         ("out/develop/index.json", "{metrics} is inside the output folder {out}"),
