@@ -120,8 +120,11 @@ class ChecksumError(FetchError):
         self.expected = expected
         self.actual = actual
         reason = f"sha256 is {actual}, expected {expected}"
-        if encoding:  # the checksum may be of the bytes as stored, before that encoding
-            reason += f" (of the body once its Content-Encoding, {shown(encoding)}, was undone)"
+        if encoding:  # the body was read again as sent, to no avail either
+            reason += (
+                f" (of the body once its Content-Encoding, {shown(encoding)}, was undone;"
+                " the bytes as sent do not match either)"
+            )
         super().__init__(url, reason)
         self.args = (url, expected, actual, encoding)
 

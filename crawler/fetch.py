@@ -79,7 +79,8 @@ class Fetched:
     attempts: int
     seconds: float
     etag: str | None = None
-    #: The ``Content-Encoding`` the body was sent with (and aiohttp undid), if any.
+    #: The ``Content-Encoding`` the body was sent with (undone, unless downloaded ``stored``),
+    #: if any.
     encoding: str | None = None
     #: A local file is used in place: device, inode, size, mtime and ctime when it was hashed
     #: (ctime too: a tool may write a file and set its mtime back, never its ctime).
@@ -377,6 +378,8 @@ class Fetcher:
         dest: Path,
         etag: str | None = None,
         progress: Progress | None = None,
+        *,
+        stored: bool = False,
     ) -> Fetched:
         """Stream an index file to ``dest`` (local files are used in place), hashing it.
 
@@ -384,6 +387,10 @@ class Fetcher:
         :attr:`Fetched.not_modified` is true and nothing is written. ``progress`` is called
         with 0 as each attempt starts writing ``dest``, then with how many bytes are on disk
         after each write (not for local files: they are complete from the start).
+
+        A ``Content-Encoding`` is undone as the body arrives, unless ``stored``: then the body
+        is asked for without one (``Accept-Encoding: identity``), and one that comes anyway is
+        kept as sent: the bytes as stored, which is what a v3 blob's name is the checksum of.
         """
         started = time.monotonic()
         limit = self.config.max_index_bytes
@@ -396,8 +403,13 @@ class Fetcher:
         etag = usable_etag(etag)  # one kept by an earlier version may not be
 
         async def attempt() -> Fetched:
-            headers = self._headers(location, {"If-None-Match": etag} if etag else None)
-            async with self.session.get(location, headers=headers, allow_redirects=False) as resp:
+            asked = {"If-None-Match": etag} if etag else {}
+            if stored:
+                asked["Accept-Encoding"] = "identity"
+            headers = self._headers(location, asked)
+            async with self.session.get(
+                location, headers=headers, allow_redirects=False, auto_decompress=not stored
+            ) as resp:
                 _answered(resp, etag)
                 if etag and resp.status == 304:
                     return Fetched(location, None, 0, None, 0, 0.0, etag)

@@ -69,6 +69,8 @@ class MirrorServer:
     server: TestServer | None = None
     faults: dict[str, deque[Fault]] = field(default_factory=lambda: defaultdict(deque))
     requests: list[tuple[str, str | None]] = field(default_factory=list)
+    #: The ``Accept-Encoding`` of each request, by path, in order.
+    encodings: dict[str, list[str | None]] = field(default_factory=lambda: defaultdict(list))
     etags: bool = True
 
     @property
@@ -89,6 +91,7 @@ class MirrorServer:
         """Serve one request: a scripted fault, else the file, else 404."""
         path = request.path
         self.requests.append((path, request.headers.get("If-None-Match")))
+        self.encodings[path].append(request.headers.get("Accept-Encoding"))
         queue = self.faults.get(path)
         file = (self.root / path.lstrip("/")).resolve()
         data = file.read_bytes() if file.is_file() and self.root in file.parents else None

@@ -462,24 +462,64 @@ async def test_v3_blob_with_wrong_checksum_fails(
     assert tree_bytes(sc.out / "b") == before
 
 
+@pytest.mark.parametrize("label", ["root", "s1"])
+async def test_a_v3_blob_stored_gzipped_and_sent_with_a_content_encoding_is_read_as_stored(
+    mirror_server: ServeMirror, tmp_path: Path, label: str
+) -> None:
+    """A blob stored gzipped with object metadata saying ``Content-Encoding: gzip`` (S3 sends
+    it with every answer): its name is the checksum of the gzip bytes, which Spack's own client
+    reads as they are. aiohttp undoes the encoding, so the first download does not match;
+    asked for again as stored, it does, and is read (gunzipped) as any gzip index."""
+    sc = await serve(mirror_server, tmp_path, (v3_ref(),))
+    plain = sc.server.root / sc.path("b", label)
+    packed = gzip.compress(plain.read_bytes(), mtime=0)
+    name = hashlib.sha256(packed).hexdigest()
+    url = (
+        sc.listed("b", label)
+        .replace(plain.name, name)
+        .replace(f"/{plain.name[:2]}/", f"/{name[:2]}/")
+    )
+    (sc.server.root / url.removeprefix(BUCKET)).parent.mkdir(parents=True, exist_ok=True)
+    (sc.server.root / url.removeprefix(BUCKET)).write_bytes(packed)
+    for entry in sc.discovery["b"]:
+        if entry["label"] == label:
+            entry["url"] = url
+    (sc.server.root / "cache_spack_io_index.json").write_text(json.dumps(sc.discovery))
+    as_stored = Fault(body=packed, headers={"Content-Encoding": "gzip"})
+    sc.server.script(sc.path("b", label), as_stored, as_stored)
+
+    assert await sc.sync("b") == 0
+
+    source = sc.source_report("b", label)
+    assert (source["status"], source["sha256"], source["attempts"]) == ("fetched", name, 2)
+    assert source["records"] == len(json.loads(plain.read_bytes())["database"]["installs"])
+    published = json.loads((sc.out / "b" / "index.json").read_bytes())
+    assert published["packages"]["zlib"]["spec_details"][0]["stacks"] == ["root", "s1"]
+    # The second request asked for no encoding, and aiohttp did not undo the one that came.
+    encodings = sc.server.encodings["/" + sc.path("b", label)]
+    assert len(encodings) == 2 and encodings[0] != "identity" and encodings[1] == "identity"
+
+
 async def test_a_v3_blob_sent_with_a_content_encoding_says_so_when_it_fails_its_checksum(
     mirror_server: ServeMirror, tmp_path: Path
 ) -> None:
-    """A blob stored gzipped and served with ``Content-Encoding: gzip`` (object metadata on
-    S3, say) is gunzipped by the HTTP client, so the bytes hashed are not the bytes its name
-    is the checksum of. The source fails, as any other mismatch, and the message says which
-    encoding was undone, so that an operator can tell this case from a corrupt blob."""
+    """Neither the body with its ``Content-Encoding`` undone nor the bytes as sent match the
+    blob's name: the source fails, as for any other mismatch, and the message says both were
+    tried, so that an operator can tell this case from a plain corrupt blob."""
     sc = await serve(mirror_server, tmp_path, (v3_ref(),))
     before = await sc.publish_then_update("b")
-    # The bytes of the gzip body are not those of the blob's name (as for such a blob, whose
-    # name is the checksum of the gzip bytes): another index, gzipped.
     other = gzip.compress((sc.server.root / sc.path("b", "s2")).read_bytes())
-    sc.server.script(sc.path("b", "s1"), Fault(body=other, headers={"Content-Encoding": "gzip"}))
+    wrong = Fault(body=other, headers={"Content-Encoding": "gzip"})
+    sc.server.script(sc.path("b", "s1"), wrong, wrong)
 
     assert await sc.sync("b") == 4
 
     error = error_of(sc, "b")
-    assert "(of the body once its Content-Encoding, gzip, was undone)" in error
+    expected = sc.path("b", "s1").rsplit("/", 1)[1]
+    actual = hashlib.sha256(gzip.decompress(other)).hexdigest()
+    assert f"sha256 is {actual}, expected {expected}" in error
+    assert "once its Content-Encoding, gzip, was undone; the bytes as sent do not match" in error
+    assert sc.server.hits(sc.path("b", "s1")) == 2
     assert tree_bytes(sc.out / "b") == before
 
 
