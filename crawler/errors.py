@@ -116,17 +116,26 @@ class SourceChanged(FetchError):
 class ChecksumError(FetchError):
     """The body's SHA-256 differs from the checksum its URL or sidecar promised."""
 
-    def __init__(self, url: str, expected: str, actual: str, encoding: str | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        expected: str,
+        actual: str,
+        encoding: str | None = None,
+        decoded: str | None = None,
+    ) -> None:
+        """``actual`` is the checksum of the bytes as sent; when they came with a
+        ``Content-Encoding``, ``decoded`` is that of the body once it was undone."""
         self.expected = expected
         self.actual = actual
         reason = f"sha256 is {actual}, expected {expected}"
-        if encoding:  # the body was read again as sent, to no avail either
+        if encoding:
             reason += (
-                f" (of the body once its Content-Encoding, {shown(encoding)}, was undone;"
-                " the bytes as sent do not match either)"
+                f" (of the bytes as sent with Content-Encoding {shown(encoding)};"
+                f" once that is undone, {decoded})"
             )
         super().__init__(url, reason)
-        self.args = (url, expected, actual, encoding)
+        self.args = (url, expected, actual, encoding, decoded)
 
 
 class IndexFormatError(CrawlerError):

@@ -388,6 +388,7 @@ class SourceReader:
                 return None
             # The cache was lost meanwhile (the 304 wrote nothing: the parts are still unused).
             fetched = await fetcher.download(source.location, dest, progress=progress)
+        decoded = None
         if source.checksum is not None and fetched.sha256 != source.checksum and fetched.encoding:
             # A blob stored compressed and served with a Content-Encoding saying so (object
             # metadata): its name is the checksum of the bytes as stored, which Spack's own
@@ -395,13 +396,15 @@ class SourceReader:
             decoded = fetched
             fetched = await fetcher.download(source.location, dest, progress=progress, stored=True)
             outcome.attempts += fetched.attempts
-            if fetched.sha256 != source.checksum:
-                raise ChecksumError(
-                    source.location, source.checksum, decoded.sha256 or "", decoded.encoding
-                )
+            outcome.etag = fetched.etag
         outcome.sha256, outcome.size, outcome.status = fetched.sha256, fetched.size, "fetched"
         if source.checksum is not None and fetched.sha256 != source.checksum:
-            raise ChecksumError(source.location, source.checksum, fetched.sha256 or "")
+            raise ChecksumError(
+                source.location,
+                source.checksum,
+                fetched.sha256 or "",
+                *((decoded.encoding, decoded.sha256) if decoded else ()),
+            )
         if self._reuse(outcome, fetched.sha256, "fetched"):
             return None  # same bytes as a cached summary: no need to decode them again
         return fetched
