@@ -606,7 +606,8 @@ class Syncer:
         self, branch: str, previous: BranchState, asked: list[str], exact: bool = True
     ) -> bool:
         """True when the published branch is as its last publish wrote it, in the formats
-        ``asked``: its ``index.json`` and its pages (if it has pages) are the bytes published.
+        ``asked``: its ``index.json`` and its pages (if it has pages; else it holds none) are
+        the bytes published.
 
         Not ``exact`` (an immutable ref, which stays put): it has at least the formats asked
         for (pages published before stay), and its pages are only listed, not read (a nightly
@@ -622,6 +623,10 @@ class Syncer:
         if index is None:
             return False
         if "pages" not in published:
+            held = folder / "pages"  # a link is not the crawler's (it refuses to replace one)
+            if exact and not held.is_symlink() and self.store.published_pages_names(held):
+                log.debug("%s: it holds pages, but none were published", branch)
+                return False
             return True
         if not exact:
             names = self.store.published_pages_names(folder / "pages")

@@ -835,6 +835,31 @@ async def test_deleted_damaged_or_extra_published_pages_are_republished(
     assert await site.sync() == 6
 
 
+async def test_pages_added_to_a_branch_published_without_them_are_removed(
+    tmp_path: Path, serve: Serve
+) -> None:
+    """A branch published as json alone holds no page: one added to it since, and the branch
+    is published again as a cold sync would publish it (from the cache: nothing is
+    downloaded). A pages folder without a page is not minded, as within published pages."""
+    site = await make_site(tmp_path, serve)
+    assert await site.sync("--format=json") == 0
+    cold = site.published()
+    pages = site.out / BRANCH / "pages"
+    (pages / "zz-extra").mkdir(parents=True)
+    (pages / "zz-extra" / "specs.md").write_text("---\n---")
+
+    assert await site.sync("--format=json") == 0
+
+    assert site.report()["status"] == "published"
+    assert site.outcomes() == UNCHANGED
+    assert not pages.exists()
+    assert site.published() == cold
+
+    pages.mkdir()
+    (pages / "notes.txt").write_text("mine")
+    assert await site.sync("--format=json") == 6
+
+
 async def test_a_branch_without_packages_stays_unchanged(tmp_path: Path, serve: Serve) -> None:
     """Published with --force (an empty root is refused otherwise), a branch has no pages
     folder at all: that is its pages as published, and the next run finds it unchanged."""
