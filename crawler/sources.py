@@ -403,7 +403,8 @@ class SourceReader:
                 source.location,
                 source.checksum,
                 fetched.sha256 or "",
-                *((decoded.encoding, decoded.sha256) if decoded else ()),
+                encoding=decoded.encoding if decoded else None,
+                decoded=decoded.sha256 if decoded else None,
             )
         if self._reuse(outcome, fetched.sha256, "fetched"):
             return None  # same bytes as a cached summary: no need to decode them again
