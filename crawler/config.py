@@ -251,7 +251,9 @@ def _check_file_url(origin: str, url: str, key: str) -> None:
 
 def _check_http_url(origin: str, url: str, key: str) -> None:
     """Refuse an http(s) mirror URL that no request could be sent to, as parsed by yarl (what
-    aiohttp sends requests with): a space in its path is encoded, one in its host is not.
+    aiohttp sends requests with): a space in its path is encoded, one in its host is not. A
+    query or a fragment is refused too: the paths of the mirror's files are added to the URL,
+    after it.
 
     Messages show the URL without the credentials it may hold (:mod:`crawler.urls`).
     """
@@ -280,6 +282,13 @@ def _check_http_url(origin: str, url: str, key: str) -> None:
         )
     if not host:
         raise ConfigError(origin, f"{url!r} names no host", key)
+    if "?" in plain or "#" in plain:  # paths are added to a mirror: a query would end up first
+        raise ConfigError(
+            origin,
+            f"{url!r} has a query or fragment: a mirror is a base URL that paths are added to "
+            "(in a path, percent-encode ? and # as %3F, %23)",
+            key,
+        )
     if " " in host:
         raise ConfigError(origin, f"{url!r} holds a space in its host", key)
     if parsed.port == 0:

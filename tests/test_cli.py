@@ -559,6 +559,27 @@ def test_a_file_url_that_names_no_folder_as_written_is_a_usage_error(
 
 
 @pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("http://127.0.0.1:9/?x=1", "http://127.0.0.1:9/?x=1"),
+        ("https://user:secret@127.0.0.1:9/m#top", "https://…@127.0.0.1:9/m#top"),
+    ],
+)
+def test_an_http_mirror_with_a_query_or_fragment_is_a_usage_error(
+    tmp_path: Path, url: str, shown: str
+) -> None:
+    """A query or fragment used to be kept, the files' paths added after it: the discovery
+    document's request went to the server's root, which failed as "not valid JSON" (exit 3)."""
+    done = run_cli("sync", "--branch", "develop", "--mirror", url, "--output", "out", cwd=tmp_path)
+    assert (done.code, done.out) == (2, "")
+    assert done.err.startswith(
+        f"error: config error in command line: key 'mirror': {shown!r} has a query or fragment"
+    ), done.err
+    assert "secret" not in done.err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
     ("folder", "encoded"),
     [
         pytest.param("m#1 ?%41", "m%231%20%3F%2541", id="url-characters"),
