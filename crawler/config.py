@@ -46,7 +46,7 @@ import os
 import re
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 import msgspec
@@ -381,14 +381,52 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                 )
         return super().construct_mapping(node, deep)
 
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        """A value, or a :class:`yaml.constructor.ConstructorError` naming its line where an
+        explicit tag does not fit it (``!!int abc``, ``!!float x``), not a bare ValueError."""
+        try:
+            return super().construct_object(node, deep)
+        except (ValueError, TypeError, OverflowError) as err:
+            what = repr(node.value) if isinstance(node, yaml.ScalarNode) else "this value"
+            raise yaml.constructor.ConstructorError(
+                None, None, f"cannot read {what} as {node.tag}: {err}", node.start_mark
+            ) from None
 
-# YAML 1.2 reads ``1e3`` and ``1.5e3`` as numbers; PyYAML follows YAML 1.1, which wants a dot and
-# a signed exponent (``1.0e+3``), and would give ``timeout: 1e3`` as the string "1e3".
+
+_INT, _FLOAT = "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"
+
+
+def _construct_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
+    """An integer of YAML 1.2's core schema: decimal (leading zeros included), ``0o`` octal or
+    ``0x`` hexadecimal (see the resolvers below)."""
+    text = str(loader.construct_scalar(node))
+    if text.startswith("0o"):
+        return int(text[2:], 8)
+    if text.startswith("0x"):
+        return int(text[2:], 16)
+    return int(text, 10)
+
+
+# Numbers as YAML 1.2's core schema reads them. PyYAML follows YAML 1.1, which reads ``010`` as
+# octal 8, ``1:30`` as 90 and ``1_000`` as 1000, and ``1e3`` as a string (it wants a dot and a
+# signed exponent): a config saying ``concurrency: 0400`` would run with 256. Its int and float
+# resolvers are replaced by 1.2's for this loader alone; booleans and nulls stay as they are.
+_UniqueKeyLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag not in (_INT, _FLOAT)]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
 _UniqueKeyLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9][0-9_]*)[eE][-+]?[0-9]+$"),
+    _INT, re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$"), list("-+0123456789")
+)
+_UniqueKeyLoader.add_implicit_resolver(  # after int: "10" is an int
+    _FLOAT,
+    re.compile(
+        r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+        r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+    ),
     list("-+.0123456789"),
 )
+_UniqueKeyLoader.add_constructor(_INT, _construct_int)
 
 
 def load_config(path: Path | None) -> Config:
@@ -419,10 +457,14 @@ def load_config(path: Path | None) -> Config:
         raise ConfigError(origin, f"cannot read file: {err.strerror or err}") from None
     except UnicodeDecodeError as err:
         raise ConfigError(origin, f"cannot read file: {err}") from None
+    loader = _UniqueKeyLoader(text)  # a SafeLoader
+    loader.name = origin  # what its errors' marks name, rather than "<unicode string>"
     try:
-        data = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader
+        data = loader.get_single_data()
     except yaml.YAMLError as err:
         raise ConfigError(origin, f"not valid YAML: {err}") from None
+    finally:
+        loader.dispose()
     return build_config(data, origin, base=folder)
 
 

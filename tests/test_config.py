@@ -228,7 +228,27 @@ def test_yaml_syntax_error(tmp_path: Path) -> None:
     path = write(tmp_path / "c.yaml", "timeouts:\n  read: 5\n connect: [\n")
     err = config_error(path)
     assert str(err).startswith(f"config error in {path}: not valid YAML")
-    assert "line" in str(err)
+    assert f'in "{path}", line 3, column 2' in str(err)
+    assert "<unicode string>" not in str(err)
+
+
+@pytest.mark.parametrize(
+    ("text", "where", "reason"),
+    [
+        ("concurrency: !!int abc\n", "line 1, column 14", "cannot read 'abc' as tag:yaml.org,"),
+        ("lock_wait: 1\ntimeouts:\n  read: !!float x\n", "line 3, column 9", "cannot read 'x'"),
+        ("retry: !!timestamp 2020-13-45\n", "line 1", "month must be in 1..12"),
+    ],
+)
+def test_an_explicit_tag_that_does_not_fit_its_value_is_a_yaml_error(
+    tmp_path: Path, text: str, where: str, reason: str
+) -> None:
+    """``!!int abc`` used to end in an internal error (a ValueError, exit 1)."""
+    path = write(tmp_path / "c.yaml", text)
+    err = str(config_error(path))
+    assert err.startswith(f"config error in {path}: not valid YAML: "), err
+    assert reason in err
+    assert f'in "{path}", {where}' in err
 
 
 @pytest.mark.parametrize(
@@ -510,12 +530,47 @@ def test_a_config_path_may_start_with_a_tilde(
     assert config.output == str(tmp_path / "out")
 
 
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("010", 10),  # YAML 1.1: octal 8
+        ("0o10", 8),  # YAML 1.1: the string "0o10"
+        ("0x1f", 31),
+        ("+12", 12),
+    ],
+)
+def test_whole_numbers_are_read_as_yaml_1_2_reads_them(
+    tmp_path: Path, text: str, value: int
+) -> None:
+    assert load_config(write(tmp_path / "c.yaml", f"concurrency: {text}\n")).concurrency == value
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("concurrency: 0400\n", "Expected 'int' <= 256"),  # YAML 1.1: 256, silently
+        ("concurrency: 1_000\n", "Expected 'int', got 'str'"),  # YAML 1.1: 1000
+        ("lock_wait: 1:30\n", "Expected 'float', got 'str'"),  # YAML 1.1: 90 (base 60)
+        ("max_index_mb: 0b101\n", "Expected 'int', got 'str'"),  # YAML 1.1: 5
+    ],
+)
+def test_yaml_1_1_numbers_are_not_numbers(tmp_path: Path, text: str, reason: str) -> None:
+    error = config_error(write(tmp_path / "c.yaml", text))
+    assert error.reason.startswith(reason), error.reason
+
+
+def test_booleans_are_read_as_yaml_1_1_reads_them(tmp_path: Path) -> None:
+    """``metrics: yes`` is refused as a boolean, not taken as a file named ``yes``."""
+    error = config_error(write(tmp_path / "c.yaml", "metrics: yes\n"))
+    assert (error.key, "got 'bool'" in error.reason) == ("metrics", True)
+
+
 def test_numbers_with_an_exponent_are_numbers(tmp_path: Path) -> None:
     # YAML 1.2 numbers: PyYAML alone reads 1e3 (no dot) and 1.5e3 (no sign) as strings, and the
     # error then said a float was expected where the user wrote one.
     path = write(
         tmp_path / "c.yaml",
-        "timeouts: {read: 1e3, connect: 2.5E1}\nretry: {max_wait: 1_2e1}\n"
+        "timeouts: {read: 1e3, connect: 2.5E1}\nretry: {max_wait: 12e1}\n"
         "publish: {max_drop: 5e-1}\nlock_wait: .5e1\nmutable_refs: ['1e3', develop]\n",
     )
     config = load_config(path)
