@@ -154,7 +154,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-failed-stacks",
         type=_int_between(0, 10_000),
         metavar="N",
-        help="publish a branch with up to N failed stacks, as partial (default 0)",
+        help=(
+            "publish a branch with up to N failed stacks, as partial "
+            "(default: the config's publish.max_failed_stacks, 0)"
+        ),
     )
     sync.add_argument(
         "--force",
@@ -212,7 +215,9 @@ def _check_output(config: Config) -> None:
     exists, is a file; it is a local mirror's folder or lies inside it (its branch folders
     would be the mirror's ref folders), by its path or as the same folder (a bind mount); or it
     lies inside a branch folder of another output folder, or its ``.crawler`` (a branch folder
-    given for the output: its runs would fill it with what a publish refuses to replace).
+    given for the output: its runs would fill it with what a publish refuses to replace); or
+    its parent folder does not exist (the crawler makes the output folder, not the folders
+    above it: a mistyped path fails rather than publishing somewhere nobody looks).
     Anything else the filesystem refuses, a folder this user may not look into among them,
     fails the run when it happens, naming the path."""
     where = config.where("output")
@@ -235,10 +240,18 @@ def _check_output(config: Config) -> None:
                     where, f"{output} is in the mirror {root} (the same folder)", "output"
                 )
             if folder.is_dir():
-                return
+                break
         except OSError:
             return
         raise ConfigError(where, f"{folder} is a file, not a folder", "output")
+    if folder not in (output, output.parent):
+        # A mistyped path (after a config edit, say) would publish where nobody reads, and
+        # succeed night after night while the real output goes stale.
+        reason = (
+            f"{output.parent} does not exist (the crawler makes the output folder, "
+            "not the folders above it)"
+        )
+        raise ConfigError(where, reason, "output")
 
 
 def _inside_published(folder: Path, child: str) -> bool:

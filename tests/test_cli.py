@@ -246,6 +246,27 @@ def test_an_output_that_is_a_file_is_a_usage_error(
     assert file.read_text() == "mine"
 
 
+def test_an_output_whose_parent_folder_is_missing_is_a_usage_error(
+    here: RunHere, tmp_path: Path
+) -> None:
+    """A mistyped output path used to be created, parents and all, and published into (exit 0,
+    night after night, while the real output went stale): the crawler makes the output folder
+    alone."""
+    output = tmp_path / "typo" / "out"
+    config = write_config(tmp_path / "c.yaml", fast_config(str(SAMPLE_MIRROR), output))
+    done = here("sync", "--branch", "develop", "--config", str(config))
+    assert (done.code, done.out) == (2, "")
+    assert done.err == (
+        f"error: config error in {config}: key 'output': {output.parent} does not exist "
+        "(the crawler makes the output folder, not the folders above it)\n"
+    )
+    assert not output.parent.exists()
+    output.parent.mkdir()
+    done = here("sync", "--branch", "develop", "--config", str(config))
+    assert done.code == 0, done.err
+    assert (output / "develop" / "index.json").is_file()
+
+
 def test_an_output_that_cannot_be_looked_at_fails_when_written(
     here: RunHere, tmp_path: Path
 ) -> None:
@@ -414,6 +435,7 @@ def test_an_output_beside_published_branches_is_no_problem(
     config, _ = _published(tmp_path)
     if beside == "home-dotfolder":
         (tmp_path / "home" / ".crawler").mkdir(parents=True)
+        (tmp_path / "home" / "spack").mkdir()
         output = tmp_path / "home" / "spack" / "output"
     else:
         output = tmp_path / "out" / "archive"
