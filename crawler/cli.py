@@ -356,13 +356,15 @@ def _write_metrics(config: Config, result: RunResult | None, code: int, seconds:
 def _verify(args: argparse.Namespace) -> int:
     from .verify import verify_branch  # jsonschema is slow to import and only needed here
 
-    if not args.path.is_dir():  # a typo, or the index file itself: not a branch with problems
-        found = "no such folder" if not args.path.exists() else "not a folder"
-        raise UsageError(
-            f"crawler verify: {args.path}: {found} (give a published branch folder, "
-            "such as output/develop)"
-        )
-    problems = verify_branch(args.path, schema=not args.no_schema)
+    path: Path = args.path
+    try:
+        found = _not_a_branch_folder(path)
+    except OSError as err:  # a folder this user may not search: nothing can be checked
+        reason = err.strerror or str(err)
+        raise UsageError(f"crawler verify: cannot look into {path}: {reason}") from None
+    if found is not None:  # a typo, the index file itself, the output folder: no branch
+        raise UsageError(f"crawler verify: {path}: {found}")
+    problems = verify_branch(path, schema=not args.no_schema)
     for problem in problems:
         print(problem)
     if problems:
@@ -372,6 +374,18 @@ def _verify(args: argparse.Namespace) -> int:
     if not args.quiet:
         print(f"{args.path}: all checks hold")
     return EXIT_OK
+
+
+def _not_a_branch_folder(path: Path) -> str | None:
+    """Why ``path`` is not a folder to verify, or None; raises OSError if it cannot be told."""
+    example = "(give a published branch folder, such as output/develop)"
+    if not path.is_dir():
+        return f"{'no such folder' if not path.exists() else 'not a folder'} {example}"
+    if (path / STATE_DIR).is_dir() and not (path / "index.json").exists():
+        branches = sorted(p.parent.name for p in path.glob("*/index.json"))
+        such = f"such as {path / branches[0]}" if branches else "such as output/develop"
+        return f"an output folder, not a branch folder (give one of its branches, {such})"
+    return None
 
 
 async def _branches(config: Config, sleep: Sleep) -> int:

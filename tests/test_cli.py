@@ -19,7 +19,7 @@ import stat
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -47,10 +47,10 @@ from .conftest import (
 )
 
 
-def run_cli(*args: str, cwd: Path) -> Done:
-    """Run ``python -m crawler ARGS`` to completion (no server involved)."""
+def run_cli(*args: str, cwd: Path, prefix: Sequence[str] = ()) -> Done:
+    """Run ``python -m crawler ARGS`` to completion (no server involved), after ``prefix``."""
     proc = subprocess.run(
-        [sys.executable, "-m", "crawler", *args],
+        [*prefix, sys.executable, "-m", "crawler", *args],
         cwd=cwd,
         env=cli_env(),
         capture_output=True,
@@ -808,6 +808,60 @@ def test_bad_command_line(
     assert message in done.err
     assert done.out == ""
     assert not (tmp_path / "out").exists()
+
+
+#: Run a command with file permissions applying to it as to any user: as root, the capabilities
+#: that override them are dropped (setpriv, from util-linux).
+AS_A_USER = (
+    ["setpriv", "--bounding-set=-dac_override,-dac_read_search,-fowner", "--"]
+    if os.geteuid() == 0
+    else []
+)
+
+
+def test_a_branch_folder_that_cannot_be_searched_fails_that_branch_alone(tmp_path: Path) -> None:
+    """Its ``index.json`` could not be looked at (EACCES): the run used to end there as an
+    internal error (exit 1), the branches after it never synced, the metrics saying nothing."""
+    config = sample_config(tmp_path)
+    assert run_cli("sync", "--all", "--config", str(config), cwd=tmp_path).code == 0
+    folder = tmp_path / "out" / "develop-2025-04-20"
+    folder.chmod(0o600)
+    try:
+        done = run_cli(
+            "sync", "--all", "--config", str(config), "--force", cwd=tmp_path, prefix=AS_A_USER
+        )
+    finally:
+        folder.chmod(0o755)
+    assert done.code == 4, done.err
+    assert "internal error" not in done.err and "Traceback" not in done.err
+    assert (
+        f"branch develop-2025-04-20 failed: cannot use {folder / 'index.json'}: "
+        "Permission denied" in done.err
+    )
+    assert re.search(r"v0\.23\.1: (unchanged|skipped)", done.err), done.err  # synced after it
+
+
+def test_verify_names_what_it_cannot_check(tmp_path: Path) -> None:
+    """The output folder given instead of a branch folder used to fail as a branch without an
+    index (exit 8); one that cannot be searched ended in an internal error (exit 1)."""
+    config = sample_config(tmp_path)
+    assert run_cli("sync", "--branch", "develop", "--config", str(config), cwd=tmp_path).code == 0
+    output = tmp_path / "out"
+    done = run_cli("verify", str(output), cwd=tmp_path)
+    assert (done.code, done.out) == (2, "")
+    assert done.err == (
+        f"error: crawler verify: {output}: an output folder, not a branch folder (give one of "
+        f"its branches, such as {output / 'develop'})\n"
+    )
+    output.chmod(0o600)
+    try:
+        done = run_cli("verify", str(output / "develop"), cwd=tmp_path, prefix=AS_A_USER)
+    finally:
+        output.chmod(0o755)
+    assert (done.code, done.out) == (2, "")
+    assert done.err == (
+        f"error: crawler verify: cannot look into {output / 'develop'}: Permission denied\n"
+    )
 
 
 def test_unknown_branch_lists_the_known_ones(tmp_path: Path) -> None:
