@@ -369,7 +369,7 @@ def _verify(args: argparse.Namespace) -> int:
         print(problem)
     if problems:
         if not args.quiet:
-            print(f"{args.path}: {counted(len(problems), 'problem')}", file=sys.stderr)
+            _tell(f"{args.path}: {counted(len(problems), 'problem')}")
         return EXIT_VERIFY_FAILED
     if not args.quiet:
         print(f"{args.path}: all checks hold")
@@ -386,6 +386,14 @@ def _not_a_branch_folder(path: Path) -> str | None:
         such = f"such as {path / branches[0]}" if branches else "such as output/develop"
         return f"an output folder, not a branch folder (give one of its branches, {such})"
     return None
+
+
+def _tell(line: str) -> None:
+    """Print a line for the user on stderr. A stderr that cannot be written (the cron log's
+    disk full, a closed pipe) loses the line, but must not change the exit code: an alert on
+    it would say "a bug" where the mirror, the lock or a branch is the news."""
+    with contextlib.suppress(OSError, ValueError):  # ValueError: closed
+        print(line, file=sys.stderr, flush=True)
 
 
 async def _branches(config: Config, sleep: Sleep) -> int:
@@ -446,25 +454,25 @@ async def main_async(argv: Sequence[str] | None = None, *, sleep: Sleep = asynci
                 signame = received[-1]
                 finished = ", ".join(f"{b.branch} ({b.status})" for b in syncer.results)
                 which = f" after {finished}; the rest of the" if finished else "; published"
-                print(f"interrupted by {signame.name}{which} output untouched", file=sys.stderr)
+                _tell(f"interrupted by {signame.name}{which} output untouched")
                 code = EXIT_SIGTERM if signame == signal.SIGTERM else EXIT_SIGINT
                 return code
         code = exit_code(result)
         if result.failed:
             names = ", ".join(b.branch for b in result.failed)
-            print(f"error: {len(result.failed)} branch(es) failed: {names}", file=sys.stderr)
+            _tell(f"error: {len(result.failed)} branch(es) failed: {names}")
         return code
     except (UsageError, ConfigError) as err:
-        print(f"error: {err}", file=sys.stderr)
+        _tell(f"error: {err}")
         code = EXIT_USAGE
     except LockBusyError as err:
-        print(f"error: {err}", file=sys.stderr)
+        _tell(f"error: {err}")
         code = EXIT_LOCKED
     except (FetchError, IndexFormatError) as err:
-        print(f"error: mirror unusable: {err}", file=sys.stderr)
+        _tell(f"error: mirror unusable: {err}")
         code = EXIT_MIRROR
     except CrawlerError as err:
-        print(f"error: {err}", file=sys.stderr)
+        _tell(f"error: {err}")
         code = EXIT_BRANCH_FAILED
     except Exception:
         log.exception("internal error (a bug in crawler %s)", __version__)
@@ -530,12 +538,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             try:
                 runner.close()  # a Ctrl-C here is caught below, as with asyncio.run()
             except RuntimeError as err:  # a last thread to stop its executor (ulimit -v)
-                print(f"warning: while exiting: {err}", file=sys.stderr)
+                _tell(f"warning: while exiting: {err}")
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        _tell("interrupted")
         return EXIT_SIGINT
 
 
 def run() -> None:
     """Console-script entry point."""
-    sys.exit(main())
+    code = main()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            # What it holds cannot be written (a full disk, a closed pipe): Python would report
+            # that at exit and make the code 120. As its documentation advises for a closed
+            # pipe, the rest goes to /dev/null; the exit code stands.
+            with contextlib.suppress(OSError, ValueError):
+                os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+    sys.exit(code)

@@ -9,6 +9,7 @@ server keeps answering while the process runs.
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import json
 import os
 import re
@@ -862,6 +863,47 @@ def test_verify_names_what_it_cannot_check(tmp_path: Path) -> None:
     assert done.err == (
         f"error: crawler verify: cannot look into {output / 'develop'}: Permission denied\n"
     )
+
+
+def _code_with_stderr_full(*args: str, cwd: Path) -> int:
+    """The exit code of ``python -m crawler ARGS`` whose stderr is /dev/full: every write to it
+    fails with ENOSPC, as on a cron log's full disk."""
+    with open("/dev/full", "w") as full:
+        return subprocess.run(
+            [sys.executable, "-m", "crawler", *args],
+            cwd=cwd,
+            env=cli_env(),
+            stdout=subprocess.DEVNULL,
+            stderr=full,
+            timeout=CLI_TIMEOUT,
+            check=False,
+        ).returncode
+
+
+def test_a_stderr_that_cannot_be_written_changes_no_exit_code(tmp_path: Path) -> None:
+    """Printing the verdict used to raise there: every code became 1 ("a bug"), and a run
+    that found the output locked wrote the metrics file it must leave to the lock's holder."""
+    config = sample_config(tmp_path)
+    sync = ("sync", "--config", str(config))
+    assert _code_with_stderr_full(*sync, "--branch", "develop", cwd=tmp_path) == 0
+    assert _code_with_stderr_full(*sync, "--branch", "develop", cwd=tmp_path) == 6
+    assert _code_with_stderr_full(*sync, "--branch", "nope", cwd=tmp_path) == 2
+    gone = ("--mirror", str(tmp_path / "gone"))
+    assert _code_with_stderr_full(*sync, "--branch", "develop", *gone, cwd=tmp_path) == 3
+    metrics = tmp_path / "m.prom"
+    metrics.write_text("mine\n")
+    with open(tmp_path / "out" / ".crawler" / "lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        code = _code_with_stderr_full(
+            *sync, "--branch", "develop", "--metrics", str(metrics), cwd=tmp_path
+        )
+    assert code == 7
+    assert metrics.read_text() == "mine\n"
+    index = tmp_path / "out" / "develop" / "index.json"
+    published = index.read_bytes()
+    index.write_text("{}")
+    assert _code_with_stderr_full("verify", str(index.parent), cwd=tmp_path) == 8
+    index.write_bytes(published)
 
 
 def test_unknown_branch_lists_the_known_ones(tmp_path: Path) -> None:
