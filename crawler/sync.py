@@ -63,6 +63,7 @@ from .write import (
     BranchStage,
     atomic_write,
     check_replaceable,
+    check_staging,
     companion_problem,
     encode_json,
     recover,
@@ -311,6 +312,7 @@ class Syncer:
                 log.warning("%s", lock.broken)
             for line in recover(self.output):
                 log.warning("%s", line)
+            check_staging(self.output)
             async with Fetcher(self.config, sleep=self._sleep) as fetcher:
                 discovery = await self.discover(fetcher)
                 wanted = self._wanted(discovery, branches)

@@ -143,6 +143,29 @@ def state_dir(output: Path) -> Path:
     return output / STATE_DIR
 
 
+def check_staging(output: Path) -> None:
+    """Refuse, before any work, a staging folder on another filesystem than the output (a
+    ``.crawler`` mounted or linked elsewhere): a branch is swapped in by renaming its staged
+    folder, which cannot cross filesystems, so every publish would fail, after all the
+    downloading and decoding. (``.crawler/cache`` may be elsewhere.)"""
+    staging = state_dir(output) / "staging"
+    try:
+        staging.mkdir(parents=True, exist_ok=True)
+        apart = os.stat(staging).st_dev != os.stat(output).st_dev
+    except OSError as err:
+        raise OutputError(str(staging), err.strerror or str(err)) from None
+    if apart:
+        raise OutputError(str(staging), _apart(output))
+
+
+def _apart(output: Path) -> str:
+    return (
+        f"on another filesystem than {output}, and a branch is swapped in by a rename, which "
+        f"cannot cross filesystems: keep {STATE_DIR}/ on the output's filesystem "
+        f"({STATE_DIR}/cache may be a link to another)"
+    )
+
+
 def recover(output: Path) -> list[str]:
     """Clean up after runs that died: restore a branch left renamed aside, drop staging folders
     and partial downloads. Returns what was done, for the log.
@@ -353,6 +376,8 @@ class BranchStage:
                 aside = old
             _fsync_dir(self.output)
         except OSError as err:
+            if err.errno == errno.EXDEV:  # a mount at .crawler/staging since check_staging()
+                raise OutputError(str(self.path.parent), _apart(self.output)) from None
             raise OutputError(str(target), err.strerror or str(err)) from None
         if aside is not None:
             shutil.rmtree(aside, ignore_errors=True)

@@ -19,8 +19,9 @@ import socket
 import stat
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -726,6 +727,53 @@ def test_a_publish_checks_the_folder_it_replaces_again(tmp_path: Path) -> None:
         stage.publish()
     stage.discard()
     assert sorted(p.name for p in (tmp_path / "develop").iterdir()) == ["mine.txt"]
+
+
+@pytest.fixture
+def elsewhere(tmp_path: Path) -> Iterator[Path]:
+    """An empty folder on another filesystem than ``tmp_path`` (a tmpfs): skipped where there
+    is none."""
+    shm = Path("/dev/shm")
+    if not shm.is_dir() or os.stat(shm).st_dev == os.stat(tmp_path).st_dev:
+        pytest.skip("no folder on another filesystem than the tests' temporary folder")
+    folder = Path(tempfile.mkdtemp(dir=shm, prefix="crawler-test-"))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_a_crawler_folder_on_another_filesystem_is_refused_before_any_work(
+    tmp_path: Path, elsewhere: Path
+) -> None:
+    """``.crawler`` on its own volume: every publish used to fail after all the downloading
+    and decoding, as "cannot write out/develop: Invalid cross-device link"."""
+    output = tmp_path / "out"
+    output.mkdir()
+    (output / ".crawler").symlink_to(elsewhere)
+    config = sample_config(tmp_path)
+    done = run_cli("sync", "--branch", "develop", "--config", str(config), cwd=tmp_path)
+    assert (done.code, done.out) == (4, "")
+    assert done.err.endswith(
+        f"error: cannot write {output / '.crawler' / 'staging'}: on another filesystem than "
+        f"{output}, and a branch is swapped in by a rename, which cannot cross filesystems: "
+        "keep .crawler/ on the output's filesystem (.crawler/cache may be a link to another)\n"
+    ), done.err
+    assert "develop" not in done.err  # refused before the branch was read
+    assert sorted(p.name for p in output.iterdir()) == [".crawler"]
+
+
+def test_a_staging_folder_mounted_elsewhere_since_the_check_names_the_cause(
+    tmp_path: Path, elsewhere: Path
+) -> None:
+    (tmp_path / ".crawler").mkdir()
+    (tmp_path / ".crawler" / "staging").symlink_to(elsewhere)
+    stage = BranchStage(tmp_path, "develop")
+    stage.write("index.json", b"{}")
+    with pytest.raises(OutputError, match=r"on another filesystem than .*cannot cross"):
+        stage.publish()
+    stage.discard()
+    assert not (tmp_path / "develop").exists()
 
 
 def test_yaml_syntax_error(tmp_path: Path) -> None:
