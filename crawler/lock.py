@@ -61,7 +61,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 
-from .errors import CrawlerError, OutputError
+from .errors import CrawlerError, OutputError, shown
 
 LOCK_FILE = Path(".crawler") / "lock"
 POLL_SECONDS = 0.1
@@ -86,8 +86,9 @@ class Holder:
         if not self.known:
             return "an unknown process"
         pid = f"pid {self.pid}" if self.pid is not None else "an unknown pid"
-        host = f" on {self.host}" if self.host is not None else ""
-        started = f" (started {self.started_at})" if self.started_at is not None else ""
+        # The file is anyone's to write: what it says is quoted as a server's text would be.
+        host = f" on {shown(self.host)}" if self.host is not None else ""
+        started = f" (started {shown(self.started_at)})" if self.started_at is not None else ""
         return f"{pid}{host}{started}"
 
     @classmethod

@@ -198,6 +198,21 @@ def test_garbage_content_while_held_names_an_unknown_holder(
     assert "locked by another crawler run: an unknown process (lock file " in str(caught.value)
 
 
+def test_what_a_lock_file_says_is_quoted_as_printable_text(
+    output: Path, holders: list[LockHolder]
+) -> None:
+    """The file is anyone's to write: a terminal escape or a newline in it used to reach the
+    user's terminal (and the cron log) as it was."""
+    hold(holders, output)
+    said = {"pid": 7, "host": "evil\x1b[2J\nhost", "started_at": "now\u202e"}
+    (output / ".crawler" / "lock").write_text(json.dumps(said))
+    with pytest.raises(LockBusyError) as caught:
+        RunLock(output).acquire()
+    message = str(caught.value)
+    assert message.isprintable(), message
+    assert "pid 7 on evil\\x1b[2J\\nhost (started now\\u202e)" in message
+
+
 def test_error_survives_pickling() -> None:
     err = LockBusyError("/x/.crawler/lock", Holder(12, "h", "t"), 1.5)
     copy = pickle.loads(pickle.dumps(err))
