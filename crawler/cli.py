@@ -67,7 +67,6 @@ EXIT_UNCHANGED = 6
 EXIT_LOCKED = 7
 EXIT_VERIFY_FAILED = 8
 EXIT_SIGINT = 130
-EXIT_SIGTERM = 143
 
 
 class _Parser(argparse.ArgumentParser):
@@ -409,8 +408,8 @@ async def main_async(argv: Sequence[str] | None = None, *, sleep: Sleep = asynci
     """Run the command line inside a running event loop; returns the exit code.
 
     ``sleep`` is what retries wait with (tests pass one that records instead of sleeping).
-    SIGINT and SIGTERM cancel the run cleanly (staged files and downloads are removed, the
-    published output is untouched) and give 130 and 143.
+    SIGINT, SIGTERM and SIGHUP cancel the run cleanly (staged files and downloads are removed,
+    the published output is untouched) and give 130, 143 and 129.
     """
     started = time.monotonic()
     config: Config | None = None
@@ -455,7 +454,7 @@ async def main_async(argv: Sequence[str] | None = None, *, sleep: Sleep = asynci
                 finished = ", ".join(f"{b.branch} ({b.status})" for b in syncer.results)
                 which = f" after {finished}; the rest of the" if finished else "; published"
                 _tell(f"interrupted by {signame.name}{which} output untouched")
-                code = EXIT_SIGTERM if signame == signal.SIGTERM else EXIT_SIGINT
+                code = 128 + signame  # 129 (SIGHUP), 130 (SIGINT), 143 (SIGTERM), as shells say
                 return code
         code = exit_code(result)
         if result.failed:
@@ -485,7 +484,9 @@ async def main_async(argv: Sequence[str] | None = None, *, sleep: Sleep = asynci
 
 @contextlib.contextmanager
 def _signals() -> Iterator[list[signal.Signals]]:
-    """Turn SIGINT and SIGTERM into a cancellation of the current task, noting which came."""
+    """Turn SIGINT, SIGTERM and SIGHUP into a cancellation of the current task, noting which
+    came. SIGHUP (the terminal of a run by hand closed) is left alone when it is ignored, as
+    under ``nohup``."""
     loop = asyncio.get_running_loop()
     task = asyncio.current_task()
     received: list[signal.Signals] = []
@@ -497,7 +498,9 @@ def _signals() -> Iterator[list[signal.Signals]]:
             task.cancel()
 
     installed = []
-    for signum in (signal.SIGINT, signal.SIGTERM):
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        if signum == signal.SIGHUP and signal.getsignal(signum) == signal.SIG_IGN:
+            continue
         try:
             loop.add_signal_handler(signum, cancel, signum)
             installed.append(signum)

@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 from collections import defaultdict, deque
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -349,10 +349,14 @@ def cli_env() -> dict[str, str]:
     return env
 
 
-async def start_cli(*args: str, cwd: Path, new_session: bool = False) -> asyncio.subprocess.Process:
+async def start_cli(
+    *args: str, cwd: Path, new_session: bool = False, prefix: Sequence[str] = ()
+) -> asyncio.subprocess.Process:
     """Start ``python -m crawler ARGS`` without blocking the event loop (servers run in it);
-    ``new_session`` makes it lead a process group of its own."""
+    ``new_session`` makes it lead a process group of its own; ``prefix`` runs it through
+    another command (``nohup``)."""
     return await asyncio.create_subprocess_exec(
+        *prefix,
         sys.executable,
         "-m",
         "crawler",

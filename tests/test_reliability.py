@@ -194,10 +194,12 @@ def ref(name: str = "a", specs: tuple[SynthSpec, ...] = SPECS, layout: str = "v2
 _GROUPS: list[int] = []
 
 
-async def start_cli(*args: str, cwd: Path) -> asyncio.subprocess.Process:
+async def start_cli(
+    *args: str, cwd: Path, prefix: Sequence[str] = ()
+) -> asyncio.subprocess.Process:
     """conftest's :func:`start_cli`, leading a new process group, so that whatever the crawler
     starts (decoding workers) can be found, and ended, even after it died."""
-    proc = await conftest_start_cli(*args, cwd=cwd, new_session=True)
+    proc = await conftest_start_cli(*args, cwd=cwd, new_session=True, prefix=prefix)
     _GROUPS.append(proc.pid)
     return proc
 
@@ -1049,7 +1051,11 @@ async def test_sigkill_leaves_no_decoding_processes_behind_before_it_is_reaped(
 
 @pytest.mark.parametrize(
     ("signum", "code"),
-    [pytest.param(signal.SIGTERM, 143, id="SIGTERM"), pytest.param(signal.SIGINT, 130, id="INT")],
+    [
+        pytest.param(signal.SIGTERM, 143, id="SIGTERM"),
+        pytest.param(signal.SIGINT, 130, id="INT"),
+        pytest.param(signal.SIGHUP, 129, id="HUP"),  # used to end it at once, leaving its files
+    ],
 )
 async def test_a_signal_during_downloads_stops_cleanly(
     site: MakeSite, tmp_path: Path, signum: signal.Signals, code: int
@@ -1073,6 +1079,20 @@ async def test_a_signal_during_downloads_stops_cleanly(
     assert tree_bytes(s.out / "a") == before
     assert s.leftovers() == []
     assert (s.out / ".crawler" / "lock").read_bytes() == b""  # released
+
+
+async def test_sighup_is_left_ignored_under_nohup(site: MakeSite, tmp_path: Path) -> None:
+    s = await site((ref("a"),), timeouts=SLOW)
+    s.server.delay(s.path("a", "s2"), 1)
+    proc = await start_cli(*s.argv("a"), cwd=tmp_path, prefix=["nohup"])
+    await until(lambda: s.server.arrivals(s.path("a", "s2")) > 0, "the download of s2")
+
+    proc.send_signal(signal.SIGHUP)
+    done = await finish(proc)
+
+    assert done.code == 0, done.err
+    assert "SIGHUP" not in done.err
+    assert (s.out / "a" / "index.json").is_file()
 
 
 async def test_a_signal_while_the_branch_is_written_stops_before_the_publish(
