@@ -47,7 +47,7 @@ from .errors import (
     UsageError,
     shown,
 )
-from .fetch import Sleep, local_path
+from .fetch import Sleep, environment_proxies, local_path
 from .lock import LockBusyError
 from .metrics import load_last_success, render_metrics, write_metrics
 from .progress import LiveReporter, LogReporter, setup_logging, wants_live
@@ -439,6 +439,7 @@ async def main_async(argv: Sequence[str] | None = None, *, sleep: Sleep = asynci
         if args.command == "sync":
             _check_metrics(loaded)  # before `config` is set: a refused file is not written
         config = loaded
+        environment_proxies()  # a bad http_proxy is a usage error before anything runs
         if args.command == "branches":
             return await _branches(config, sleep)
         _check_output(config)

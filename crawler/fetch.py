@@ -24,14 +24,17 @@ import logging
 import math
 import os
 import time
+import urllib.request
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import BinaryIO, TypeVar
+from urllib.parse import urlsplit
 
 import aiofiles
 import aiohttp
+import yarl
 from aiohttp.http_exceptions import (
     ContentLengthError,
     PayloadEncodingError,
@@ -42,6 +45,7 @@ from tenacity import AsyncRetrying, RetryCallState, stop_after_attempt, wait_ran
 from . import __version__
 from .config import Config
 from .errors import (
+    ConfigError,
     FetchError,
     HTTPStatusError,
     NotFoundError,
@@ -50,7 +54,7 @@ from .errors import (
     shown,
 )
 from .files import open_regular
-from .urls import credentials, credentials_for, file_path
+from .urls import credentials, credentials_for, file_path, redacted
 
 log = logging.getLogger(__name__)
 
@@ -201,8 +205,50 @@ def local_path(location: str) -> Path:
     return Path(file_path(location))
 
 
+def environment_proxies() -> dict[str, str]:
+    """The proxies the environment names, as curl, pip and urllib read them: ``http_proxy`` and
+    ``https_proxy`` for requests to http and https URLs, ``no_proxy`` for the hosts to reach
+    directly (either case; the lower-case name wins). A proxy without a scheme is an http one
+    (``proxy:3128``). Raises :class:`ConfigError` for a proxy that is no http(s) URL with a
+    host. (``~/.netrc`` is not read: credentials are given in the mirror's URL.)"""
+    found = urllib.request.getproxies_environment()
+    proxies = {"no": found["no"]} if found.get("no") else {}
+    for scheme in ("http", "https"):
+        value = found.get(scheme)
+        if not value:
+            continue
+        url = value if "://" in value else f"http://{value}"
+        try:
+            parsed = yarl.URL(url)
+            usable = parsed.scheme in ("http", "https") and bool(parsed.host)
+        except ValueError:
+            usable = False
+        if not usable:
+            reason = f"{shown(redacted(value))!r} is not a proxy URL (http://host:port)"
+            raise ConfigError("environment", reason, f"{scheme}_proxy")
+        proxies[scheme] = url
+    return proxies
+
+
+def _proxy_for(location: str, proxies: dict[str, str]) -> str | None:
+    """The proxy of a request to ``location``, if the environment names one for it."""
+    parts = urlsplit(location)
+    proxy = proxies.get(parts.scheme)
+    if proxy is None:
+        return None
+    host = parts.hostname or ""
+    with contextlib.suppress(ValueError):
+        host = f"{host}:{parts.port}" if parts.port is not None else host
+    # no_proxy as urllib reads it (typeshed does not list this function, public since 3.x).
+    bypass = urllib.request.proxy_bypass_environment(host, proxies)  # type: ignore[attr-defined]
+    return None if bypass else proxy
+
+
 class Fetcher:
-    """Fetches mirror files with retries; use as ``async with Fetcher(config) as fetcher``."""
+    """Fetches mirror files with retries; use as ``async with Fetcher(config) as fetcher``.
+
+    Requests go through the proxy the environment names for them, if any
+    (:func:`environment_proxies`)."""
 
     def __init__(self, config: Config, *, sleep: Sleep = asyncio.sleep) -> None:
         self.config = config
@@ -214,6 +260,7 @@ class Fetcher:
         #: sent to their origin alone.
         given = credentials(config.urls)
         self._credentials = given if any(secret for _, secret in given) else []
+        self._proxies = environment_proxies()
 
     async def __aenter__(self) -> Fetcher:
         t = self.config.timeouts
@@ -244,6 +291,9 @@ class Fetcher:
         headers = headers or {}
         secret = credentials_for(location, self._credentials) if self._credentials else None
         return {**headers, "Authorization": _basic_auth(*secret)} if secret else headers
+
+    def _proxy(self, location: str) -> str | None:
+        return _proxy_for(location, self._proxies) if self._proxies else None
 
     @property
     def session(self) -> aiohttp.ClientSession:
@@ -338,7 +388,9 @@ class Fetcher:
             return local_path(location).is_file()
 
         async def attempt() -> bool:
-            async with self.session.head(location, headers=self._headers(location)) as resp:
+            async with self.session.head(
+                location, headers=self._headers(location), proxy=self._proxy(location)
+            ) as resp:
                 _answered(resp)
                 return resp.status == 200
 
@@ -357,7 +409,10 @@ class Fetcher:
 
         async def attempt() -> bytes:
             async with self.session.get(
-                location, headers=self._headers(location), allow_redirects=False
+                location,
+                headers=self._headers(location),
+                allow_redirects=False,
+                proxy=self._proxy(location),
             ) as resp:
                 _answered(resp)
                 self._check_status(location, resp)
@@ -408,7 +463,11 @@ class Fetcher:
                 asked["Accept-Encoding"] = "identity"
             headers = self._headers(location, asked)
             async with self.session.get(
-                location, headers=headers, allow_redirects=False, auto_decompress=not stored
+                location,
+                headers=headers,
+                allow_redirects=False,
+                auto_decompress=not stored,
+                proxy=self._proxy(location),
             ) as resp:
                 _answered(resp, etag)
                 if etag and resp.status == 304:

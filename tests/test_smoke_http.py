@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 
 from crawler.cli import main_async
@@ -38,3 +39,62 @@ async def test_infinite_time_limits_mean_none(mirror_server: ServeMirror, tmp_pa
     assert ".inf" in config.read_text()
 
     assert await main_async(["sync", "--branch=develop", "--config", str(config), "-q"]) == 0
+
+
+def _sync_config(tmp_path: Path, mirror: str) -> list[str]:
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump(fast_config(mirror, tmp_path / "out", formats=["json"])))
+    return ["sync", "--branch=develop", "--config", str(config), "-q"]
+
+
+@pytest.fixture
+def no_proxies(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    """The tests' own environment's proxies left out (either case)."""
+    for name in ("http_proxy", "https_proxy", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.upper(), raising=False)
+    return monkeypatch
+
+
+async def test_requests_go_through_the_proxy_the_environment_names(
+    mirror_server: ServeMirror, tmp_path: Path, no_proxies: pytest.MonkeyPatch
+) -> None:
+    """``http_proxy`` used to be ignored: behind a proxy, every run failed (exit 3). Here the
+    mirror's host does not resolve: only the proxy (the test server) can answer for it."""
+    server = await mirror_server(SAMPLE_MIRROR)
+    no_proxies.setenv("http_proxy", server.url)
+    assert await main_async(_sync_config(tmp_path, "http://mirror.invalid:8/")) == 0
+    assert server.hits("cache_spack_io_index.json") == 1
+    assert len(server.requests) > 2  # and the indexes
+    index = (tmp_path / "out" / "develop" / "index.json").read_text()
+    assert '"mirror":"http://mirror.invalid:8"' in index
+
+
+async def test_no_proxy_names_the_hosts_reached_directly(
+    mirror_server: ServeMirror,
+    tmp_path: Path,
+    no_proxies: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    server = await mirror_server(SAMPLE_MIRROR)
+    no_proxies.setenv("HTTP_PROXY", "127.0.0.1:9")  # nothing listens there
+    assert await main_async(_sync_config(tmp_path, server.url)) == 3
+    assert "127.0.0.1:9" in capsys.readouterr().err
+    no_proxies.setenv("no_proxy", "localhost,127.0.0.1")
+    assert await main_async(_sync_config(tmp_path, server.url)) == 0
+
+
+@pytest.mark.parametrize("value", ["ftp://proxy:21", "http://", "http://[bad"])
+async def test_a_proxy_that_is_no_url_is_a_usage_error(
+    tmp_path: Path,
+    no_proxies: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    value: str,
+) -> None:
+    no_proxies.setenv("https_proxy", value)
+    assert await main_async(_sync_config(tmp_path, "https://mirror.invalid/")) == 2
+    assert capsys.readouterr().err == (
+        f"error: config error in environment: key 'https_proxy': {value!r} is not a proxy URL "
+        "(http://host:port)\n"
+    )
+    assert not (tmp_path / "out").exists()
