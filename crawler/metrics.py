@@ -57,6 +57,7 @@ Choices:
 from __future__ import annotations
 
 import math
+import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -227,7 +228,10 @@ def render_metrics(
 
 def write_metrics(path: Path, text: str) -> None:
     """Replace the metrics file atomically, readable by everyone (node_exporter's user). Its
-    folder must exist: one made for a mistyped path would hold metrics nobody collects."""
+    folder must exist: one made for a mistyped path would hold metrics nobody collects. A
+    symbolic link is followed: the file it names is replaced, the link stays."""
+    if path.is_symlink():
+        path = Path(os.path.realpath(path))
     atomic_write(path, text.encode("utf-8"), mode=0o644, make_folder=False)
 
 

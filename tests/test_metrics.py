@@ -258,6 +258,20 @@ def test_load_last_success_round_trip(tmp_path: Path) -> None:
     assert [p.name for p in path.parent.iterdir()] == ["spack_cache_crawler.prom"]
 
 
+def test_a_linked_metrics_file_is_written_where_the_link_points(tmp_path: Path) -> None:
+    """The link used to be replaced by a file of its own: the collector's file, where it
+    points, was never updated again."""
+    collected = tmp_path / "textfile" / "crawler.prom"
+    collected.parent.mkdir()
+    collected.write_text("old\n")
+    link = tmp_path / "crawler.prom"
+    link.symlink_to(collected)
+    write_metrics(link, render([PUBLISHED]))
+    assert link.is_symlink() and link.readlink() == collected
+    assert load_last_success(collected) == {"develop": NOW}
+    assert sorted(p.name for p in collected.parent.iterdir()) == ["crawler.prom"]
+
+
 def test_a_failed_run_keeps_the_previous_success_across_runs(tmp_path: Path) -> None:
     path = tmp_path / "crawler.prom"
     write_metrics(path, render([PUBLISHED]))
