@@ -32,6 +32,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import msgspec
 
@@ -70,7 +71,13 @@ EXIT_SIGINT = 130
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse that raises instead of exiting, so :func:`main` owns the exit code."""
+    """argparse that raises instead of exiting, so :func:`main` owns the exit code, and takes
+    no abbreviated option (``--bran``): a crontab line using one would break, or change its
+    meaning, the day an option sharing its start is added."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> None:  # type: ignore[override]
         raise UsageError(f"{self.prog}: {message}")
@@ -132,7 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Fetch, validate and consolidate the indexes of branches, then publish them.",
         epilog="exit codes: 0 published, 1 internal error, 2 usage or config error, 3 mirror "
         "unusable, 4 a branch failed or was refused, 5 partial, 6 nothing changed, "
-        "7 output locked by another run, 130/143 interrupted (SIGINT/SIGTERM)",
+        "7 output locked by another run, 129/130/143 interrupted (SIGHUP/SIGINT/SIGTERM)",
     )
     sync.add_argument(
         "--branch", action="append", metavar="NAME", help="a ref to sync (repeatable)"
@@ -169,6 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
         "branches",
         help="list the refs of the mirror and their stacks",
         description="List the refs of the mirror's discovery document with their stack labels.",
+        epilog="exit codes: 0 listed, 1 internal error, 2 usage or config error, 3 mirror unusable",
     )
     common(branches)
 
@@ -177,6 +185,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="re-check a published branch folder",
         description="Check <output>/<branch>: schema, hash uniqueness, meta against "
         "spec_details, stacks against sources, pages against index.json.",
+        epilog="exit codes: 0 all checks hold, 1 internal error, 2 usage error (no branch "
+        "folder), 8 problems found (one per line on stdout)",
     )
     verify.add_argument("path", type=_path, help="a published branch folder, e.g. output/develop")
     verify.add_argument("-q", "--quiet", action="store_true", help="print problems only")
@@ -426,7 +436,7 @@ async def main_async(argv: Sequence[str] | None = None, *, sleep: Sleep = asynci
                 "crawler: give a command: sync, branches or verify (see crawler --help)"
             )
         if extra:
-            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+            raise UsageError(f"crawler {args.command}: unrecognized arguments: {' '.join(extra)}")
         setup_logging(args.quiet, args.verbose)
         if args.command == "verify":
             return _verify(args)

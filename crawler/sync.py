@@ -226,7 +226,10 @@ def _published_index(folder: Path, branch: str, index_sha256: str) -> bytes | No
         index = read_regular(folder / "index.json")
     except OSError:
         index = None
-    if index is None or hashlib.sha256(index).hexdigest() != index_sha256:
+    if index is None:
+        log.debug("%s: no published index.json can be read", branch)
+        return None
+    if hashlib.sha256(index).hexdigest() != index_sha256:
         log.debug("%s: published index.json has other bytes than expected", branch)
         return None
     return index if _companions_intact(folder, branch) else None

@@ -806,7 +806,38 @@ def test_sync_needs_branch_or_all(tmp_path: Path) -> None:
 def test_unknown_flag(tmp_path: Path) -> None:
     done = run_cli("sync", "--all", "--bogus", cwd=tmp_path)
     assert (done.code, done.out) == (2, "")
-    assert done.err == "error: crawler: unrecognized arguments: --bogus\n"
+    assert done.err == "error: crawler sync: unrecognized arguments: --bogus\n"
+
+
+@pytest.mark.parametrize(
+    ("command", "codes"),
+    [
+        ("sync", "129/130/143 interrupted (SIGHUP/SIGINT/SIGTERM)"),
+        ("branches", "0 listed, 1 internal error, 2 usage or config error, 3 mirror unusable"),
+        ("verify", "2 usage error (no branch folder), 8 problems found"),
+    ],
+)
+def test_every_command_s_help_lists_its_exit_codes(here: RunHere, command: str, codes: str) -> None:
+    done = here(command, "--help")
+    assert done.code == 0
+    assert codes in " ".join(done.out.split()), done.out
+
+
+@pytest.mark.parametrize(
+    ("args", "unknown"),
+    [
+        (("sync", "--bran", "develop"), "--bran develop"),
+        (("sync", "--branch", "develop", "--out", "o"), "--out o"),
+        (("branches", "--mir", "m"), "--mir m"),
+        (("verify", "--no-sch", "o/develop"), "--no-sch"),
+    ],
+)
+def test_an_abbreviated_flag_is_unknown(here: RunHere, args: tuple[str, ...], unknown: str) -> None:
+    """argparse took ``--bran`` for ``--branch``: a crontab line would break, or change its
+    meaning, the day another flag starting the same way is added."""
+    done = here(*args)
+    assert (done.code, done.out) == (2, "")
+    assert done.err == f"error: crawler {args[0]}: unrecognized arguments: {unknown}\n"
 
 
 def test_bad_flag_value(tmp_path: Path) -> None:
