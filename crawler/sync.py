@@ -313,9 +313,8 @@ class Syncer:
         async with RunLock(self.output, wait=self.config.lock_wait) as lock:
             if lock.broken:
                 log.warning("%s", lock.broken)
-            for line in recover(self.output):
+            for line in [*recover(self.output), *check_staging(self.output)]:
                 log.warning("%s", line)
-            check_staging(self.output)
             async with Fetcher(self.config, sleep=self._sleep) as fetcher:
                 discovery = await self.discover(fetcher)
                 wanted = self._wanted(discovery, branches)

@@ -143,19 +143,28 @@ def state_dir(output: Path) -> Path:
     return output / STATE_DIR
 
 
-def check_staging(output: Path) -> None:
-    """Refuse, before any work, a staging folder on another filesystem than the output (a
-    ``.crawler`` mounted or linked elsewhere): a branch is swapped in by renaming its staged
-    folder, which cannot cross filesystems, so every publish would fail, after all the
+def check_staging(output: Path) -> list[str]:
+    """Make sure branches can be staged; returns what was done, for the log.
+
+    Something else than a folder where the staging folder goes (a file, a dangling link) is
+    removed: ``.crawler/`` is the crawler's own, and every publish would fail on it, night after
+    night. A staging folder on another filesystem than the output (a ``.crawler`` mounted or
+    linked elsewhere) is refused, before any work: a branch is swapped in by renaming its
+    staged folder, which cannot cross filesystems, so every publish would fail after all the
     downloading and decoding. (``.crawler/cache`` may be elsewhere.)"""
     staging = state_dir(output) / "staging"
+    done = []
     try:
+        if os.path.lexists(staging) and not staging.is_dir():
+            staging.unlink()
+            done.append(f"removed {staging}, which was not a folder")
         staging.mkdir(parents=True, exist_ok=True)
         apart = os.stat(staging).st_dev != os.stat(output).st_dev
     except OSError as err:
         raise OutputError(str(staging), err.strerror or str(err)) from None
     if apart:
         raise OutputError(str(staging), _apart(output))
+    return done
 
 
 def _apart(output: Path) -> str:
@@ -194,8 +203,8 @@ def recover(output: Path) -> list[str]:
             for entry in _ours(state / folder, _HALF_WRITTEN, folders=False):
                 entry.unlink(missing_ok=True)
                 done.append(f"removed {folder}/{entry.name} left by an interrupted run")
-    except OSError as err:
-        raise OutputError(str(state), err.strerror or str(err)) from None
+    except OSError as err:  # naming what could not be listed or moved, not only .crawler
+        raise OutputError(str(err.filename or state), err.strerror or str(err)) from None
     return done
 
 

@@ -763,6 +763,35 @@ def test_a_crawler_folder_on_another_filesystem_is_refused_before_any_work(
     assert sorted(p.name for p in output.iterdir()) == [".crawler"]
 
 
+def test_a_file_where_the_staging_folder_goes_is_removed(tmp_path: Path) -> None:
+    """It used to fail every publish, night after night ("cannot write
+    .../staging/new-develop.<hex>: File exists")."""
+    config = sample_config(tmp_path)
+    staging = tmp_path / "out" / ".crawler" / "staging"
+    staging.parent.mkdir(parents=True)
+    staging.write_text("not a folder")
+    done = run_cli("sync", "--branch", "develop", "--config", str(config), cwd=tmp_path)
+    assert done.code == 0, done.err
+    assert f"WARNING removed {staging}, which was not a folder" in done.err
+    assert staging.is_dir()
+
+
+def test_a_crawler_folder_that_cannot_be_listed_is_named(tmp_path: Path) -> None:
+    """The error named ``.crawler`` whichever of its folders could not be listed."""
+    config = sample_config(tmp_path)
+    assert run_cli("sync", "--branch", "develop", "--config", str(config), cwd=tmp_path).code == 0
+    staging = tmp_path / "out" / ".crawler" / "staging"
+    staging.chmod(0)
+    try:
+        done = run_cli(
+            "sync", "--branch", "develop", "--config", str(config), cwd=tmp_path, prefix=AS_A_USER
+        )
+    finally:
+        staging.chmod(0o755)
+    assert (done.code, done.out) == (4, "")
+    assert done.err.endswith(f"error: cannot write {staging}: Permission denied\n"), done.err
+
+
 def test_a_staging_folder_mounted_elsewhere_since_the_check_names_the_cause(
     tmp_path: Path, elsewhere: Path
 ) -> None:
