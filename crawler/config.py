@@ -452,6 +452,10 @@ def load_config(path: Path | None) -> Config:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
+        if path.is_symlink():
+            target = os.readlink(path)
+            reason = f"file not found (a symbolic link to {target}, which does not exist)"
+            raise ConfigError(origin, reason) from None
         raise ConfigError(origin, "file not found") from None
     except OSError as err:  # the message names the file already: not its path again
         raise ConfigError(origin, f"cannot read file: {err.strerror or err}") from None
