@@ -42,6 +42,8 @@ reads them: ``1e3`` is 1000.0, not the string "1e3" (YAML 1.1, PyYAML's, wants `
 from __future__ import annotations
 
 import fnmatch
+import io
+import math
 import os
 import re
 from collections.abc import Iterable
@@ -386,7 +388,7 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         explicit tag does not fit it (``!!int abc``, ``!!float x``), not a bare ValueError."""
         try:
             return super().construct_object(node, deep)
-        except (ValueError, TypeError, OverflowError) as err:
+        except (ValueError, TypeError, OverflowError, KeyError) as err:  # KeyError: !!bool x
             what = repr(node.value) if isinstance(node, yaml.ScalarNode) else "this value"
             raise yaml.constructor.ConstructorError(
                 None, None, f"cannot read {what} as {node.tag}: {err}", node.start_mark
@@ -394,17 +396,38 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 
 
 _INT, _FLOAT = "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"
+_INT_12 = re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$")
+_FLOAT_12 = re.compile(
+    r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+    r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+)
 
 
 def _construct_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
     """An integer of YAML 1.2's core schema: decimal (leading zeros included), ``0o`` octal or
-    ``0x`` hexadecimal (see the resolvers below)."""
+    ``0x`` hexadecimal (see the resolvers below), also when tagged ``!!int``."""
     text = str(loader.construct_scalar(node))
+    if not _INT_12.fullmatch(text):  # int() would take 1_000 and other scripts' digits
+        raise ValueError("not an integer as YAML 1.2 writes one")
     if text.startswith("0o"):
         return int(text[2:], 8)
     if text.startswith("0x"):
         return int(text[2:], 16)
     return int(text, 10)
+
+
+def _construct_float(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> float:
+    """A float of YAML 1.2's core schema, also when tagged ``!!float`` (``!!float 1:30`` is no
+    number; YAML 1.1 made it 90.0)."""
+    text = str(loader.construct_scalar(node))
+    if not _FLOAT_12.fullmatch(text):  # `10` matches too
+        raise ValueError("not a number as YAML 1.2 writes one")
+    lowered = text.lower()
+    if lowered.endswith(".inf"):
+        return -math.inf if lowered.startswith("-") else math.inf
+    if lowered == ".nan":
+        return math.nan
+    return float(text)
 
 
 # Numbers as YAML 1.2's core schema reads them. PyYAML follows YAML 1.1, which reads ``010`` as
@@ -415,18 +438,27 @@ _UniqueKeyLoader.yaml_implicit_resolvers = {
     first: [(tag, regexp) for tag, regexp in resolvers if tag not in (_INT, _FLOAT)]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
-_UniqueKeyLoader.add_implicit_resolver(
-    _INT, re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$"), list("-+0123456789")
-)
-_UniqueKeyLoader.add_implicit_resolver(  # after int: "10" is an int
-    _FLOAT,
-    re.compile(
-        r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
-        r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
-    ),
-    list("-+.0123456789"),
-)
+_UniqueKeyLoader.add_implicit_resolver(_INT, _INT_12, list("-+0123456789"))
+_UniqueKeyLoader.add_implicit_resolver(_FLOAT, _FLOAT_12, list("-+.0123456789"))  # after int
 _UniqueKeyLoader.add_constructor(_INT, _construct_int)
+_UniqueKeyLoader.add_constructor(_FLOAT, _construct_float)
+
+
+class _Named(io.StringIO):
+    """Text that YAML's reader names in its errors' marks (``name``), not "<unicode string>"."""
+
+    def __init__(self, text: str, name: str) -> None:
+        super().__init__(text)
+        self.name = name
+
+
+def _load_yaml(text: str, origin: str) -> object:
+    """The document in ``text``; its errors' marks name ``origin``."""
+    loader = _UniqueKeyLoader(_Named(text, origin))  # a SafeLoader
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
 
 
 def load_config(path: Path | None) -> Config:
@@ -461,14 +493,12 @@ def load_config(path: Path | None) -> Config:
         raise ConfigError(origin, f"cannot read file: {err.strerror or err}") from None
     except UnicodeDecodeError as err:
         raise ConfigError(origin, f"cannot read file: {err}") from None
-    loader = _UniqueKeyLoader(text)  # a SafeLoader
-    loader.name = origin  # what its errors' marks name, rather than "<unicode string>"
     try:
-        data = loader.get_single_data()
+        data = _load_yaml(text, origin)
     except yaml.YAMLError as err:
         raise ConfigError(origin, f"not valid YAML: {err}") from None
-    finally:
-        loader.dispose()
+    except RecursionError:
+        raise ConfigError(origin, "not valid YAML: nested too deeply") from None
     return build_config(data, origin, base=folder)
 
 

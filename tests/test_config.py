@@ -238,6 +238,9 @@ def test_yaml_syntax_error(tmp_path: Path) -> None:
         ("concurrency: !!int abc\n", "line 1, column 14", "cannot read 'abc' as tag:yaml.org,"),
         ("lock_wait: 1\ntimeouts:\n  read: !!float x\n", "line 3, column 9", "cannot read 'x'"),
         ("retry: !!timestamp 2020-13-45\n", "line 1", "month must be in 1..12"),
+        ("metrics: !!bool maybe\n", "line 1, column 10", "cannot read 'maybe' as tag:yaml"),
+        ("concurrency: !!int 1_000\n", "line 1", "not an integer as YAML 1.2 writes one"),
+        ("lock_wait: !!float 1:30\n", "line 1", "not a number as YAML 1.2 writes one"),
     ],
 )
 def test_an_explicit_tag_that_does_not_fit_its_value_is_a_yaml_error(
@@ -561,6 +564,25 @@ def test_whole_numbers_are_read_as_yaml_1_2_reads_them(
 def test_yaml_1_1_numbers_are_not_numbers(tmp_path: Path, text: str, reason: str) -> None:
     error = config_error(write(tmp_path / "c.yaml", text))
     assert error.reason.startswith(reason), error.reason
+
+
+def test_a_character_yaml_refuses_is_a_yaml_error(tmp_path: Path) -> None:
+    """It used to escape as an internal error (exit 1)."""
+    path = write(tmp_path / "c.yaml", "output: o\n# a \x01 comment\n")
+    err = str(config_error(path))
+    assert err.startswith(f"config error in {path}: not valid YAML: unacceptable character #x0001")
+    assert f'in "{path}", position 14' in err
+
+
+def test_a_document_nested_too_deeply_is_a_yaml_error(tmp_path: Path) -> None:
+    error = config_error(write(tmp_path / "c.yaml", "mirror: " + "[" * 5000 + "\n"))
+    assert error.reason == "not valid YAML: nested too deeply"
+
+
+def test_explicitly_tagged_numbers_are_yaml_1_2_numbers(tmp_path: Path) -> None:
+    path = write(tmp_path / "c.yaml", "concurrency: !!int 0x10\nlock_wait: !!float 10\n")
+    config = load_config(path)
+    assert (config.concurrency, config.lock_wait) == (16, 10.0)
 
 
 def test_booleans_are_read_as_yaml_1_1_reads_them(tmp_path: Path) -> None:
