@@ -449,7 +449,7 @@ async def main_async(argv: Sequence[str] | None = None, *, sleep: Sleep = asynci
         if args.command == "sync":
             _check_metrics(loaded)  # before `config` is set: a refused file is not written
         config = loaded
-        environment_proxies()  # a bad http_proxy is a usage error before anything runs
+        environment_proxies(config.urls)  # a bad proxy is a usage error before anything runs
         if args.command == "branches":
             return await _branches(config, sleep)
         _check_output(config)

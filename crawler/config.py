@@ -219,7 +219,7 @@ def _check_mirror(origin: str, mirror: str, key: str = "mirror") -> None:
         what = f"unsupported URL scheme {scheme!r}" if scheme else f"{mirror!r} is not a URL"
         raise ConfigError(origin, f"{what} (use {use})", key)
     if scheme in ("http", "https"):
-        _check_http_url(origin, mirror, key)
+        check_http_url(origin, mirror, key)
     if scheme == "file":
         _check_file_url(origin, mirror, key)
 
@@ -251,11 +251,11 @@ def _check_file_url(origin: str, url: str, key: str) -> None:
         raise ConfigError(origin, f"cannot resolve {url!r}: {err}", key) from None
 
 
-def _check_http_url(origin: str, url: str, key: str) -> None:
+def check_http_url(origin: str, url: str, key: str, *, proxy: bool = False) -> None:
     """Refuse an http(s) mirror URL that no request could be sent to, as parsed by yarl (what
     aiohttp sends requests with): a space in its path is encoded, one in its host is not. A
     query or a fragment is refused too: the paths of the mirror's files are added to the URL,
-    after it.
+    after it (a ``proxy`` is named by its scheme, host and port alone).
 
     Messages show the URL without the credentials it may hold (:mod:`crawler.urls`).
     """
@@ -285,12 +285,13 @@ def _check_http_url(origin: str, url: str, key: str) -> None:
     if not host:
         raise ConfigError(origin, f"{url!r} names no host", key)
     if "?" in plain or "#" in plain:  # paths are added to a mirror: a query would end up first
-        raise ConfigError(
-            origin,
-            f"{url!r} has a query or fragment: a mirror is a base URL that paths are added to "
-            "(in a path, percent-encode ? and # as %3F, %23)",
-            key,
+        why = (
+            "a proxy is named by its scheme, host and port"
+            if proxy
+            else "a mirror is a base URL that paths are added to (in a path, percent-encode ? "
+            "and # as %3F, %23)"
         )
+        raise ConfigError(origin, f"{url!r} has a query or fragment: {why}", key)
     if " " in host:
         raise ConfigError(origin, f"{url!r} holds a space in its host", key)
     if parsed.port == 0:

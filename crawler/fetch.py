@@ -20,12 +20,13 @@ import contextlib
 import dataclasses
 import email.utils
 import hashlib
+import ipaddress
 import logging
 import math
 import os
 import time
 import urllib.request
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -34,7 +35,6 @@ from urllib.parse import urlsplit
 
 import aiofiles
 import aiohttp
-import yarl
 from aiohttp.http_exceptions import (
     ContentLengthError,
     PayloadEncodingError,
@@ -43,7 +43,7 @@ from aiohttp.http_exceptions import (
 from tenacity import AsyncRetrying, RetryCallState, stop_after_attempt, wait_random_exponential
 
 from . import __version__
-from .config import Config
+from .config import Config, check_http_url
 from .errors import (
     ConfigError,
     FetchError,
@@ -133,7 +133,7 @@ def is_transient(exc: BaseException) -> bool:
     aiohttp tells them apart only by their text; the session never raises
     ``ClientResponseError`` for a status.
     """
-    if isinstance(exc, HTTPStatusError):
+    if isinstance(exc, HTTPStatusError | aiohttp.ClientHttpProxyError):  # the proxy's answer
         return exc.status == 429 or exc.status >= 500
     if isinstance(exc, aiohttp.ClientResponseError):
         return str(exc.message).startswith("Bad status line")
@@ -148,6 +148,8 @@ def describe(exc: BaseException) -> str:
         return "timed out"
     if isinstance(exc, aiohttp.ClientPayloadError):
         return f"body cut short ({exc})"
+    if isinstance(exc, aiohttp.ClientHttpProxyError):  # its text holds the proxy's credentials
+        return f"the proxy answered HTTP {exc.status} {shown(str(exc.message))}".rstrip()
     text = shown(str(exc)) or type(exc).__name__  # aiohttp may quote what the server sent
     return f"{type(exc).__name__}: {text}" if text != type(exc).__name__ else text
 
@@ -205,29 +207,36 @@ def local_path(location: str) -> Path:
     return Path(file_path(location))
 
 
-def environment_proxies() -> dict[str, str]:
-    """The proxies the environment names, as curl, pip and urllib read them: ``http_proxy`` and
-    ``https_proxy`` for requests to http and https URLs, ``no_proxy`` for the hosts to reach
-    directly (either case; the lower-case name wins). A proxy without a scheme is an http one
-    (``proxy:3128``). Raises :class:`ConfigError` for a proxy that is no http(s) URL with a
-    host. (``~/.netrc`` is not read: credentials are given in the mirror's URL.)"""
+def environment_proxies(urls: Iterable[str]) -> dict[str, str]:
+    """The proxies the environment names for requests to ``urls`` (the mirror's, the
+    rewrites'), as curl and pip read them: ``https_proxy`` for https URLs, ``http_proxy`` for
+    http ones, else ``all_proxy`` (either case; the lower-case name wins), and ``no_proxy`` for
+    the hosts reached directly (names, domains, IP addresses and CIDR ranges, ``*``). A proxy
+    without a scheme is an http one (``proxy:3128``). Only the schemes the URLs use are looked
+    at (a local mirror uses none); a proxy for one of them that is no http(s) URL with a host
+    raises :class:`ConfigError`. ``~/.netrc`` is not read: credentials go in the URLs."""
+    schemes = {_scheme(url) for url in urls} & {"http", "https"}
+    if not schemes:
+        return {}
     found = urllib.request.getproxies_environment()
     proxies = {"no": found["no"]} if found.get("no") else {}
-    for scheme in ("http", "https"):
-        value = found.get(scheme)
+    for scheme in sorted(schemes):
+        name = scheme if found.get(scheme) else "all"
+        value = found.get(name)
         if not value:
             continue
         url = value if "://" in value else f"http://{value}"
-        try:
-            parsed = yarl.URL(url)
-            usable = parsed.scheme in ("http", "https") and bool(parsed.host)
-        except ValueError:
-            usable = False
-        if not usable:
-            reason = f"{shown(redacted(value))!r} is not a proxy URL (http://host:port)"
-            raise ConfigError("environment", reason, f"{scheme}_proxy")
+        key = f"{name}_proxy"
+        if _scheme(url) not in ("http", "https"):
+            reason = f"{shown(redacted(value))!r} is not an http(s) proxy URL (http://host:port)"
+            raise ConfigError("environment", reason, key)
+        check_http_url("environment", url, key, proxy=True)
         proxies[scheme] = url
     return proxies
+
+
+def _scheme(url: str) -> str:
+    return url.split("://", 1)[0].lower() if "://" in url else ""
 
 
 def _proxy_for(location: str, proxies: dict[str, str]) -> str | None:
@@ -237,11 +246,28 @@ def _proxy_for(location: str, proxies: dict[str, str]) -> str | None:
     if proxy is None:
         return None
     host = parts.hostname or ""
-    with contextlib.suppress(ValueError):
-        host = f"{host}:{parts.port}" if parts.port is not None else host
-    # no_proxy as urllib reads it (typeshed does not list this function, public since 3.x).
-    bypass = urllib.request.proxy_bypass_environment(host, proxies)  # type: ignore[attr-defined]
-    return None if bypass else proxy
+    try:
+        port = parts.port
+    except ValueError:  # refused by the request itself
+        port = None
+    host_port = f"{host}:{port}" if port is not None else host
+    return None if _bypassed(host, host_port, proxies) else proxy
+
+
+def _bypassed(host: str, host_port: str, proxies: dict[str, str]) -> bool:
+    """Whether ``no_proxy`` names ``host``: as urllib reads it (``*``, names, domains, with a
+    port or not), or by an IP range (``10.0.0.0/8``), which urllib does not read."""
+    no_proxy = proxies.get("no", "")
+    if not no_proxy:
+        return False
+    with contextlib.suppress(ValueError):  # not an IP address
+        address = ipaddress.ip_address(host)
+        for entry in no_proxy.replace(",", " ").split():
+            with contextlib.suppress(ValueError):  # not a range
+                if address in ipaddress.ip_network(entry, strict=False):
+                    return True
+    # typeshed does not list this function, public in urllib.request since Python 3.x.
+    return bool(urllib.request.proxy_bypass_environment(host_port, proxies))  # type: ignore[attr-defined]
 
 
 class Fetcher:
@@ -260,7 +286,7 @@ class Fetcher:
         #: sent to their origin alone.
         given = credentials(config.urls)
         self._credentials = given if any(secret for _, secret in given) else []
-        self._proxies = environment_proxies()
+        self._proxies = environment_proxies(config.urls)
 
     async def __aenter__(self) -> Fetcher:
         t = self.config.timeouts

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -84,17 +85,108 @@ async def test_no_proxy_names_the_hosts_reached_directly(
     assert await main_async(_sync_config(tmp_path, server.url)) == 0
 
 
-@pytest.mark.parametrize("value", ["ftp://proxy:21", "http://", "http://[bad"])
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        ("ftp://proxy:21", "'ftp://proxy:21' is not an http(s) proxy URL (http://host:port)"),
+        ("socks5h://u:pw@p:1080", "'socks5h://…@p:1080' is not an http(s) proxy URL"),
+        ("http://", "'http://' names no host"),
+        ("http://[bad", "'http://[bad' is not a valid URL"),
+        ("http://pro xy:3128", "'http://pro xy:3128' holds a space in its host"),
+        ("http://proxy:0", "'http://proxy:0' names port 0"),
+    ],
+)
 async def test_a_proxy_that_is_no_url_is_a_usage_error(
     tmp_path: Path,
     no_proxies: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
     value: str,
+    reason: str,
 ) -> None:
     no_proxies.setenv("https_proxy", value)
     assert await main_async(_sync_config(tmp_path, "https://mirror.invalid/")) == 2
-    assert capsys.readouterr().err == (
-        f"error: config error in environment: key 'https_proxy': {value!r} is not a proxy URL "
-        "(http://host:port)\n"
-    )
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: config error in environment: key 'https_proxy': {reason}"), err
+    assert "pw" not in err
     assert not (tmp_path / "out").exists()
+
+
+async def test_only_the_proxies_the_mirror_needs_are_looked_at(
+    tmp_path: Path, no_proxies: pytest.MonkeyPatch
+) -> None:
+    """A local mirror needs none: a proxy setting meant for other programs (socks) is no
+    reason to refuse the run."""
+    no_proxies.setenv("http_proxy", "socks5h://127.0.0.1:1080")
+    no_proxies.setenv("all_proxy", "socks5h://127.0.0.1:1080")
+    assert await main_async(_sync_config(tmp_path, str(SAMPLE_MIRROR))) == 0
+
+
+async def test_all_proxy_serves_where_no_scheme_s_proxy_is_named(
+    mirror_server: ServeMirror, tmp_path: Path, no_proxies: pytest.MonkeyPatch
+) -> None:
+    server = await mirror_server(SAMPLE_MIRROR)
+    no_proxies.setenv("ALL_PROXY", server.url)
+    assert await main_async(_sync_config(tmp_path, "http://mirror.invalid:8/")) == 0
+    assert server.hits("cache_spack_io_index.json") == 1
+
+
+async def test_no_proxy_names_ip_ranges(
+    mirror_server: ServeMirror, tmp_path: Path, no_proxies: pytest.MonkeyPatch
+) -> None:
+    server = await mirror_server(SAMPLE_MIRROR)
+    no_proxies.setenv("http_proxy", "127.0.0.1:9")  # nothing listens there
+    no_proxies.setenv("no_proxy", "example.org, 127.0.0.0/8")
+    assert await main_async(_sync_config(tmp_path, server.url)) == 0
+
+
+class _Proxy:
+    """A proxy answering every request (a CONNECT, for an https URL) with ``status``."""
+
+    def __init__(self, status: str) -> None:
+        self.status = status
+        self.requests: list[bytes] = []
+        self.server: asyncio.Server | None = None
+
+    async def start(self) -> str:
+        self.server = await asyncio.start_server(self._answer, "127.0.0.1", 0)
+        port = self.server.sockets[0].getsockname()[1]
+        return f"127.0.0.1:{port}"
+
+    async def _answer(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.requests.append(await reader.readuntil(b"\r\n\r\n"))
+        writer.write(f"HTTP/1.1 {self.status}\r\nContent-Length: 0\r\n\r\n".encode())
+        await writer.drain()
+        writer.close()
+
+
+@pytest.mark.parametrize(
+    ("status", "tries", "reason"),
+    [
+        ("503 Service Unavailable", 3, "the proxy answered HTTP 503 Service Unavailable"),
+        ("407 Proxy Authentication Required", 1, "the proxy answered HTTP 407"),
+    ],
+)
+async def test_a_proxy_s_answer_to_connect_is_retried_as_a_server_s_and_keeps_its_secret(
+    tmp_path: Path,
+    no_proxies: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    status: str,
+    tries: int,
+    reason: str,
+) -> None:
+    """An https mirror is reached through a CONNECT tunnel: a 503 from the proxy failed at
+    once (no retry), and the error quoted the proxy's URL, password and all."""
+    proxy = _Proxy(status)
+    address = await proxy.start()
+    no_proxies.setenv("https_proxy", f"http://user:s3cret@{address}")
+    try:
+        code = await main_async(_sync_config(tmp_path, "https://mirror.invalid/"))
+    finally:
+        assert proxy.server is not None
+        proxy.server.close()
+    err = capsys.readouterr().err
+    assert code == 3, err
+    assert len(proxy.requests) == tries
+    assert all(r.startswith(b"CONNECT mirror.invalid:443 ") for r in proxy.requests)
+    assert reason in err
+    assert "s3cret" not in err
