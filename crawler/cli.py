@@ -401,6 +401,8 @@ def _tell(line: str) -> None:
     """Print a line for the user on stderr. A stderr that cannot be written (the cron log's
     disk full, a closed pipe) loses the line, but must not change the exit code: an alert on
     it would say "a bug" where the mirror, the lock or a branch is the news."""
+    if sys.stderr is None:  # closed when the process started (2>&-): print() would use stdout
+        return
     with contextlib.suppress(OSError, ValueError):  # ValueError: closed
         print(line, file=sys.stderr, flush=True)
 
@@ -562,6 +564,8 @@ def run() -> None:
     """Console-script entry point."""
     code = main()
     for stream in (sys.stdout, sys.stderr):
+        if stream is None:  # closed when the process started (>&-)
+            continue
         try:
             stream.flush()
         except (OSError, ValueError):

@@ -7,6 +7,7 @@ per source (branch, label, status, bytes, records, seconds). Retries are logged 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 from types import TracebackType
@@ -82,7 +83,10 @@ class LiveReporter:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self.progress.stop()
+        # The terminal may be gone (SIGHUP when it closed): its EIO must not replace the run's
+        # own outcome.
+        with contextlib.suppress(OSError):
+            self.progress.stop()
 
     def branch_started(self, branch: str, sources: int) -> None:
         from rich.filesize import decimal
@@ -96,13 +100,15 @@ class LiveReporter:
         self.bytes[branch] += size
         self.progress.update(self.tasks[branch], advance=1, size=decimal(self.bytes[branch]))
         if not ok:
-            self.progress.console.print(f"[red]{branch} {line}")
+            with contextlib.suppress(OSError):  # a terminal gone
+                self.progress.console.print(f"[red]{branch} {line}")
         else:
             log.debug("%s %s", branch, line)
 
     def branch_done(self, branch: str, line: str, ok: bool) -> None:
         style = "green" if ok else "red"
-        self.progress.console.print(f"[{style}]{branch}: {line}")
+        with contextlib.suppress(OSError):  # a terminal gone
+            self.progress.console.print(f"[{style}]{branch}: {line}")
 
 
 def setup_logging(quiet: bool, verbose: bool) -> None:
@@ -118,4 +124,4 @@ def setup_logging(quiet: bool, verbose: bool) -> None:
 
 def wants_live(quiet: bool) -> bool:
     """A live display only on an interactive terminal and not with ``--quiet``."""
-    return not quiet and sys.stderr.isatty()
+    return not quiet and sys.stderr is not None and sys.stderr.isatty()

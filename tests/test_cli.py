@@ -973,19 +973,68 @@ def test_verify_names_what_it_cannot_check(tmp_path: Path) -> None:
     )
 
 
-def _code_with_stderr_full(*args: str, cwd: Path) -> int:
-    """The exit code of ``python -m crawler ARGS`` whose stderr is /dev/full: every write to it
-    fails with ENOSPC, as on a cron log's full disk."""
+def _exit_code(*args: str, cwd: Path, fd: int | None = 2, closed: int | None = None) -> int:
+    """The exit code of ``python -m crawler ARGS`` whose ``fd`` (1 or 2) is /dev/full, where
+    every write fails with ENOSPC (as on a cron log's full disk), or started with ``closed``
+    closed; its other output is dropped."""
     with open("/dev/full", "w") as full:
         return subprocess.run(
             [sys.executable, "-m", "crawler", *args],
             cwd=cwd,
             env=cli_env(),
-            stdout=subprocess.DEVNULL,
-            stderr=full,
+            stdout=full if fd == 1 else None if closed == 1 else subprocess.DEVNULL,
+            stderr=full if fd == 2 else None if closed == 2 else subprocess.DEVNULL,
+            preexec_fn=None if closed is None else lambda: os.close(closed),
             timeout=CLI_TIMEOUT,
             check=False,
         ).returncode
+
+
+def test_a_closed_stdout_or_stderr_changes_no_exit_code(tmp_path: Path) -> None:
+    """Python gives a closed stream as None: flushing it at exit made every code 1."""
+    config = sample_config(tmp_path)
+    sync = ("sync", "--config", str(config), "--branch", "develop")
+    assert _exit_code(*sync, cwd=tmp_path, fd=None, closed=2) == 0  # not -q: no live display
+    assert _exit_code(*sync, cwd=tmp_path, fd=None, closed=1) == 6
+    assert _exit_code(*sync[:3], "--branch", "nope", cwd=tmp_path, fd=None, closed=2) == 2
+    assert _exit_code("branches", "--config", str(config), cwd=tmp_path, fd=None, closed=1) == 0
+    verify = ("verify", str(tmp_path / "out" / "develop"))
+    assert _exit_code(*verify, cwd=tmp_path, fd=None, closed=1) == 0
+
+
+def test_sighup_from_a_closed_terminal_stops_a_run_with_its_own_code(tmp_path: Path) -> None:
+    """The live display's last write to the terminal that hung up (EIO) replaced the run's
+    outcome: exit 1, "a bug", in the metrics too. The run waits for a lock held here."""
+    config = sample_config(tmp_path, lock_wait=30)
+    lock_file = tmp_path / "out" / ".crawler" / "lock"
+    lock_file.parent.mkdir(parents=True)
+    metrics = tmp_path / "m.prom"
+    with open(lock_file, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        master, terminal = os.openpty()
+        proc = subprocess.Popen(
+            [
+                *(sys.executable, "-m", "crawler", "sync", "--branch", "develop"),
+                *("--config", str(config), "--metrics", str(metrics)),
+            ],
+            cwd=tmp_path,
+            env=cli_env(),
+            stdin=terminal,
+            stdout=terminal,
+            stderr=terminal,
+            start_new_session=True,
+        )
+        os.close(terminal)
+        try:
+            os.read(master, 1)  # the live display started
+            os.close(master)  # the terminal is gone
+            proc.send_signal(signal.SIGHUP)
+            code = proc.wait(CLI_TIMEOUT)
+        finally:
+            proc.kill()
+            proc.wait()
+    assert code == 129
+    assert "spack_cache_crawler_run_exit_code 129" in metrics.read_text()
 
 
 def test_a_stderr_that_cannot_be_written_changes_no_exit_code(tmp_path: Path) -> None:
@@ -993,24 +1042,22 @@ def test_a_stderr_that_cannot_be_written_changes_no_exit_code(tmp_path: Path) ->
     that found the output locked wrote the metrics file it must leave to the lock's holder."""
     config = sample_config(tmp_path)
     sync = ("sync", "--config", str(config))
-    assert _code_with_stderr_full(*sync, "--branch", "develop", cwd=tmp_path) == 0
-    assert _code_with_stderr_full(*sync, "--branch", "develop", cwd=tmp_path) == 6
-    assert _code_with_stderr_full(*sync, "--branch", "nope", cwd=tmp_path) == 2
+    assert _exit_code(*sync, "--branch", "develop", cwd=tmp_path) == 0
+    assert _exit_code(*sync, "--branch", "develop", cwd=tmp_path) == 6
+    assert _exit_code(*sync, "--branch", "nope", cwd=tmp_path) == 2
     gone = ("--mirror", str(tmp_path / "gone"))
-    assert _code_with_stderr_full(*sync, "--branch", "develop", *gone, cwd=tmp_path) == 3
+    assert _exit_code(*sync, "--branch", "develop", *gone, cwd=tmp_path) == 3
     metrics = tmp_path / "m.prom"
     metrics.write_text("mine\n")
     with open(tmp_path / "out" / ".crawler" / "lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        code = _code_with_stderr_full(
-            *sync, "--branch", "develop", "--metrics", str(metrics), cwd=tmp_path
-        )
+        code = _exit_code(*sync, "--branch", "develop", "--metrics", str(metrics), cwd=tmp_path)
     assert code == 7
     assert metrics.read_text() == "mine\n"
     index = tmp_path / "out" / "develop" / "index.json"
     published = index.read_bytes()
     index.write_text("{}")
-    assert _code_with_stderr_full("verify", str(index.parent), cwd=tmp_path) == 8
+    assert _exit_code("verify", str(index.parent), cwd=tmp_path) == 8
     index.write_bytes(published)
 
 
