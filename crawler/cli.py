@@ -256,8 +256,10 @@ def _check_output(config: Config) -> None:
     if folder not in (output, output.parent):
         # A mistyped path (after a config edit, say) would publish where nobody reads, and
         # succeed night after night while the real output goes stale.
+        given = config.output_dir
+        named = "" if given.parent == output.parent else f" ({given.parent} leads there)"
         reason = (
-            f"{output.parent} does not exist (the crawler makes the output folder, "
+            f"{output.parent} does not exist{named} (the crawler makes the output folder, "
             "not the folders above it)"
         )
         raise ConfigError(where, reason, "output")

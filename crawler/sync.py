@@ -497,8 +497,8 @@ class Syncer:
             message = str(err) if isinstance(err, BranchError) else f"branch {branch} failed: {err}"
             return self._done(branch, "failed", report, clock, message, outcomes)
         except OSError as err:  # the output as the filesystem has it: a folder not searchable
-            where = err.filename if err.filename is not None else self.output / branch
-            message = f"branch {branch} failed: cannot use {where}: {err.strerror or err}"
+            where = f"cannot use {err.filename}: " if err.filename is not None else ""
+            message = f"branch {branch} failed: {where}{err.strerror or err}"
             return self._done(branch, "failed", report, clock, message, outcomes)
         line = summary_line(changes).removeprefix(f"{branch}: ")  # the reporter names the branch
         message = f"{status} {self.output / branch}: {line} ({report['duration_seconds']:.2f}s)"

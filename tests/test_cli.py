@@ -269,6 +269,26 @@ def test_an_output_whose_parent_folder_is_missing_is_a_usage_error(
     assert (output / "develop" / "index.json").is_file()
 
 
+def test_an_output_under_a_dangling_link_names_the_link_too(here: RunHere, tmp_path: Path) -> None:
+    (tmp_path / "link").symlink_to(tmp_path / "gone" / "x")
+    output = tmp_path / "link" / "out"
+    done = here(
+        "sync",
+        "--branch",
+        "develop",
+        "--config",
+        str(sample_config(tmp_path)),
+        "--output",
+        str(output),
+    )
+    assert (done.code, done.out) == (2, "")
+    assert done.err == (
+        f"error: config error in command line: key 'output': {tmp_path / 'gone' / 'x'} does not "
+        f"exist ({tmp_path / 'link'} leads there) (the crawler makes the output folder, not the "
+        "folders above it)\n"
+    )
+
+
 def test_an_output_that_cannot_be_looked_at_fails_when_written(
     here: RunHere, tmp_path: Path
 ) -> None:
