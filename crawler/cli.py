@@ -380,10 +380,10 @@ def _verify(args: argparse.Namespace) -> int:
         print(problem)
     if problems:
         if not args.quiet:
-            _tell(f"{args.path}: {counted(len(problems), 'problem')}")
+            _tell(f"{path}: {counted(len(problems), 'problem')}")
         return EXIT_VERIFY_FAILED
     if not args.quiet:
-        print(f"{args.path}: all checks hold")
+        print(f"{path}: all checks hold")
     return EXIT_OK
 
 

@@ -100,15 +100,18 @@ class LiveReporter:
         self.bytes[branch] += size
         self.progress.update(self.tasks[branch], advance=1, size=decimal(self.bytes[branch]))
         if not ok:
-            with contextlib.suppress(OSError):  # a terminal gone
-                self.progress.console.print(f"[red]{branch} {line}")
+            self._print(f"[red]{branch} {line}")
         else:
             log.debug("%s %s", branch, line)
 
     def branch_done(self, branch: str, line: str, ok: bool) -> None:
         style = "green" if ok else "red"
-        with contextlib.suppress(OSError):  # a terminal gone
-            self.progress.console.print(f"[{style}]{branch}: {line}")
+        self._print(f"[{style}]{branch}: {line}")
+
+    def _print(self, text: str) -> None:
+        """A line above the display; lost, not raised, when the terminal is gone (EIO)."""
+        with contextlib.suppress(OSError):
+            self.progress.console.print(text)
 
 
 def setup_logging(quiet: bool, verbose: bool) -> None:

@@ -143,6 +143,11 @@ def state_dir(output: Path) -> Path:
     return output / STATE_DIR
 
 
+def staging_dir(output: Path) -> Path:
+    """Where branches are built before they are swapped in (see :class:`BranchStage`)."""
+    return state_dir(output) / "staging"
+
+
 def check_staging(output: Path) -> list[str]:
     """Make sure branches can be staged; returns what was done, for the log.
 
@@ -152,7 +157,7 @@ def check_staging(output: Path) -> list[str]:
     linked elsewhere) is refused, before any work: a branch is swapped in by renaming its
     staged folder, which cannot cross filesystems, so every publish would fail after all the
     downloading and decoding. (``.crawler/cache`` may be elsewhere.)"""
-    staging = state_dir(output) / "staging"
+    staging = staging_dir(output)
     done = []
     try:
         if os.path.lexists(staging) and not staging.is_dir():
@@ -189,7 +194,7 @@ def recover(output: Path) -> list[str]:
         for entry in _ours(tmp, _RUN_FOLDER):
             shutil.rmtree(entry, ignore_errors=True)
             done.append(f"removed downloads left by an interrupted run ({entry.name})")
-        staging = state / "staging"
+        staging = staging_dir(output)
         for entry in _ours(staging, _STAGED_BRANCH):
             kind, _, rest = entry.name.partition("-")
             target = output / rest.rpartition(".")[0]
@@ -336,7 +341,7 @@ class BranchStage:
     def __init__(self, output: Path, branch: str) -> None:
         self.output = output
         self.branch = branch
-        staging = state_dir(output) / "staging"
+        staging = staging_dir(output)
         self.path = staging / f"new-{branch}.{secrets.token_hex(4)}"
         try:
             staging.mkdir(parents=True, exist_ok=True)
