@@ -30,7 +30,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +68,7 @@ EXIT_UNCHANGED = 6
 EXIT_LOCKED = 7
 EXIT_VERIFY_FAILED = 8
 EXIT_SIGINT = 130
+EXIT_SIGPIPE = 128 + signal.SIGPIPE
 
 
 class _Parser(argparse.ArgumentParser):
@@ -176,7 +177,8 @@ def build_parser() -> argparse.ArgumentParser:
         "branches",
         help="list the refs of the mirror and their stacks",
         description="List the refs of the mirror's discovery document with their stack labels.",
-        epilog="exit codes: 0 listed, 1 internal error, 2 usage or config error, 3 mirror unusable",
+        epilog="exit codes: 0 listed, 1 internal error, 2 usage or config error, 3 mirror "
+        "unusable, 4 the list could not be written, 141 its reader closed the pipe",
     )
     common(branches)
 
@@ -376,14 +378,18 @@ def _verify(args: argparse.Namespace) -> int:
     if found is not None:  # a typo, the index file itself, the output folder: no branch
         raise UsageError(f"crawler verify: {path}: {found}")
     problems = verify_branch(path, schema=not args.no_schema)
-    for problem in problems:
-        print(problem)
+    held = [] if problems or args.quiet else [f"{path}: all checks hold"]
+    try:
+        _results(problems or held)
+    except BrokenPipeError:
+        pass  # the reader took what it wanted (`| head -1`)
+    except OSError as err:  # the exit code is the verdict, and stands
+        what = "the problems found" if problems else "the verdict"
+        _tell(f"warning: cannot write {what} to standard output: {err.strerror or err}")
     if problems:
         if not args.quiet:
             _tell(f"{path}: {counted(len(problems), 'problem')}")
         return EXIT_VERIFY_FAILED
-    if not args.quiet:
-        print(f"{path}: all checks hold")
     return EXIT_OK
 
 
@@ -411,11 +417,30 @@ def _tell(line: str) -> None:
 
 async def _branches(config: Config, sleep: Sleep) -> int:
     discovery = await Syncer(config, LogReporter(), sleep=sleep).branches()
-    for ref, sources in discovery.refs.items():
-        print(f"{ref}\t{' '.join(s.label for s in sources)}")
-    for ref, problem in discovery.problems.items():
-        print(f"{shown(ref)}\tUNUSABLE: {problem}")
+    lines = [
+        f"{ref}\t{' '.join(s.label for s in sources)}" for ref, sources in discovery.refs.items()
+    ]
+    lines += [f"{shown(ref)}\tUNUSABLE: {problem}" for ref, problem in discovery.problems.items()]
+    try:
+        _results(lines)
+    except BrokenPipeError:  # the reader closed the pipe (`| head -1`): quietly, as SIGPIPE would
+        return EXIT_SIGPIPE
+    except OSError as err:  # the list is what was asked for: without it, the command failed
+        _tell(f"error: cannot write the list of refs to standard output: {err.strerror or err}")
+        return EXIT_BRANCH_FAILED
     return EXIT_OK
+
+
+def _results(lines: Iterable[str]) -> None:
+    """Print a command's results on stdout and flush them: raises OSError when they cannot be
+    written (a full disk, a reader that closed the pipe). A stdout closed when the process
+    started (``>&-``) was closed on purpose: nothing is written, and that is no failure."""
+    out = sys.stdout
+    if out is None:
+        return
+    for line in lines:
+        print(line, file=out)
+    out.flush()
 
 
 async def main_async(argv: Sequence[str] | None = None, *, sleep: Sleep = asyncio.sleep) -> int:

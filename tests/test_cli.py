@@ -862,7 +862,7 @@ def test_unknown_flag(tmp_path: Path) -> None:
     ("command", "codes"),
     [
         ("sync", "129/130/143 interrupted (SIGHUP/SIGINT/SIGTERM)"),
-        ("branches", "0 listed, 1 internal error, 2 usage or config error, 3 mirror unusable"),
+        ("branches", "3 mirror unusable, 4 the list could not be written, 141 its reader closed"),
         ("verify", "2 usage error (no branch folder), 8 problems found"),
     ],
 )
@@ -1079,6 +1079,65 @@ def test_a_stderr_that_cannot_be_written_changes_no_exit_code(tmp_path: Path) ->
     index.write_text("{}")
     assert _exit_code("verify", str(index.parent), cwd=tmp_path) == 8
     index.write_bytes(published)
+
+
+def _stdout_to(stdout: str, *args: str, cwd: Path) -> Done:
+    """``python -m crawler ARGS`` writing its stdout into ``/dev/full`` (every write fails with
+    ENOSPC, as on a full disk) or, for ``"closed pipe"``, into a pipe whose reader is gone (as
+    in ``crawler branches | head -1`` once ``head`` has its line); its stderr captured."""
+    if stdout == "closed pipe":
+        read, write = os.pipe()
+        os.close(read)
+    else:
+        write = os.open(stdout, os.O_WRONLY)
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "crawler", *args],
+            cwd=cwd,
+            env=cli_env(),
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=CLI_TIMEOUT,
+            check=False,
+        )
+    finally:
+        os.close(write)
+    return Done(proc.returncode, "", proc.stderr)
+
+
+def test_results_that_cannot_reach_stdout(tmp_path: Path) -> None:
+    """``branches`` whose list could not be written was an internal error (exit 1, "a bug",
+    a traceback); it failed (4), saying why. A reader that closes the pipe ends it quietly, as
+    SIGPIPE ends other commands (141). ``verify``'s verdict is its exit code: it stands."""
+    config = sample_config(tmp_path)
+    branches = ("branches", "--config", str(config), "-q")
+    full = _stdout_to("/dev/full", *branches, cwd=tmp_path)
+    assert (full.code, full.err) == (
+        4,
+        "error: cannot write the list of refs to standard output: No space left on device\n",
+    )
+    assert _stdout_to("closed pipe", *branches, cwd=tmp_path) == Done(141, "", "")
+    assert run_cli("sync", "--all", "--config", str(config), cwd=tmp_path).code == 0
+    branch = tmp_path / "out" / "develop"
+    verdict = _stdout_to("/dev/full", "verify", str(branch), cwd=tmp_path)
+    assert (verdict.code, verdict.err) == (
+        0,
+        "warning: cannot write the verdict to standard output: No space left on device\n",
+    )
+    assert _stdout_to("closed pipe", "verify", str(branch), cwd=tmp_path) == Done(0, "", "")
+    index = branch / "index.json"
+    published = index.read_bytes()
+    index.write_text("{}")
+    try:
+        for stdout in ("/dev/full", "closed pipe"):
+            found = _stdout_to(stdout, "verify", str(branch), cwd=tmp_path)
+            assert found.code == 8, found.err
+            assert "Traceback" not in found.err
+            assert re.search(rf"\n?{re.escape(str(branch))}: \d+ problems?\n\Z", found.err)
+        assert found.err.startswith(f"{branch}: ")  # the closed pipe, quietly
+    finally:
+        index.write_bytes(published)
 
 
 def test_unknown_branch_lists_the_known_ones(tmp_path: Path) -> None:
