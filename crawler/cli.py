@@ -461,8 +461,9 @@ async def main_async(argv: Sequence[str] | None = None, *, sleep: Sleep = asynci
         except SystemExit as done:  # --help and --version
             return int(done.code or 0)
         if args.command is None:  # before the extras: `crawler -q` lacks a command
+            which = f"unrecognized arguments: {' '.join(extra)}; " if extra else ""
             raise UsageError(
-                "crawler: give a command: sync, branches or verify (see crawler --help)"
+                f"crawler: {which}give a command: sync, branches or verify (see crawler --help)"
             )
         if extra:
             raise UsageError(f"crawler {args.command}: unrecognized arguments: {' '.join(extra)}")

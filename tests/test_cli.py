@@ -904,6 +904,9 @@ def test_bad_flag_value(tmp_path: Path) -> None:
         pytest.param(("frobnicate",), "invalid choice: 'frobnicate'", id="command"),
         pytest.param((), "give a command: sync, branches or verify", id="no-command"),
         pytest.param(("-q",), "give a command: sync, branches or verify", id="only-a-flag"),
+        pytest.param(
+            ("--vers",), "unrecognized arguments: --vers; give a command", id="top-level-unknown"
+        ),
         pytest.param(("sync", "--all", "--bogus"), "arguments: --bogus", id="sync-unknown"),
         pytest.param(
             ("sync", "--all", "--concurrency", "0"), "must be from 1 to 256, got 0", id="conc-0"
