@@ -589,7 +589,7 @@ class Syncer:
         floor = before * (1 - self.config.publish.max_drop)
         if specs < floor:
             raise _Refused(
-                f"branch {branch}: refused to publish: {specs:,} specs against {before:,} "
+                f"branch {branch}: refused to publish: {counted(specs, 'spec')} against {before:,} "
                 f"published (a drop of more than {self.config.publish.max_drop:.0%}); "
                 "use --force to publish anyway"
             )

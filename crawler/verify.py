@@ -50,6 +50,7 @@ from typing import Any
 import msgspec
 from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 
+from .changes import counted
 from .consolidate import PackageSummary
 from .files import read_regular
 from .write import COMPANIONS, OS_LITTER, companion_problem, foreign_entries, render_page
@@ -193,7 +194,7 @@ def _index_problems(index: _Index, folder: str) -> list[str]:
     if root is not None and root.in_buildcache is not None and root.in_buildcache != specs:
         problems.append(
             f"index.json: source root: in_buildcache is {root.in_buildcache} but the index "
-            f"has {specs} specs"
+            f"has {counted(specs, 'spec')}"
         )
     owners: dict[str, list[str]] = defaultdict(list)
     for name, package in index.packages.items():

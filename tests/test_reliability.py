@@ -33,7 +33,7 @@ import yaml
 import crawler.sync
 import crawler.write
 from crawler import __version__
-from crawler.changes import summary_line
+from crawler.changes import counted, summary_line
 from crawler.cli import main_async
 from crawler.synth import SynthRef, SynthSpec, build_mirror, generate_specs
 from crawler.verify import verify_branch
@@ -296,7 +296,7 @@ async def test_a_large_drop_is_refused_and_force_publishes_it(site: MakeSite) ->
 
     assert done.code == 4
     refusal = (
-        "branch a: refused to publish: 1 specs against 4 published (a drop of more than 50%); "
+        "branch a: refused to publish: 1 spec against 4 published (a drop of more than 50%); "
         "use --force to publish anyway"
     )
     assert refusal in done.err
@@ -349,7 +349,7 @@ async def test_the_gate_holds_when_the_published_index_cannot_be_read(site: Make
     done = await s.sync("a")
 
     assert done.code == 4, done.err
-    assert "refused to publish: 1 specs against 4 published" in done.err
+    assert "refused to publish: 1 spec against 4 published" in done.err
     assert index.read_bytes() == good[:-10]  # left as it was
     index.write_bytes(good)  # for the schema check of every index a test leaves
 
@@ -376,7 +376,7 @@ async def test_the_gate_follows_publish_max_drop(
         assert done.err == ""
         assert s.index("a")["stats"]["specs"] == len(kept)
     else:
-        assert f"refused to publish: {len(kept)} specs against 4 published" in done.err
+        assert f"refused to publish: {counted(len(kept), 'spec')} against 4 published" in done.err
         assert f"a drop of more than {max_drop:.0%}" in done.err
         assert tree_bytes(s.out / "a") == before
 
