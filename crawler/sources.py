@@ -378,7 +378,7 @@ class SourceReader:
             if etag is None:  # a body will come: workers start while it downloads
                 self.decoder.start()
             if source.is_root:
-                parts = self._parts[dest] = RootParts(self.decoder, dest, source.url)
+                parts = self._parts[dest] = RootParts(self.decoder, dest, source.location)
                 progress = parts.written
         fetched = await fetcher.download(source.location, dest, etag=etag, progress=progress)
         outcome.attempts, outcome.etag, outcome.downloaded = fetched.attempts, fetched.etag, True
@@ -498,7 +498,8 @@ class SourceReader:
         """Summarise a fetched index and cache the summary under its SHA-256; raises
         :class:`SourceChanged` when a local file changed meanwhile (nothing is cached)."""
         started = time.monotonic()
-        kind, url, path = outcome.kind, outcome.source.url, fetched.path
+        # Errors name where the bytes came from, as fetch errors do (not the listed s3:// URL).
+        kind, url, path = outcome.kind, outcome.source.location, fetched.path
         assert path is not None
         try:
             if kind == "root":

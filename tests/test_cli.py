@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
+import hashlib
 import json
 import os
 import re
@@ -1141,6 +1142,21 @@ def test_results_that_cannot_reach_stdout(tmp_path: Path) -> None:
         assert found.err.startswith(f"{branch}: ")  # the closed pipe, quietly
     finally:
         index.write_bytes(published)
+
+
+def test_a_bad_index_of_a_local_mirror_is_named_by_its_file(tmp_path: Path) -> None:
+    """Decode errors named the URL the discovery document lists (``s3://...``), where fetch
+    errors name the file: a mirror's operator had to map one to the other."""
+    mirror = tmp_path / "mirror"
+    shutil.copytree(SAMPLE_MIRROR, mirror)
+    index = mirror / "develop-2025-04-20" / "ml-linux-x86_64-cpu" / "build_cache" / "index.json"
+    index.write_bytes(b'{"database": {"version": "8", "installs": {')
+    index.with_name("index.json.hash").write_text(hashlib.sha256(index.read_bytes()).hexdigest())
+    config = write_config(tmp_path / "c.yaml", fast_config(str(mirror), tmp_path / "out"))
+    done = run_cli("sync", "--branch", "develop-2025-04-20", "--config", str(config), cwd=tmp_path)
+    assert done.code == 4, done.err
+    assert f"ml-linux-x86_64-cpu: bad document at {index.as_uri()}: truncated JSON" in done.err
+    assert "s3://" not in done.err
 
 
 def test_unknown_branch_lists_the_known_ones(tmp_path: Path) -> None:

@@ -392,7 +392,7 @@ async def test_200_with_truncated_json_is_not_retried(
 
     err = capsys.readouterr().err
     error = error_of(sc, "a")
-    assert sc.listed("a") in error
+    assert sc.location("a") in error
     assert "truncated" in error
     assert "truncated" in err
     assert sc.server.hits(sc.path("a")) == 1
@@ -438,7 +438,7 @@ async def test_bad_index_body_fails_the_source(
 
     err = capsys.readouterr().err
     error = error_of(sc, "a")
-    assert f"s2: bad document at {sc.listed('a', 's2')}: {problem}" in error
+    assert f"s2: bad document at {sc.location('a', 's2')}: {problem}" in error
     assert problem in err
     assert sc.server.hits(sc.path("a", "s2")) == 1
     assert tree_bytes(sc.out / "a") == before
