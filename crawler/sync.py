@@ -63,7 +63,7 @@ from .write import (
     BranchStage,
     atomic_write,
     check_replaceable,
-    check_staging,
+    check_work_folders,
     companion_problem,
     encode_json,
     recover,
@@ -313,7 +313,7 @@ class Syncer:
         async with RunLock(self.output, wait=self.config.lock_wait) as lock:
             if lock.broken:
                 log.warning("%s", lock.broken)
-            for line in [*recover(self.output), *check_staging(self.output)]:
+            for line in [*recover(self.output), *check_work_folders(self.output)]:
                 log.warning("%s", line)
             async with Fetcher(self.config, sleep=self._sleep) as fetcher:
                 discovery = await self.discover(fetcher)

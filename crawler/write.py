@@ -148,25 +148,33 @@ def staging_dir(output: Path) -> Path:
     return state_dir(output) / "staging"
 
 
-def check_staging(output: Path) -> list[str]:
-    """Make sure branches can be staged; returns what was done, for the log.
+#: The folders of ``.crawler/`` that runs write into (``cache`` is only a cache, and may be a
+#: link to a folder elsewhere that is not always there).
+_WORK_FOLDERS = ("tmp", "staging", "state", "reports")
 
-    Something else than a folder where the staging folder goes (a file, a dangling link) is
-    removed: ``.crawler/`` is the crawler's own, and every publish would fail on it, night after
-    night. A staging folder on another filesystem than the output (a ``.crawler`` mounted or
-    linked elsewhere) is refused, before any work: a branch is swapped in by renaming its
-    staged folder, which cannot cross filesystems, so every publish would fail after all the
-    downloading and decoding. (``.crawler/cache`` may be elsewhere.)"""
+
+def check_work_folders(output: Path) -> list[str]:
+    """Make sure branches can be staged and recorded; returns what was done, for the log.
+
+    Something else than a folder where one of :data:`_WORK_FOLDERS` goes (a file, a dangling
+    link) is removed: ``.crawler/`` is the crawler's own, and every run would fail on it (or,
+    for ``state``, read everything again and warn), night after night. A staging folder on
+    another filesystem than the output (a ``.crawler`` mounted or linked elsewhere) is refused,
+    before any work: a branch is swapped in by renaming its staged folder, which cannot cross
+    filesystems, so every publish would fail after all the downloading and decoding.
+    (``.crawler/cache`` may be elsewhere.)"""
     staging = staging_dir(output)
     done = []
     try:
-        if os.path.lexists(staging) and not staging.is_dir():
-            staging.unlink()
-            done.append(f"removed {staging}, which was not a folder")
+        for name in _WORK_FOLDERS:
+            folder = state_dir(output) / name
+            if os.path.lexists(folder) and not folder.is_dir():
+                folder.unlink()
+                done.append(f"removed {folder}, which was not a folder")
         staging.mkdir(parents=True, exist_ok=True)
         apart = os.stat(staging).st_dev != os.stat(output).st_dev
     except OSError as err:
-        raise OutputError(str(staging), err.strerror or str(err)) from None
+        raise OutputError(str(err.filename or staging), err.strerror or str(err)) from None
     if apart:
         raise OutputError(str(staging), _apart(output))
     return done
@@ -390,7 +398,7 @@ class BranchStage:
                 aside = old
             _fsync_dir(self.output)
         except OSError as err:
-            if err.errno == errno.EXDEV:  # a mount at .crawler/staging since check_staging()
+            if err.errno == errno.EXDEV:  # a mount at .crawler/staging since check_work_folders()
                 raise OutputError(str(self.path.parent), _apart(self.output)) from None
             raise OutputError(str(target), err.strerror or str(err)) from None
         if aside is not None:

@@ -784,17 +784,33 @@ def test_a_crawler_folder_on_another_filesystem_is_refused_before_any_work(
     assert sorted(p.name for p in output.iterdir()) == [".crawler"]
 
 
-def test_a_file_where_the_staging_folder_goes_is_removed(tmp_path: Path) -> None:
-    """It used to fail every publish, night after night ("cannot write
-    .../staging/new-develop.<hex>: File exists")."""
+@pytest.mark.parametrize(
+    ("name", "what"),
+    [
+        ("staging", "file"),
+        ("state", "file"),
+        ("state", "dangling link"),
+        ("reports", "file"),
+        ("tmp", "file"),
+    ],
+)
+def test_a_file_where_a_work_folder_goes_is_removed(tmp_path: Path, name: str, what: str) -> None:
+    """At ``staging`` it failed every publish, night after night ("cannot write
+    .../staging/new-develop.<hex>: File exists"); at ``state`` no run could record what it
+    read, so each read everything again and warned that the next would do better."""
     config = sample_config(tmp_path)
-    staging = tmp_path / "out" / ".crawler" / "staging"
-    staging.parent.mkdir(parents=True)
-    staging.write_text("not a folder")
+    folder = tmp_path / "out" / ".crawler" / name
+    folder.parent.mkdir(parents=True)
+    if what == "file":
+        folder.write_text("not a folder")
+    else:
+        folder.symlink_to(tmp_path / "gone")
     done = run_cli("sync", "--branch", "develop", "--config", str(config), cwd=tmp_path)
     assert done.code == 0, done.err
-    assert f"WARNING removed {staging}, which was not a folder" in done.err
-    assert staging.is_dir()
+    assert f"WARNING removed {folder}, which was not a folder" in done.err
+    again = run_cli("sync", "--branch", "develop", "--config", str(config), cwd=tmp_path)
+    assert (again.code, again.err.count("WARNING")) == (6, 0), again.err
+    assert folder.is_dir() or name == "reports"  # made when a branch fails
 
 
 def test_a_crawler_folder_that_cannot_be_listed_is_named(tmp_path: Path) -> None:
@@ -1501,15 +1517,15 @@ async def test_interrupt_exits_130_and_keeps_the_output(
 
 def test_a_run_report_that_cannot_be_written_stops_nothing(here: RunHere, tmp_path: Path) -> None:
     """The run report of a branch that publishes nothing (unchanged, skipped) could not be
-    written (``.crawler/reports`` is a file; a full disk does the same): the error ended the
-    whole run, exit 4, before the branches after it. After a publish it was a warning already;
-    now it is one for every branch."""
+    written (``.crawler/reports/develop.json`` is a folder; a full disk does the same): the
+    error ended the whole run, exit 4, before the branches after it. After a publish it was a
+    warning already; now it is one for every branch."""
     config = sample_config(tmp_path)
     assert here("sync", "--all", "--config", str(config)).code == 0
     out = tmp_path / "out"
     reports = out / ".crawler" / "reports"
-    shutil.rmtree(reports)
-    reports.write_text("not a folder")
+    (reports / "develop.json").unlink()
+    (reports / "develop.json").mkdir()
     (out / "v0.23.1" / "index.json").unlink()  # the last branch needs a repair
 
     done = here("sync", "--all", "--config", str(config))
@@ -1543,14 +1559,15 @@ def test_files_half_written_by_a_killed_run_are_removed(here: RunHere, tmp_path:
 def test_a_state_that_cannot_be_saved_does_not_republish_every_run(
     here: RunHere, tmp_path: Path
 ) -> None:
-    """``.crawler/state`` is a file: no state can be saved, so every run rebuilds the branch.
+    """``.crawler/state/develop.json`` is a folder: no state can be saved, so every run rebuilds
+    the branch.
     It published it again each time, exit 0, "published, but cannot write ...". The rebuilt
     files are the ones published, so nothing is swapped in and the branch is unchanged."""
     config = sample_config(tmp_path)
     assert here("sync", "--branch", "develop", "--config", str(config)).code == 0
-    state = tmp_path / "out" / ".crawler" / "state"
-    shutil.rmtree(state)
-    state.write_text("not a folder")
+    state = tmp_path / "out" / ".crawler" / "state" / "develop.json"
+    state.unlink()
+    state.mkdir()
     before = tree_bytes(tmp_path / "out" / "develop")
 
     for _ in range(2):
