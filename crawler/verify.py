@@ -30,7 +30,8 @@ What is checked, in this order:
    errors saying why.
 4. When ``pages/`` exists: exactly one ``pages/<package>/specs.md`` per package, each
    byte-identical to what :func:`crawler.write.render_page` makes of the index's package, and no
-   other file.
+   other file. A folder of ``pages/`` that cannot be listed is reported as such, once, rather
+   than every page under it as missing.
 5. When ``changes.json`` and ``report.json`` exist: each is a JSON object for the same branch.
 
 Schema validation is the slow part: ``jsonschema`` is pure Python and takes about 0.3 ms per spec,
@@ -41,6 +42,7 @@ second. ``verify_branch(path, schema=False)`` skips step 2 for a quick check.
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from functools import cache
@@ -223,18 +225,15 @@ def _page_problems(
 ) -> list[str]:
     pages = folder / "pages"
     expected = {f"{name}/specs.md": name for name in names}
-    found = {
-        p.relative_to(pages).as_posix()
-        for p in pages.rglob("*")
-        if not p.is_dir() and p.name not in OS_LITTER  # Finder's, which publishes tolerate
-    }
-    problems = []
+    found, unlisted = _files_under(pages)
+    problems = [f"{where}: cannot be listed: {why}" for where, why in sorted(unlisted.items())]
     for relative in sorted(found | set(expected)):
         if relative not in expected:
             problems.append(f"pages/{relative}: not a page of any package in index.json")
             continue
         if relative not in found:
-            problems.append(f"pages/{relative}: missing")
+            if not any(f"pages/{relative}".startswith(f"{where}/") for where in unlisted):
+                problems.append(f"pages/{relative}: missing")
             continue
         name = expected[relative]
         if packages is None or name not in packages:
@@ -251,6 +250,24 @@ def _page_problems(
                 f"(first difference at byte {_first_difference(have, want)})"
             )
     return problems
+
+
+def _files_under(pages: Path) -> tuple[set[str], dict[str, str]]:
+    """The files under ``pages`` (relative paths; symbolic links too, not followed), and the
+    folders that could not be listed (``pages/...``), with why: their pages are not missing,
+    they cannot be told apart from missing ones."""
+    found: set[str] = set()
+    unlisted: dict[str, str] = {}
+
+    def failed(err: OSError) -> None:
+        where = Path(err.filename or pages).relative_to(pages.parent).as_posix()
+        unlisted[where] = err.strerror or str(err)
+
+    for top, _, files in os.walk(pages, onerror=failed):
+        at = Path(top).relative_to(pages)
+        # Finder's litter, which publishes tolerate
+        found.update((at / name).as_posix() for name in files if name not in OS_LITTER)
+    return found, unlisted
 
 
 def verify_branch(path: Path, *, schema: bool = True) -> list[str]:
@@ -306,7 +323,7 @@ def _verify_once(folder: Path, schema: bool) -> list[str]:
     for name in COMPANIONS:
         problem = companion_problem(folder, name)
         problems += [_short(problem)] if problem else []
-    reported = {p.split(": ", 1)[0] for p in problems if p.startswith("pages/")}
+    reported = {p.split(": ", 1)[0] for p in problems if p.startswith(("pages/", "pages:"))}
     return problems + _foreign_problems(folder, reported)
 
 
@@ -317,5 +334,8 @@ def _foreign_problems(folder: Path, reported: set[str]) -> list[str]:
     try:
         foreign = [name for name in foreign_entries(folder) if name not in reported]
     except OSError as err:
-        return [f"{folder}: cannot be listed: {err.strerror or err}"]
+        failed = Path(err.filename or folder)
+        inside = failed != folder and failed.is_relative_to(folder)
+        where = failed.relative_to(folder).as_posix() if inside else str(folder)
+        return [] if where in reported else [f"{where}: cannot be listed: {err.strerror or err}"]
     return [f"{name}: not written by a publish (the next one would stop on it)" for name in foreign]

@@ -1101,6 +1101,21 @@ def test_a_stderr_that_cannot_be_written_changes_no_exit_code(tmp_path: Path) ->
     index.write_bytes(published)
 
 
+@pytest.mark.parametrize("unreadable", ["pages", "pages/zlib-ng"])
+def test_verify_says_which_page_folders_it_cannot_list(tmp_path: Path, unreadable: str) -> None:
+    """The pages under a folder that could not be listed were reported missing, one by one."""
+    config = sample_config(tmp_path)
+    assert run_cli("sync", "--branch", "develop", "--config", str(config), cwd=tmp_path).code == 0
+    branch = tmp_path / "out" / "develop"
+    (branch / unreadable).chmod(0o200)
+    try:
+        done = run_cli("verify", str(branch), cwd=tmp_path, prefix=AS_A_USER)
+    finally:
+        (branch / unreadable).chmod(0o755)
+    assert done.code == 8, done.err
+    assert done.out == f"{unreadable}: cannot be listed: Permission denied\n"
+
+
 def _stdout_to(stdout: str, *args: str, cwd: Path) -> Done:
     """``python -m crawler ARGS`` writing its stdout into ``/dev/full`` (every write fails with
     ENOSPC, as on a full disk) or, for ``"closed pipe"``, into a pipe whose reader is gone (as
