@@ -262,8 +262,8 @@ def check_replaceable(target: Path) -> None:
             kind = "a symbolic link" if target.is_symlink() else "not a folder"
             raise OutputError(str(target), f"is {kind}, which a publish would replace; move it")
         foreign = foreign_entries(target)
-    except OSError as err:
-        raise OutputError(str(target), err.strerror or str(err)) from None
+    except OSError as err:  # naming what could not be looked at: pages/ or a package's folder
+        raise OutputError(str(err.filename or target), err.strerror or str(err)) from None
     if foreign:
         more = f" and {len(foreign) - 5} more" if len(foreign) > 5 else ""
         raise OutputError(

@@ -990,6 +990,25 @@ def test_a_branch_folder_that_cannot_be_searched_fails_that_branch_alone(tmp_pat
     assert re.search(r"v0\.23\.1: (unchanged|skipped)", done.err), done.err  # synced after it
 
 
+def test_a_pages_folder_that_cannot_be_listed_is_named(tmp_path: Path) -> None:
+    """The branch failed naming its folder, which this user could read, not its pages/."""
+    mirror = tmp_path / "mirror"
+    shutil.copytree(SAMPLE_MIRROR, mirror)
+    config = write_config(tmp_path / "c.yaml", fast_config(str(mirror), tmp_path / "out"))
+    assert run_cli("sync", "--branch", "develop", "--config", str(config), cwd=tmp_path).code == 0
+    shutil.rmtree(mirror / "develop" / "e4s")  # a change, to publish
+    pages = tmp_path / "out" / "develop" / "pages"
+    pages.chmod(0o200)
+    try:
+        done = run_cli(
+            "sync", "--branch", "develop", "--config", str(config), cwd=tmp_path, prefix=AS_A_USER
+        )
+    finally:
+        pages.chmod(0o755)
+    assert done.code == 4, done.err
+    assert f"branch develop failed: cannot write {pages}: Permission denied\n" in done.err
+
+
 def test_verify_names_what_it_cannot_check(tmp_path: Path) -> None:
     """The output folder given instead of a branch folder used to fail as a branch without an
     index (exit 8); one that cannot be searched ended in an internal error (exit 1)."""
