@@ -217,10 +217,11 @@ class BranchError(CrawlerError):
 class OutputError(CrawlerError):
     """The output directory cannot be written."""
 
-    def __init__(self, path: str, reason: str) -> None:
+    def __init__(self, path: str, reason: str, doing: str = "write") -> None:
         self.path = path
         self.reason = reason
-        super().__init__(path, reason)
+        self.doing = doing  # what could not be done: write, look into
+        super().__init__(path, reason, doing)
 
     def __str__(self) -> str:
-        return f"cannot write {self.path}: {self.reason}"
+        return f"cannot {self.doing} {self.path}: {self.reason}"

@@ -195,7 +195,7 @@ def _index_problems(index: _Index, folder: str) -> list[str]:
     root = next((s for s in index.sources if s.label == "root"), None)
     if root is not None and root.in_buildcache is not None and root.in_buildcache != specs:
         problems.append(
-            f"index.json: source root: in_buildcache is {root.in_buildcache} but the index "
+            f"index.json: source root: in_buildcache is {root.in_buildcache:,} but the index "
             f"has {counted(specs, 'spec')}"
         )
     owners: dict[str, list[str]] = defaultdict(list)
@@ -328,14 +328,18 @@ def _verify_once(folder: Path, schema: bool) -> list[str]:
 
 
 def _foreign_problems(folder: Path, reported: set[str]) -> list[str]:
-    """Entries a publish does not write (a symbolic link where a page should be, too), unless
-    the page checks already ``reported`` them: the next publish of the branch would refuse to
-    replace the folder."""
-    try:
-        foreign = [name for name in foreign_entries(folder) if name not in reported]
-    except OSError as err:
+    """Entries a publish does not write (a symbolic link where a page should be, too), and
+    folders that cannot be listed, unless the page checks already ``reported`` them: the next
+    publish of the branch would refuse to replace the folder."""
+    problems: list[str] = []
+
+    def unlisted(err: OSError) -> None:
         failed = Path(err.filename or folder)
         inside = failed != folder and failed.is_relative_to(folder)
         where = failed.relative_to(folder).as_posix() if inside else str(folder)
-        return [] if where in reported else [f"{where}: cannot be listed: {err.strerror or err}"]
-    return [f"{name}: not written by a publish (the next one would stop on it)" for name in foreign]
+        if where not in reported:
+            problems.append(f"{where}: cannot be listed: {err.strerror or err}")
+
+    foreign = [name for name in foreign_entries(folder, unlisted) if name not in reported]
+    message = "not written by a publish (the next one would stop on it)"
+    return problems + [f"{name}: {message}" for name in foreign]

@@ -23,6 +23,7 @@ import re
 import secrets
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -263,7 +264,8 @@ def check_replaceable(target: Path) -> None:
             raise OutputError(str(target), f"is {kind}, which a publish would replace; move it")
         foreign = foreign_entries(target)
     except OSError as err:  # naming what could not be looked at: pages/ or a package's folder
-        raise OutputError(str(err.filename or target), err.strerror or str(err)) from None
+        reason = err.strerror or str(err)
+        raise OutputError(str(err.filename or target), reason, "look into") from None
     if foreign:
         more = f" and {len(foreign) - 5} more" if len(foreign) > 5 else ""
         raise OutputError(
@@ -308,39 +310,45 @@ class _Companion(msgspec.Struct):
 _COMPANION = msgspec.json.Decoder(_Companion)
 
 
-def foreign_entries(branch: Path) -> list[str]:
-    """What in a branch folder a publish did not write (paths relative to it)."""
-    foreign = []
-    with os.scandir(branch) as entries:
-        for entry in entries:
-            if entry.name in OS_LITTER:
-                continue
-            if entry.name in BRANCH_FILES:
-                if not entry.is_file(follow_symlinks=False):
-                    foreign.append(entry.name)
-            elif entry.name == "pages" and entry.is_dir(follow_symlinks=False):
-                foreign += _foreign_pages(Path(entry.path))
-            else:
+def foreign_entries(branch: Path, unlisted: Callable[[OSError], None] | None = None) -> list[str]:
+    """What in a branch folder a publish did not write (paths relative to it).
+
+    A folder that cannot be listed raises its OSError; with ``unlisted``, that is given the
+    error instead and the rest is listed (for :mod:`crawler.verify`, which reports it all).
+    """
+    foreign: list[str] = []
+
+    def scan(folder: str) -> list[os.DirEntry[str]]:
+        try:
+            with os.scandir(folder) as entries:
+                return list(entries)
+        except OSError as err:
+            if unlisted is None:
+                raise
+            unlisted(err)
+            return []
+
+    for entry in scan(str(branch)):
+        if entry.name in OS_LITTER:
+            continue
+        if entry.name in BRANCH_FILES:
+            if not entry.is_file(follow_symlinks=False):
                 foreign.append(entry.name)
-    return sorted(foreign)
-
-
-def _foreign_pages(pages: Path) -> list[str]:
-    foreign = []
-    with os.scandir(pages) as packages:
-        for package in packages:
-            where = f"pages/{package.name}"
-            if package.name in OS_LITTER:
-                continue
-            if not package.is_dir(follow_symlinks=False):
-                foreign.append(where)
-                continue
-            with os.scandir(package.path) as files:
-                for file in files:
+        elif entry.name == "pages" and entry.is_dir(follow_symlinks=False):
+            for package in scan(entry.path):
+                where = f"pages/{package.name}"
+                if package.name in OS_LITTER:
+                    continue
+                if not package.is_dir(follow_symlinks=False):
+                    foreign.append(where)
+                    continue
+                for file in scan(package.path):
                     page = file.name == "specs.md" and file.is_file(follow_symlinks=False)
                     if not page and file.name not in OS_LITTER:
                         foreign.append(f"{where}/{file.name}")
-    return foreign
+        else:
+            foreign.append(entry.name)
+    return sorted(foreign)
 
 
 class BranchStage:

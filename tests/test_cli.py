@@ -787,11 +787,8 @@ def test_a_crawler_folder_on_another_filesystem_is_refused_before_any_work(
 @pytest.mark.parametrize(
     ("name", "what"),
     [
-        ("staging", "file"),
-        ("state", "file"),
-        ("state", "dangling link"),
-        ("reports", "file"),
-        ("tmp", "file"),
+        *[(name, "file") for name in ("staging", "state", "reports", "tmp")],
+        *[(name, "dangling link") for name in ("staging", "state", "reports", "tmp")],
     ],
 )
 def test_a_file_where_a_work_folder_goes_is_removed(tmp_path: Path, name: str, what: str) -> None:
@@ -811,6 +808,23 @@ def test_a_file_where_a_work_folder_goes_is_removed(tmp_path: Path, name: str, w
     again = run_cli("sync", "--branch", "develop", "--config", str(config), cwd=tmp_path)
     assert (again.code, again.err.count("WARNING")) == (6, 0), again.err
     assert folder.is_dir() or name == "reports"  # made when a branch fails
+
+
+@pytest.mark.parametrize("name", ["state", "reports", "tmp"])
+def test_a_work_folder_linked_elsewhere_is_kept(tmp_path: Path, name: str) -> None:
+    """Only what is not a folder is removed: a link to a folder elsewhere is used."""
+    config = sample_config(tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    link = tmp_path / "out" / ".crawler" / name
+    link.parent.mkdir(parents=True)
+    link.symlink_to(elsewhere)
+    done = run_cli("sync", "--branch", "develop", "--config", str(config), cwd=tmp_path)
+    assert done.code == 0, done.err
+    assert "WARNING" not in done.err
+    assert link.is_symlink()
+    if name == "state":
+        assert (elsewhere / "develop.json").is_file()
 
 
 def test_a_crawler_folder_that_cannot_be_listed_is_named(tmp_path: Path) -> None:
@@ -1006,7 +1020,7 @@ def test_a_pages_folder_that_cannot_be_listed_is_named(tmp_path: Path) -> None:
     finally:
         pages.chmod(0o755)
     assert done.code == 4, done.err
-    assert f"branch develop failed: cannot write {pages}: Permission denied\n" in done.err
+    assert f"branch develop failed: cannot look into {pages}: Permission denied\n" in done.err
 
 
 def test_verify_names_what_it_cannot_check(tmp_path: Path) -> None:
@@ -1122,17 +1136,22 @@ def test_a_stderr_that_cannot_be_written_changes_no_exit_code(tmp_path: Path) ->
 
 @pytest.mark.parametrize("unreadable", ["pages", "pages/zlib-ng"])
 def test_verify_says_which_page_folders_it_cannot_list(tmp_path: Path, unreadable: str) -> None:
-    """The pages under a folder that could not be listed were reported missing, one by one."""
+    """The pages under a folder that could not be listed were reported missing, one by one;
+    what else the branch holds is still reported."""
     config = sample_config(tmp_path)
     assert run_cli("sync", "--branch", "develop", "--config", str(config), cwd=tmp_path).code == 0
     branch = tmp_path / "out" / "develop"
+    (branch / "junk").write_text("not the crawler's")
     (branch / unreadable).chmod(0o200)
     try:
         done = run_cli("verify", str(branch), cwd=tmp_path, prefix=AS_A_USER)
     finally:
         (branch / unreadable).chmod(0o755)
     assert done.code == 8, done.err
-    assert done.out == f"{unreadable}: cannot be listed: Permission denied\n"
+    assert done.out == (
+        f"{unreadable}: cannot be listed: Permission denied\n"
+        "junk: not written by a publish (the next one would stop on it)\n"
+    )
 
 
 def _stdout_to(stdout: str, *args: str, cwd: Path) -> Done:
