@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import sys
+from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Protocol
 
@@ -72,9 +73,10 @@ class LiveReporter:
         )
         self.tasks: dict[str, TaskID] = {}
         self.bytes: dict[str, int] = {}
+        self.gone = False  # the terminal hung up: nothing is drawn any more
 
     def __enter__(self) -> LiveReporter:
-        self.progress.start()
+        self._shown(self.progress.start)
         return self
 
     def __exit__(
@@ -83,35 +85,47 @@ class LiveReporter:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        # The terminal may be gone (SIGHUP when it closed): its EIO must not replace the run's
-        # own outcome.
-        with contextlib.suppress(OSError):
-            self.progress.stop()
+        self._shown(self.progress.stop)
 
     def branch_started(self, branch: str, sources: int) -> None:
+        self.bytes[branch] = 0
+        self._shown(self._add_task, branch, sources)
+
+    def _add_task(self, branch: str, sources: int) -> None:
         from rich.filesize import decimal
 
-        self.bytes[branch] = 0
         self.tasks[branch] = self.progress.add_task(branch, total=sources, size=decimal(0))
 
     def source_done(self, branch: str, line: str, size: int, ok: bool) -> None:
         from rich.filesize import decimal
 
         self.bytes[branch] += size
-        self.progress.update(self.tasks[branch], advance=1, size=decimal(self.bytes[branch]))
+        task = self.tasks.get(branch)
+        if task is not None:
+            now = decimal(self.bytes[branch])
+            self._shown(self.progress.update, task, advance=1, size=now)
         if not ok:
-            self._print(f"[red]{branch} {line}")
+            self._shown(self.console.print, f"[red]{branch} {line}")
         else:
             log.debug("%s %s", branch, line)
 
     def branch_done(self, branch: str, line: str, ok: bool) -> None:
         style = "green" if ok else "red"
-        self._print(f"[{style}]{branch}: {line}")
+        self._shown(self.console.print, f"[{style}]{branch}: {line}")
 
-    def _print(self, text: str) -> None:
-        """A line above the display; lost, not raised, when the terminal is gone (EIO)."""
-        with contextlib.suppress(OSError):
-            self.progress.console.print(text)
+    def _shown(self, call: Callable[..., object], *args: object, **kwargs: object) -> None:
+        """``call(...)`` on the display. The terminal may be gone (it hung up: EIO), as the
+        display starts or at any time; that must not change the run's outcome, so the display
+        is stopped and not drawn again: what it would have shown is lost (the log file and
+        the exit code say it all)."""
+        if self.gone:
+            return
+        try:
+            call(*args, **kwargs)
+        except OSError:
+            self.gone = True
+            with contextlib.suppress(OSError):
+                self.progress.stop()
 
 
 def setup_logging(quiet: bool, verbose: bool) -> None:
