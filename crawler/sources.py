@@ -33,6 +33,7 @@ from .errors import (
     FetchError,
     NotFoundError,
     OutOfMemory,
+    OutputError,
     SourceChanged,
     out_of_memory,
 )
@@ -510,10 +511,14 @@ class SourceReader:
                     await self.decoder.run(STACKS_AFTER, summarize_stack, str(path), url, limit)
                 ]
                 summary = summary_of(kind, parts)
-        except Exception:
+        except Exception as err:
             # Bytes half written meanwhile, or shards of a root that read two versions of it
             # (whatever that made of them): read again, not failed.
             fetched.check_unchanged()
+            if isinstance(err, OSError) and err.filename == str(path) and not fetched.identity:
+                # The crawler's own download, gone from .crawler/tmp (or unreadable) meanwhile:
+                # a problem of the output folder, not of the mirror, and no bug.
+                raise OutputError(str(path), err.strerror or str(err), "read") from None
             raise
         fetched.check_unchanged()
         outcome.use(summary)

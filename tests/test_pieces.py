@@ -296,6 +296,35 @@ class _InProcess(DecodeQueue):
         """No processes to stop."""
 
 
+class _DownloadsRemoved(_InProcess):
+    """Removes each file before its job runs, as someone emptying ``.crawler/tmp`` would."""
+
+    async def run(self, priority: int, fn: Callable[..., bytes], *args: object) -> bytes:
+        Path(str(args[0])).unlink(missing_ok=True)
+        return await super().run(priority, fn, *args)
+
+
+@pytest.mark.parametrize("label", ["root", "s1"])
+async def test_a_download_removed_before_it_is_decoded_is_an_output_error(
+    tmp_path: Path, mirror_server: ServeMirror, label: str
+) -> None:
+    """It failed as an internal error, with a worker's traceback in the log: a bug, it said."""
+    index = tmp_path / "mirror" / "index.json"
+    index.parent.mkdir()
+    index.write_bytes(index_document([], 8))
+    server = await mirror_server(index.parent)
+    config = Config(output=str(tmp_path / "out"), decode_workers=1)
+    source = Source("develop", label, URL, f"{server.url}/index.json", "v2", None)
+    dest = tmp_path / "tmp" / "develop-0.json"
+    dest.parent.mkdir()
+    async with Fetcher(config) as fetcher:
+        reader = SourceReader(config, fetcher, Store(tmp_path / "out"), LogReporter())
+        reader.decoder = _DownloadsRemoved(1)
+        outcome = await reader.read("develop", source, dest, None)
+    assert outcome.status == "failed"
+    assert outcome.error == f"cannot read {dest}: No such file or directory"
+
+
 async def _read(tmp_path: Path, path: str, shards: int) -> tuple[SourceOutcome, list[Round]]:
     """What SourceReader makes of a root index at ``path`` (read as a local mirror's file, with
     a fresh cache), and the rounds its loop ran."""
