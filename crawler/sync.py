@@ -657,7 +657,7 @@ class Syncer:
         if root.status == "missing":
             raise BranchError(branch, f"root index not found at {root.source.location}")
         if root.facts is None:
-            raise BranchError(branch, f"root index unusable: {root.error}")
+            raise BranchError(branch, f"root index failed: {root.error}")
         failed = [o for o in outcomes[1:] if o.status == "failed"]
         budget = self.config.publish.max_failed_stacks
         # Beyond the budget only stacks the output was published without may fail (all of

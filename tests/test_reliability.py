@@ -720,7 +720,7 @@ async def test_a_failed_root_fails_the_branch_whatever_the_budget(site: MakeSite
 
     assert done.code == 4
     assert (
-        f"branch a failed: root index unusable: cannot fetch {s.location('a')}: "
+        f"branch a failed: root index failed: cannot fetch {s.location('a')}: "
         "HTTP 500 after 3 attempts"
     ) in done.err
     assert done.err.endswith("error: 1 branch(es) failed: a\n")
