@@ -226,7 +226,10 @@ def _page_problems(
     pages = folder / "pages"
     expected = {f"{name}/specs.md": name for name in names}
     found, unlisted = _files_under(pages)
-    problems = [f"{where}: cannot be listed: {why}" for where, why in sorted(unlisted.items())]
+    problems = [
+        f"{where}: cannot be listed: {why} (the pages in it are not checked)"
+        for where, why in sorted(unlisted.items())
+    ]
     for relative in sorted(found | set(expected)):
         if relative not in expected:
             problems.append(f"pages/{relative}: not a page of any package in index.json")

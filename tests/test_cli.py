@@ -1186,7 +1186,7 @@ def test_verify_says_which_page_folders_it_cannot_list(tmp_path: Path, unreadabl
         (branch / unreadable).chmod(0o755)
     assert done.code == 8, done.err
     assert done.out == (
-        f"{unreadable}: cannot be listed: Permission denied\n"
+        f"{unreadable}: cannot be listed: Permission denied (the pages in it are not checked)\n"
         "junk: not written by a publish (the next one would stop on it)\n"
     )
 
