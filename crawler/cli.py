@@ -454,6 +454,9 @@ async def main_async(argv: Sequence[str] | None = None, *, sleep: Sleep = asynci
     config: Config | None = None
     result: RunResult | None = None
     code = EXIT_INTERNAL
+    # A sync's signal handlers, kept until its metrics are written: a signal once the outcome is
+    # known must neither kill the process before then (the default action) nor change the code.
+    held = contextlib.ExitStack()
     try:
         try:
             parser = build_parser()
@@ -484,19 +487,19 @@ async def main_async(argv: Sequence[str] | None = None, *, sleep: Sleep = asynci
             return await _branches(config, sleep)
         _check_output(config)
         syncer = Syncer(config, LogReporter(), sleep=sleep, force=args.force)
-        with _signals() as received:
-            try:
-                result = await _sync(syncer, args)
-            except asyncio.CancelledError:
-                if not received:
-                    raise
-                result = RunResult(syncer.results)  # what finished before, for the metrics
-                signame = received[-1]
-                finished = ", ".join(f"{b.branch} ({b.status})" for b in syncer.results)
-                which = f" after {finished}; the rest of the" if finished else "; published"
-                _tell(f"interrupted by {signame.name}{which} output untouched")
-                code = 128 + signame  # 129 (SIGHUP), 130 (SIGINT), 143 (SIGTERM), as shells say
-                return code
+        received = held.enter_context(_signals())
+        try:
+            result = await _sync(syncer, args)
+        except asyncio.CancelledError:
+            if not received:
+                raise
+            result = RunResult(syncer.results)  # what finished before, for the metrics
+            signame = received[-1]
+            finished = ", ".join(f"{b.branch} ({b.status})" for b in syncer.results)
+            which = f" after {finished}; the rest of the" if finished else "; published"
+            _tell(f"interrupted by {signame.name}{which} output untouched")
+            code = 128 + signame  # 129 (SIGHUP), 130 (SIGINT), 143 (SIGTERM), as shells say
+            return code
         code = exit_code(result)
         if result.failed:
             names = ", ".join(b.branch for b in result.failed)
@@ -518,8 +521,11 @@ async def main_async(argv: Sequence[str] | None = None, *, sleep: Sleep = asynci
         log.exception("internal error (a bug in crawler %s)", __version__)
         code = EXIT_INTERNAL
     finally:
-        if config is not None and args.command == "sync" and code != EXIT_LOCKED:
-            _write_metrics(config, result, code, time.monotonic() - started)
+        try:
+            if config is not None and args.command == "sync" and code != EXIT_LOCKED:
+                _write_metrics(config, result, code, time.monotonic() - started)
+        finally:
+            held.close()
     return code
 
 
@@ -527,7 +533,11 @@ async def main_async(argv: Sequence[str] | None = None, *, sleep: Sleep = asynci
 def _signals() -> Iterator[list[signal.Signals]]:
     """Turn SIGINT, SIGTERM and SIGHUP into a cancellation of the current task, noting which
     came. SIGHUP (the terminal of a run by hand closed) is left alone when it is ignored, as
-    under ``nohup``."""
+    under ``nohup``.
+
+    The handlers run on the event loop: one that comes once the task awaits nothing more (its
+    outcome is known, its metrics being written) is dropped when they are removed, and the
+    outcome stands; without them, SIGTERM or SIGHUP would kill the process there."""
     loop = asyncio.get_running_loop()
     task = asyncio.current_task()
     received: list[signal.Signals] = []

@@ -32,7 +32,7 @@ from urllib.parse import quote
 import pytest
 import yaml
 
-from crawler import __version__
+from crawler import __version__, cli
 from crawler.cli import main, main_async
 from crawler.errors import OutputError
 from crawler.synth import SynthRef, SynthSpec, build_mirror
@@ -1145,6 +1145,26 @@ def test_a_terminal_that_hangs_up_during_the_display_changes_nothing(
     assert main(["sync", "--branch", "develop", "--config", str(config)]) == 0
     assert verify_branch(tmp_path / "out" / "develop") == []
     assert terminal.writes == 0  # it did hang up
+
+
+def test_a_signal_once_the_outcome_is_known_changes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The handlers were removed as soon as the branches were done: a SIGTERM or SIGHUP before
+    the metrics were written killed the process (no metrics, status "killed"), a SIGINT made
+    the published run exit 130. Here the signal comes just before the metrics are written."""
+    config = sample_config(tmp_path)
+    metrics = tmp_path / "m.prom"
+    write_metrics = cli._write_metrics
+
+    def late(*args: Any) -> None:
+        signal.raise_signal(signal.SIGINT)  # as SIGTERM would, but pytest survives without it
+        write_metrics(*args)
+
+    monkeypatch.setattr(cli, "_write_metrics", late)
+    argv = ["sync", "--branch", "develop", "--config", str(config), "--metrics", str(metrics)]
+    assert main(argv) == 0
+    assert "spack_cache_crawler_run_exit_code 0" in metrics.read_text()
 
 
 def test_a_stderr_that_cannot_be_written_changes_no_exit_code(tmp_path: Path) -> None:
