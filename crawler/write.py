@@ -149,8 +149,8 @@ def staging_dir(output: Path) -> Path:
     return state_dir(output) / "staging"
 
 
-#: The folders of ``.crawler/`` that runs write into (``cache`` is only a cache, and may be a
-#: link to a folder elsewhere that is not always there).
+#: The folders of ``.crawler/`` that runs write into (``cache`` apart: see
+#: :func:`check_work_folders`).
 _WORK_FOLDERS = ("tmp", "staging", "state", "reports")
 
 
@@ -163,12 +163,18 @@ def check_work_folders(output: Path) -> list[str]:
     another filesystem than the output (a ``.crawler`` mounted or linked elsewhere) is refused,
     before any work: a branch is swapped in by renaming its staged folder, which cannot cross
     filesystems, so every publish would fail after all the downloading and decoding.
-    (``.crawler/cache`` may be elsewhere.)"""
+
+    ``.crawler/cache`` may be elsewhere: a link there is kept even when it leads nowhere (a
+    volume not mounted yet; every run warns that it cannot use the cache); a file there is
+    removed like the others (no run could use the cache, and each would warn about every
+    source)."""
     staging = staging_dir(output)
     done = []
     try:
-        for name in _WORK_FOLDERS:
+        for name in (*_WORK_FOLDERS, "cache"):
             folder = state_dir(output) / name
+            if name == "cache" and folder.is_symlink():
+                continue
             if os.path.lexists(folder) and not folder.is_dir():
                 folder.unlink()
                 done.append(f"removed {folder}, which was not a folder")

@@ -790,14 +790,15 @@ def test_a_crawler_folder_on_another_filesystem_is_refused_before_any_work(
 @pytest.mark.parametrize(
     ("name", "what"),
     [
-        *[(name, "file") for name in ("staging", "state", "reports", "tmp")],
+        *[(name, "file") for name in ("staging", "state", "reports", "tmp", "cache")],
         *[(name, "dangling link") for name in ("staging", "state", "reports", "tmp")],
     ],
 )
 def test_a_file_where_a_work_folder_goes_is_removed(tmp_path: Path, name: str, what: str) -> None:
     """At ``staging`` it failed every publish, night after night ("cannot write
     .../staging/new-develop.<hex>: File exists"); at ``state`` no run could record what it
-    read, so each read everything again and warned that the next would do better."""
+    read, so each read everything again and warned that the next would do better; at
+    ``cache``, none could use the cache, and each warned twice about every source."""
     config = sample_config(tmp_path)
     folder = tmp_path / "out" / ".crawler" / name
     folder.parent.mkdir(parents=True)
@@ -811,9 +812,11 @@ def test_a_file_where_a_work_folder_goes_is_removed(tmp_path: Path, name: str, w
     again = run_cli("sync", "--branch", "develop", "--config", str(config), cwd=tmp_path)
     assert (again.code, again.err.count("WARNING")) == (6, 0), again.err
     assert folder.is_dir() or name == "reports"  # made when a branch fails
+    if name == "cache":
+        assert any(folder.iterdir())
 
 
-@pytest.mark.parametrize("name", ["state", "reports", "tmp"])
+@pytest.mark.parametrize("name", ["state", "reports", "tmp", "cache"])
 def test_a_work_folder_linked_elsewhere_is_kept(tmp_path: Path, name: str) -> None:
     """Only what is not a folder is removed: a link to a folder elsewhere is used."""
     config = sample_config(tmp_path)
@@ -826,8 +829,20 @@ def test_a_work_folder_linked_elsewhere_is_kept(tmp_path: Path, name: str) -> No
     assert done.code == 0, done.err
     assert "WARNING" not in done.err
     assert link.is_symlink()
-    if name == "state":
-        assert (elsewhere / "develop.json").is_file()
+    if name in ("state", "cache"):
+        assert any(elsewhere.iterdir())
+
+
+def test_a_cache_linked_to_a_folder_not_there_is_kept(tmp_path: Path) -> None:
+    """A volume not mounted yet, say: the run goes on without the cache, and says so."""
+    config = sample_config(tmp_path)
+    link = tmp_path / "out" / ".crawler" / "cache"
+    link.parent.mkdir(parents=True)
+    link.symlink_to(tmp_path / "not-mounted" / "cache")
+    done = run_cli("sync", "--branch", "develop", "--config", str(config), cwd=tmp_path)
+    assert done.code == 0, done.err
+    assert "WARNING cannot cache a summary (the next run decodes it again)" in done.err
+    assert link.is_symlink() and not link.exists()
 
 
 def test_a_crawler_folder_that_cannot_be_listed_is_named(tmp_path: Path) -> None:

@@ -934,14 +934,14 @@ async def test_a_cache_that_cannot_be_written_or_read_costs_no_publish(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The cache is expendable: when it cannot be written (a full disk) or read (here its
-    folder was replaced by a file), the run goes on without it. It used to fail the branch,
-    blaming the mirror ("root index unusable: cannot write .../cache/..."), or to end in an
-    internal error when an unreadable summary could not be deleted either."""
+    folder is a link to one that is not there), the run goes on without it. It used to fail
+    the branch, blaming the mirror ("root index unusable: cannot write .../cache/..."), or to
+    end in an internal error when an unreadable summary could not be deleted either."""
     site = await make_site(tmp_path, None)
     await site.start()
     cache = site.out / ".crawler" / "cache"
     shutil.rmtree(cache)
-    cache.write_text("not a folder")
+    cache.symlink_to(tmp_path / "not-mounted" / "cache")
     site.rebuild(MORE_SPECS)
     capsys.readouterr()
 
