@@ -378,9 +378,9 @@ def _verify(args: argparse.Namespace) -> int:
     if found is not None:  # a typo, the index file itself, the output folder: no branch
         raise UsageError(f"crawler verify: {path}: {found}")
     problems = verify_branch(path, schema=not args.no_schema)
-    held = [] if problems or args.quiet else [f"{path}: all checks hold"]
+    verdict = [] if problems or args.quiet else [f"{path}: all checks hold"]
     try:
-        _results(problems or held)
+        _results(problems or verdict)
     except BrokenPipeError:
         pass  # the reader took what it wanted (`| head -1`)
     except OSError as err:  # the exit code is the verdict, and stands

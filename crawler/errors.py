@@ -215,7 +215,8 @@ class BranchError(CrawlerError):
 
 
 class OutputError(CrawlerError):
-    """The output directory cannot be written."""
+    """The output directory cannot be written, or what the crawler keeps there cannot be looked
+    into or read back (``doing`` says which)."""
 
     def __init__(self, path: str, reason: str, doing: str = "write") -> None:
         self.path = path
