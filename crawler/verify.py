@@ -263,8 +263,7 @@ def _files_under(pages: Path) -> tuple[set[str], dict[str, str]]:
     unlisted: dict[str, str] = {}
 
     def failed(err: OSError) -> None:
-        where = Path(err.filename or pages).relative_to(pages.parent).as_posix()
-        unlisted[where] = err.strerror or str(err)
+        unlisted[_unlisted_at(err, pages.parent)] = err.strerror or str(err)
 
     for top, _, files in os.walk(pages, onerror=failed):
         at = Path(top).relative_to(pages)
@@ -337,12 +336,18 @@ def _foreign_problems(folder: Path, reported: set[str]) -> list[str]:
     problems: list[str] = []
 
     def unlisted(err: OSError) -> None:
-        failed = Path(err.filename or folder)
-        inside = failed != folder and failed.is_relative_to(folder)
-        where = failed.relative_to(folder).as_posix() if inside else str(folder)
+        where = _unlisted_at(err, folder)
         if where not in reported:
             problems.append(f"{where}: cannot be listed: {err.strerror or err}")
 
     foreign = [name for name in foreign_entries(folder, unlisted) if name not in reported]
     message = "not written by a publish (the next one would stop on it)"
     return problems + [f"{name}: {message}" for name in foreign]
+
+
+def _unlisted_at(err: OSError, folder: Path) -> str:
+    """Where a folder could not be listed, relative to the branch ``folder`` (``pages``,
+    ``pages/zlib``), as problems name paths; the branch folder itself by its full path."""
+    failed = Path(err.filename or folder)
+    inside = failed != folder and failed.is_relative_to(folder)
+    return failed.relative_to(folder).as_posix() if inside else str(folder)
