@@ -53,18 +53,22 @@ from .conftest import (
 )
 
 
-def run_cli(*args: str, cwd: Path, prefix: Sequence[str] = ()) -> Done:
-    """Run ``python -m crawler ARGS`` to completion (no server involved), after ``prefix``."""
+def run_cli(
+    *args: str, cwd: Path, prefix: Sequence[str] = (), stdout: int = subprocess.PIPE
+) -> Done:
+    """Run ``python -m crawler ARGS`` to completion (no server involved), after ``prefix``;
+    its stdout captured, or written to the file descriptor ``stdout`` (then ``out`` is "")."""
     proc = subprocess.run(
         [*prefix, sys.executable, "-m", "crawler", *args],
         cwd=cwd,
         env=cli_env(),
-        capture_output=True,
+        stdout=stdout,
+        stderr=subprocess.PIPE,
         text=True,
         timeout=CLI_TIMEOUT,
         check=False,
     )
-    return Done(proc.returncode, proc.stdout, proc.stderr)
+    return Done(proc.returncode, proc.stdout or "", proc.stderr)
 
 
 async def run_cli_async(*args: str, cwd: Path) -> Done:
@@ -1236,19 +1240,9 @@ def _stdout_to(stdout: str, *args: str, cwd: Path) -> Done:
     else:
         write = os.open(stdout, os.O_WRONLY)
     try:
-        proc = subprocess.run(
-            [sys.executable, "-m", "crawler", *args],
-            cwd=cwd,
-            env=cli_env(),
-            stdout=write,
-            stderr=subprocess.PIPE,
-            text=True,
-            timeout=CLI_TIMEOUT,
-            check=False,
-        )
+        return run_cli(*args, cwd=cwd, stdout=write)
     finally:
         os.close(write)
-    return Done(proc.returncode, "", proc.stderr)
 
 
 def test_results_that_cannot_reach_stdout(tmp_path: Path) -> None:
