@@ -410,6 +410,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--skip-baseline", action="store_true", help="do not run the baseline")
     parser.add_argument("--json", type=Path, help="also save the figures to this file")
+    parser.add_argument(
+        "--out", type=Path, default=OUT, help=f"generated mirrors and runs (default: {OUT})"
+    )
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error("--repeat must be >= 1")
@@ -430,7 +433,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     params = params_from(args)
     print(f"mirror {params.key} ...", flush=True)
-    generated = ensure_mirror(OUT / "mirrors", params)
+    generated = ensure_mirror(args.out / "mirrors", params)
     print(describe(generated), flush=True)
     branch = args.branch or generated.refs[0]
     if branch not in generated.refs:
@@ -440,7 +443,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     shape = f"lat{args.latency_ms:g}-bw{args.bandwidth_mbps:g}" if args.bandwidth_mbps else ""
     shape = shape or (f"lat{args.latency_ms:g}" if args.latency_ms else "unshaped")
-    work = OUT / "runs" / f"{params.key}-{shape}"
+    work = args.out / "runs" / f"{params.key}-{shape}"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
 
@@ -635,6 +638,9 @@ def _print(figures: dict[str, Any]) -> None:
     for key, value in ratios.items():
         print(f"{key:<20} {'n/a' if value is None else f'{value:.2f}'}")
     print()
+    if figures["shaping"]["name"] != "unshaped":
+        # The issue sets its targets on unshaped loopback: shaped, they are only a comparison.
+        print("targets are set for unshaped loopback; with shaping they are for comparison only")
     for name, ok in figures["targets"].items():
         print(f"{_status(ok)}  {name}")
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -18,6 +20,7 @@ import aiohttp
 import pytest
 from yarl import URL
 
+import bench.run
 import crawler.sync
 from bench.baseline import summarize_ref
 from bench.bytecode import compile_crawler
@@ -25,7 +28,7 @@ from bench.generate import MirrorParams, generate_mirror
 from bench.server import serve
 from crawler.cli import main_async
 
-from .conftest import tree_bytes
+from .conftest import REPO, tree_bytes
 
 
 @pytest.mark.parametrize(
@@ -142,3 +145,34 @@ def test_the_runner_compiles_the_crawler_bytecode_as_an_install_does() -> None:
     assert str(source.parent) in line
     assert compiled.is_file()
     assert compiled.stat().st_mtime >= source.stat().st_mtime
+
+
+def test_the_benchmark_runs_from_its_one_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``bench/run.py``, as bench/README.md gives it, on a tiny mirror with a shaped server:
+    every figure is printed and saved, and the targets, set for unshaped loopback, are said to
+    be for comparison only (and are not so said unshaped)."""
+    saved = tmp_path / "figures.json"
+    argv = [sys.executable, str(REPO / "bench" / "run.py"), "--records", "200", "--stacks", "3"]
+    argv += ["--skip-baseline", "--latency-ms", "1", "--out", str(tmp_path / "out")]
+    argv += ["--crawler", f"{sys.executable} -m crawler", "--json", str(saved)]
+    done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=50, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    for start in ("floor      download", "cold       wall", "warm       wall", "cold_over_floor"):
+        assert f"\n{start}" in done.stdout, start
+    assert "\nPASS  warm index.json identical\n" in done.stdout
+    assert f"\n{_COMPARISON}\n" in done.stdout
+    assert (tmp_path / "out" / "mirrors").is_dir() and (tmp_path / "out" / "runs").is_dir()
+
+    figures = json.loads(saved.read_text())
+    assert figures["shaping"]["name"] == "lat1"
+    assert figures["targets"]["warm index.json identical"] is True
+    assert figures["targets"]["baseline/cold >= 20"] is None  # skipped
+    capsys.readouterr()
+    bench.run._print({**figures, "shaping": {**figures["shaping"], "name": "unshaped"}})
+    unshaped = capsys.readouterr().out
+    assert "PASS  warm index.json identical" in unshaped and _COMPARISON not in unshaped
+
+
+_COMPARISON = "targets are set for unshaped loopback; with shaping they are for comparison only"
