@@ -6,7 +6,8 @@ code   meaning
 0      success: every requested branch is current and at least one was published
 1      internal error (a bug: the traceback is printed)
 2      usage or config error (bad flag, config file, unknown or unsafe branch name)
-3      the mirror could not be read (discovery document unreachable or invalid)
+3      the mirror could not be read (discovery document unreachable or invalid, or under
+       ``--all`` listing no ref that can be synced)
 4      one or more branches failed or were refused by the publish gate; their previous output
        is untouched (other branches may have been published)
 5      partial: published, but some stacks failed within ``publish.max_failed_stacks``

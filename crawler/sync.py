@@ -49,7 +49,14 @@ from .changes import SpecStacks, changes_between, counted, summary_line
 from .config import Config, normal_formats
 from .consolidate import Conflict, Consolidator, PackageSummary, consolidate, paused_gc
 from .discovery import Discovery, Mirror, Source, is_safe_name, parse_discovery
-from .errors import BranchError, CrawlerError, OutputError, UsageError, shown
+from .errors import (
+    BranchError,
+    CrawlerError,
+    IndexFormatError,
+    OutputError,
+    UsageError,
+    shown,
+)
 from .fetch import Fetcher, Sleep
 from .files import read_regular
 from .lock import RunLock
@@ -331,6 +338,14 @@ class Syncer:
                             continue
                         result = await self._branch(reader, discovery, branch, work)
                         self.results.append(result)
+                if branches is None and not discovery.refs:
+                    # --all with nothing to sync is no "nothing changed" (exit 6): the refs
+                    # published before would go stale with every run passing.
+                    raise IndexFormatError(
+                        discovery.url,
+                        "the discovery document lists no usable ref "
+                        f"({counted(len(discovery.problems), 'unusable ref')}: see the warnings)",
+                    )
         return RunResult(self.results, time.monotonic() - started)
 
     @staticmethod

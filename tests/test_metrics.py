@@ -434,3 +434,34 @@ async def test_refs_the_mirror_lists_as_unusable_are_not_in_the_metrics(
     assert "WARNING no-root: unusable in the discovery document: no 'root' index listed" in err
     assert "WARNING evil\\x1b[31m: unusable in the discovery document: ref name" in err
     assert "\x1b" not in err
+
+
+async def test_all_with_no_usable_ref_is_an_unusable_mirror(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Under --all, a mirror whose every ref is unusable (here its URLs moved off the mirror)
+    has nothing to sync: that is exit 3, and a failure in the metrics, not "nothing changed"
+    (exit 6), under which the refs published before would go stale with every run passing."""
+    mirror = tmp_path / "mirror"
+    discovery = build_mirror(mirror, [SynthRef("develop", (SynthSpec("zlib", "1.3.1"),))])
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump(fast_config(str(mirror), tmp_path / "out")))
+    metrics = tmp_path / "crawler.prom"
+    argv = ["sync", "--all", "--config", str(config), "--metrics", str(metrics), "-q"]
+    assert await main_async(argv) == 0
+    published = (tmp_path / "out" / "develop" / "index.json").read_bytes()
+
+    moved = json.dumps(discovery).replace("s3://spack-binaries/", "https://cdn.example.org/")
+    discovery_file = mirror / "cache_spack_io_index.json"
+    discovery_file.write_text(moved)
+    capsys.readouterr()
+    assert await main_async(argv) == 3
+    err = capsys.readouterr().err
+    assert "WARNING develop: unusable in the discovery document:" in err
+    assert (
+        f"error: mirror unusable: bad document at {discovery_file.as_uri()}: the discovery "
+        "document lists no usable ref "
+        "(1 unusable ref: see the warnings)" in err
+    )
+    assert "crawler_run_exit_code 3" in metrics.read_text()
+    assert (tmp_path / "out" / "develop" / "index.json").read_bytes() == published
