@@ -164,6 +164,7 @@ class Store:
         self.root = state_dir(output)
         self.cache = self.root / "cache"
         self.states = self.root / "state"
+        self._cache_gone_told = False  # warned that the cache's link leads nowhere
 
     def _summary_path(self, kind: Kind, sha256: str) -> Path:
         return self.cache / f"{kind}-{sha256}{_cache_suffix()}"
@@ -206,7 +207,26 @@ class Store:
                 durable=False,
             )
         except OutputError as err:
-            log.warning("cannot cache a summary (the next run decodes it again): %s", err)
+            gone = self._cache_link_target_gone()
+            if gone is None:
+                log.warning("cannot cache a summary (the next run decodes it again): %s", err)
+            elif not self._cache_gone_told:  # said once: every source would say the same
+                self._cache_gone_told = True
+                log.warning(
+                    "cannot cache summaries (the next run decodes them again): %s is a link to "
+                    "%s, which does not exist (a volume not mounted?)",
+                    self.cache,
+                    gone,
+                )
+
+    def _cache_link_target_gone(self) -> str | None:
+        """Where the cache's link leads, when it is a link that leads nowhere (else None)."""
+        try:
+            if self.cache.is_symlink() and not self.cache.exists():
+                return os.readlink(self.cache)
+        except OSError:
+            pass
+        return None
 
     def branch(self, branch: str, any_version: bool = False) -> BranchState | None:
         """The state of a branch's last publish, if usable by this version (``any_version``:

@@ -838,15 +838,45 @@ def test_a_work_folder_linked_elsewhere_is_kept(tmp_path: Path, name: str) -> No
 
 
 def test_a_cache_linked_to_a_folder_not_there_is_kept(tmp_path: Path) -> None:
-    """A volume not mounted yet, say: the run goes on without the cache, and says so."""
+    """A volume not mounted yet, say: the run goes on without the cache, and says so once,
+    naming the link and where it leads (each source used to warn "File exists")."""
     config = sample_config(tmp_path)
     link = tmp_path / "out" / ".crawler" / "cache"
     link.parent.mkdir(parents=True)
-    link.symlink_to(tmp_path / "not-mounted" / "cache")
+    target = tmp_path / "not-mounted" / "cache"
+    link.symlink_to(target)
     done = run_cli("sync", "--branch", "develop", "--config", str(config), cwd=tmp_path)
     assert done.code == 0, done.err
-    assert "WARNING cannot cache a summary (the next run decodes it again)" in done.err
+    warnings = [line for line in done.err.splitlines() if " WARNING " in line]
+    assert len(warnings) == 1, done.err
+    assert warnings[0].endswith(
+        f"WARNING cannot cache summaries (the next run decodes them again): {link} is a link "
+        f"to {target}, which does not exist (a volume not mounted?)"
+    )
     assert link.is_symlink() and not link.exists()
+
+
+def test_a_cache_that_cannot_be_written_warns_for_each_summary(tmp_path: Path) -> None:
+    """Only a cache: a folder the run may not write to (or a full disk) costs each summary a
+    warning with the reason, and the run goes on."""
+    config = sample_config(tmp_path)
+    cache = tmp_path / "out" / ".crawler" / "cache"
+    cache.mkdir(parents=True)
+    cache.chmod(0o555)
+    try:
+        done = run_cli(
+            "sync", "--branch", "develop", "--config", str(config), cwd=tmp_path, prefix=AS_A_USER
+        )
+    finally:
+        cache.chmod(0o755)
+    assert done.code == 0, done.err
+    warnings = [line for line in done.err.splitlines() if " WARNING " in line]
+    assert len(warnings) == 5, done.err  # the root and the 4 stacks there (one is missing)
+    for line in warnings:
+        assert (
+            "WARNING cannot cache a summary (the next run decodes it again): cannot write " in line
+        )
+        assert line.endswith(": Permission denied"), line
 
 
 def test_a_crawler_folder_that_cannot_be_listed_is_named(tmp_path: Path) -> None:

@@ -949,7 +949,7 @@ async def test_a_cache_that_cannot_be_written_or_read_costs_no_publish(
 
     assert site.published() == await site.cold()
     err = capsys.readouterr().err
-    assert "cannot cache a summary (the next run decodes it again)" in err
+    assert "cannot cache summaries (the next run decodes them again)" in err
     assert "internal error" not in err
 
 
