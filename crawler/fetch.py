@@ -479,6 +479,7 @@ class Fetcher:
             path = local_path(location)
             size, digest, identity = await asyncio.to_thread(_hash_file, location, path, limit)
             seconds = time.monotonic() - started
+            _log_read(location, size, seconds, digest)
             return Fetched(location, path, size, digest, 1, seconds, identity=identity)
 
         etag = usable_etag(etag)  # one kept by an earlier version may not be
@@ -509,10 +510,13 @@ class Fetcher:
         fetched, tries = await self._bounded(location, attempt)
         seconds = time.monotonic() - started
         if not fetched.not_modified:
-            log.debug(
-                "%s: %d bytes in %.2fs, sha256 %s", location, fetched.size, seconds, fetched.sha256
-            )
+            _log_read(location, fetched.size, seconds, fetched.sha256)
         return dataclasses.replace(fetched, attempts=tries, seconds=seconds)
+
+
+def _log_read(location: str, size: int, seconds: float, sha256: str | None) -> None:
+    """``-v``: an index read, downloaded or local (hashed in place)."""
+    log.debug("%s: %d bytes in %.2fs, sha256 %s", location, size, seconds, sha256)
 
 
 _INDEX = "max_index_mb"

@@ -1505,6 +1505,22 @@ async def test_verbose_sync_logs_requests_and_decisions(
     assert " INFO develop: unchanged: output is current" in second.err
 
 
+def test_verbose_sync_of_a_local_mirror_logs_each_read(tmp_path: Path) -> None:
+    """``-v`` on a local mirror gives every index's size, time and SHA-256, as for downloads
+    (README: "every download's size, time and SHA-256"): it used to say nothing of them."""
+    config = sample_config(tmp_path)
+    done = run_cli("sync", "--branch", "develop", "--config", str(config), "-v", cwd=tmp_path)
+    assert done.code == 0, done.err
+    discovery = json.loads((SAMPLE_MIRROR / "cache_spack_io_index.json").read_bytes())
+    url = next(e["url"] for e in discovery["develop"] if e["label"] == "root")
+    path = SAMPLE_MIRROR / url.removeprefix("s3://spack-binaries/")
+    body = path.read_bytes()
+    line = f" DEBUG {path.as_uri()}: {len(body)} bytes in "
+    assert line in done.err, done.err
+    assert f"s, sha256 {hashlib.sha256(body).hexdigest()}\n" in done.err
+    assert done.err.count(" bytes in ") == 5  # the root and the 4 stacks there (one is missing)
+
+
 def test_flags_override_the_config(here: RunHere, tmp_path: Path) -> None:
     config = sample_config(tmp_path, formats=["json"])
     done = here(
