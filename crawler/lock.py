@@ -66,6 +66,7 @@ from .errors import CrawlerError, OutputError, shown
 LOCK_FILE = Path(".crawler") / "lock"
 POLL_SECONDS = 0.1
 _MAX_CONTENT = 4096
+_NOT_A_FOLDER = "not a folder (a file, or a link that leads nowhere): move it away"
 
 
 @dataclass(frozen=True)
@@ -210,6 +211,9 @@ class RunLock:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except FileExistsError as err:  # from mkdir: "File exists" would not say what is wrong
+            where = err.filename or self.path.parent
+            raise OutputError(str(where), _NOT_A_FOLDER) from None
         except OSError as err:
             raise OutputError(str(self.path), err.strerror or str(err)) from None
         try:

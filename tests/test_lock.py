@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from crawler.errors import OutputError
 from crawler.lock import Holder, LockBusyError, RunLock
 
 from .conftest import LockHolder, dead_pid
@@ -225,3 +226,21 @@ def test_bad_arguments_and_double_acquire(output: Path) -> None:
         RunLock(output, wait=-1)
     with RunLock(output) as lock, pytest.raises(RuntimeError, match="already locked"):
         lock.acquire()
+
+
+@pytest.mark.parametrize("kind", ["file", "dangling link"])
+def test_a_crawler_folder_that_is_not_one_is_named(output: Path, kind: str) -> None:
+    """A file, or a link that leads nowhere, at ``.crawler``: the error names it and says why,
+    where it said ``cannot write .../.crawler/lock: File exists``."""
+    output.mkdir()
+    folder = output / ".crawler"
+    if kind == "file":
+        folder.write_text("")
+    else:
+        folder.symlink_to(output / "not-there")
+    with pytest.raises(OutputError) as caught, RunLock(output, wait=0):
+        pass
+    assert str(caught.value) == (
+        f"cannot write {folder}: not a folder (a file, or a link that leads nowhere): move it away"
+    )
+    assert not (output / "not-there").exists()
