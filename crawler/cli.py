@@ -40,7 +40,7 @@ import msgspec
 from . import __version__
 from .changes import counted
 from .config import NO_WORKING_FOLDER, Config, load_config, with_overrides
-from .discovery import Mirror
+from .discovery import Mirror, is_safe_name
 from .errors import (
     ConfigError,
     CrawlerError,
@@ -403,6 +403,12 @@ def _not_a_branch_folder(path: Path) -> str | None:
         branches = sorted(p.parent.name for p in path.glob("*/index.json"))
         such = f"such as {path / branches[0]}" if branches else "such as output/develop"
         return f"an output folder, not a branch folder (give one of its branches, {such})"
+    folder = path.resolve()  # as verify_branch names it
+    pages = next((p for p in (folder, folder.parent) if p.name == "pages"), None)
+    if pages is not None and (pages.parent / "index.json").is_file():
+        return f"a folder inside the branch folder {pages.parent}, not a branch folder"
+    if not is_safe_name(folder.name):  # .crawler: no branch is so named (nor verifies)
+        return f"not a branch folder: {folder.name!r} is no branch name {example}"
     return None
 
 

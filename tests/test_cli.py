@@ -1075,6 +1075,32 @@ def test_a_pages_folder_that_cannot_be_listed_is_named(tmp_path: Path) -> None:
     assert f"branch develop failed: cannot look into {pages}: Permission denied\n" in done.err
 
 
+def test_verify_refuses_folders_that_are_no_branch_folders(tmp_path: Path) -> None:
+    """``.crawler`` and a branch's ``pages`` folder are usage errors (exit 2), as the README
+    says of a path that is not a branch folder; they used to be verified as branches with
+    problems (exit 8). A branch folder that lost its index is a finding (exit 8)."""
+    config = sample_config(tmp_path, formats=["json", "pages"])
+    assert run_cli("sync", "--branch", "develop", "--config", str(config), cwd=tmp_path).code == 0
+    output = tmp_path / "out"
+    done = run_cli("verify", str(output / ".crawler"), cwd=tmp_path)
+    assert (done.code, done.out) == (2, "")
+    assert done.err == (
+        f"error: crawler verify: {output / '.crawler'}: not a branch folder: '.crawler' is no "
+        "branch name (give a published branch folder, such as output/develop)\n"
+    )
+    pages = output / "develop" / "pages"
+    assert pages.is_dir()
+    for given in (pages, pages / "zlib"):
+        done = run_cli("verify", str(given), cwd=tmp_path)
+        assert (done.code, done.out) == (2, "")
+        assert done.err == (
+            f"error: crawler verify: {given}: a folder inside the branch folder "
+            f"{output / 'develop'}, not a branch folder\n"
+        )
+    (output / "develop" / "index.json").unlink()
+    assert run_cli("verify", str(output / "develop"), cwd=tmp_path).code == 8
+
+
 def test_verify_names_what_it_cannot_check(tmp_path: Path) -> None:
     """The output folder given instead of a branch folder used to fail as a branch without an
     index (exit 8); one that cannot be searched ended in an internal error (exit 1)."""
