@@ -187,7 +187,8 @@ def build_parser() -> argparse.ArgumentParser:
         "verify",
         help="re-check a published branch folder",
         description="Check <output>/<branch>: schema, hash uniqueness, meta against "
-        "spec_details, stacks against sources, pages against index.json.",
+        "spec_details, stacks against sources, pages against index.json, the branch named in "
+        "its files, and that it holds nothing a publish does not write.",
         epilog="exit codes: 0 all checks hold, 1 internal error, 2 usage error (no branch "
         "folder), 8 problems found (one per line on stdout)",
     )
