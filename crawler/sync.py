@@ -412,11 +412,19 @@ class Syncer:
                 formats = normal_formats([*formats, *was])
             if immutable and published.is_file():
                 without = self._published_without(branch, previous)
+                # With no record of its publish (.crawler/ deleted, or a run killed before it
+                # saved one), the output cannot be checked: synced once, the state is saved.
+                unknown = record is None
                 damaged = record is not None and not self._intact(
                     branch, record, list(self.config.formats), exact=False
                 )
-                if without is None and not damaged and not self.force:
+                if without is None and not damaged and not unknown and not self.force:
                     return self._done(branch, "skipped", report, clock, "immutable and published")
+                if unknown:
+                    log.info(
+                        "%s: immutable, but no record of its publish to check it by: syncing it",
+                        branch,
+                    )
                 if damaged:
                     log.info(
                         "%s: immutable, but its output is not as published: syncing it", branch

@@ -495,6 +495,41 @@ async def test_an_immutable_ref_whose_output_is_not_as_published_is_synced_again
     assert s.report("v1.0")["status"] == "skipped"
 
 
+@pytest.mark.parametrize("damaged", [False, True], ids=["intact", "damaged"])
+async def test_an_immutable_ref_without_a_record_of_its_publish_is_synced_once(
+    site: MakeSite, damaged: bool
+) -> None:
+    """Without its state (``.crawler/`` deleted, or a run killed between the swap and the
+    save), an immutable ref's output cannot be checked: it is synced once, which repairs it
+    and records the publish, and later runs skip it and check it again. It used to be skipped
+    for good, damage and all, every run passing while ``crawler verify`` failed."""
+    s = await site((ref("v1.0"),), default_refs=True, formats=["json", "pages"])
+    assert (await s.sync("v1.0")).code == 0
+    folder = s.out / "v1.0"
+    before = _index_and_pages(folder)
+    (s.out / ".crawler" / "state" / "v1.0.json").unlink()
+    if damaged:
+        (folder / "index.json").write_bytes((folder / "index.json").read_bytes()[:100])
+        shutil.rmtree(folder / "pages" / "zlib")
+
+    done = await s.sync("v1.0", quiet=False)
+
+    assert done.code == (0 if damaged else 6), done.err
+    assert "v1.0: immutable, but no record of its publish to check it by: syncing it" in done.err
+    assert _index_and_pages(folder) == before
+    assert (s.out / ".crawler" / "state" / "v1.0.json").is_file()
+    again = await s.sync("v1.0", quiet=False)
+    assert again.code == 6 and "v1.0: skipped: immutable and published" in again.err
+    (folder / "pages" / "zlib" / "specs.md").unlink()
+    assert (await s.sync("v1.0")).code == 0
+    assert _index_and_pages(folder) == before
+
+
+def _index_and_pages(folder: Path) -> dict[str, bytes]:
+    """What a repair restores (it writes a changes.json and a report.json of its own)."""
+    return {k: v for k, v in tree_bytes(folder).items() if k == "index.json" or "/" in k}
+
+
 @pytest.mark.parametrize(
     "flags", [["--format", "json"], ["--format", "pages"], ["--format", "pages", "old-state"]]
 )
