@@ -18,6 +18,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import json
+import logging
 import os
 import re
 import secrets
@@ -32,6 +33,8 @@ import msgspec
 from .consolidate import PackageSummary
 from .errors import OutputError
 from .files import read_regular
+
+log = logging.getLogger("crawler")
 
 STATE_DIR = ".crawler"
 _AT_FDCWD = -100
@@ -256,6 +259,16 @@ BRANCH_FILES = frozenset({"index.json", "changes.json", "report.json"})
 OS_LITTER = frozenset({".DS_Store"})
 
 
+def _moved(source: Path, into: Path) -> bool:
+    """Whether ``source`` could be renamed to ``into`` (its folder made if need be)."""
+    try:
+        into.parent.mkdir(parents=True, exist_ok=True)
+        os.rename(source, into)
+    except OSError:
+        return False
+    return True
+
+
 def check_replaceable(target: Path) -> None:
     """Refuse to replace ``target`` (``<output>/<branch>``) unless it is absent or holds only
     what a publish writes: ``index.json``, ``changes.json``, ``report.json`` as files, and
@@ -416,5 +429,47 @@ class BranchStage:
                 raise OutputError(str(self.path.parent), _apart(self.output)) from None
             raise OutputError(str(target), err.strerror or str(err)) from None
         if aside is not None:
-            shutil.rmtree(aside, ignore_errors=True)
+            self._retire(aside, target)
         return target
+
+    def _retire(self, aside: Path, target: Path) -> None:
+        """Remove the previous branch folder, set ``aside`` by the swap, but for what was
+        written into it since :func:`check_replaceable` looked (flushing the staged files can
+        take a while): that is moved into the new folder, where it was put, and the next
+        publish stops on it as on any file the crawler did not write. What cannot be moved
+        back (the name is taken, a folder cannot be listed) is kept with the previous folder
+        in ``.crawler/kept/``: a file the crawler did not write is never deleted."""
+        left = False
+        try:
+            foreign = foreign_entries(aside)
+        except OSError:
+            foreign, left = [], True
+        for name in foreign:
+            into = target / name
+            if os.path.lexists(into) or not _moved(aside / name, into):
+                left = True
+                continue
+            log.warning(
+                "%s: %s was written into %s while it was replaced: moved into the new one, "
+                "where the next publish stops on it",
+                self.branch,
+                name,
+                target,
+            )
+        if not left:
+            shutil.rmtree(aside, ignore_errors=True)
+            return
+        kept = state_dir(self.output) / "kept" / aside.name
+        try:
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            os.rename(aside, kept)
+        except OSError as err:
+            kept = aside  # the next run's recover() removes it: say so
+            log.warning("%s: cannot keep %s: %s", self.branch, aside, err.strerror or err)
+        log.warning(
+            "%s: the previous branch folder held what the crawler did not write, written "
+            "while it was replaced, and not all of it could be moved into the new one: kept "
+            "in %s",
+            self.branch,
+            kept,
+        )

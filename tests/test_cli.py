@@ -32,6 +32,7 @@ from urllib.parse import quote
 import pytest
 import yaml
 
+import crawler.write
 from crawler import __version__, cli
 from crawler.cli import main, main_async
 from crawler.errors import OutputError
@@ -755,6 +756,81 @@ def test_a_publish_checks_the_folder_it_replaces_again(tmp_path: Path) -> None:
         stage.publish()
     stage.discard()
     assert sorted(p.name for p in (tmp_path / "develop").iterdir()) == ["mine.txt"]
+
+
+def _publish_written_into(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, write: Callable[[Path], None]
+) -> Path:
+    """Publish a branch over a published one, ``write`` putting files into the published
+    folder while the staged files are flushed, after the folder was checked."""
+    old = BranchStage(tmp_path, "develop")
+    old.write("index.json", b"{}")
+    old.write("pages/zlib/specs.md", b"old")
+    old.publish()
+    flush = crawler.write._syncfs
+
+    def flush_while_written(path: Path) -> None:
+        write(tmp_path / "develop")
+        flush(path)
+
+    monkeypatch.setattr(crawler.write, "_syncfs", flush_while_written)
+    new = BranchStage(tmp_path, "develop")
+    new.write("index.json", b'{"new": 1}')
+    new.write("pages/zlib/specs.md", b"new")
+    new.publish()
+    return tmp_path / "develop"
+
+
+def test_what_is_written_into_a_branch_while_it_is_replaced_is_moved_into_the_new_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The folder is checked before its replacement is flushed, which can take a while; what
+    was written meanwhile was deleted with the previous folder. It is moved into the new one,
+    where the next publish stops on it."""
+
+    def write(branch: Path) -> None:
+        (branch / "mine.txt").write_text("mine")
+        (branch / "pages" / "zlib" / "notes.md").write_text("notes")
+
+    branch = _publish_written_into(tmp_path, monkeypatch, write)
+    assert (branch / "index.json").read_bytes() == b'{"new": 1}'
+    assert (branch / "pages" / "zlib" / "specs.md").read_bytes() == b"new"
+    assert (branch / "mine.txt").read_text() == "mine"
+    assert (branch / "pages" / "zlib" / "notes.md").read_text() == "notes"
+    assert [p.name for p in crawler.write.staging_dir(tmp_path).iterdir()] == []
+    assert not (tmp_path / ".crawler" / "kept").exists()
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warned == [
+        f"develop: {name} was written into {branch} while it was replaced: moved into the "
+        "new one, where the next publish stops on it"
+        for name in ("mine.txt", "pages/zlib/notes.md")
+    ]
+    with pytest.raises(OutputError, match=re.escape("holds mine.txt, pages/zlib/notes.md,")):
+        BranchStage(tmp_path, "develop").publish()
+
+
+def test_what_cannot_be_moved_into_the_new_branch_is_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A name the new folder holds too (here a folder written where index.json was) cannot be
+    moved back: the previous folder is kept whole, where no run removes it."""
+
+    def write(branch: Path) -> None:
+        (branch / "index.json").unlink()
+        (branch / "index.json").mkdir()
+        (branch / "index.json" / "mine.txt").write_text("mine")
+
+    branch = _publish_written_into(tmp_path, monkeypatch, write)
+    assert (branch / "index.json").read_bytes() == b'{"new": 1}'
+    (kept,) = (tmp_path / ".crawler" / "kept").iterdir()
+    assert (kept / "index.json" / "mine.txt").read_text() == "mine"
+    assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [
+        "develop: the previous branch folder held what the crawler did not write, written "
+        "while it was replaced, and not all of it could be moved into the new one: kept in "
+        f"{kept}"
+    ]
+    crawler.write.recover(tmp_path)
+    assert (kept / "index.json" / "mine.txt").read_text() == "mine"
 
 
 @pytest.fixture
