@@ -153,6 +153,29 @@ class _EarlyConsolidation:
         return consolidator.finish(root)
 
 
+async def _missing_back(
+    fetcher: Fetcher, sources: Sequence[Source], published: BranchState
+) -> list[str]:
+    """The labels of the stacks that were missing (404) when an immutable ref was published
+    and that the mirror now has: a ``HEAD`` answers 200 (a local file is there).
+
+    One request per such stack, at once, each time the ref would be skipped. An answer that
+    proves nothing (a server that does not allow ``HEAD``, an error) leaves the ref skipped.
+    """
+    missing = {source.label for source in published.sources if source.status == "missing"}
+    probed = [source for source in sources if source.label in missing]
+
+    async def there(source: Source) -> bool:
+        try:
+            return await fetcher.confirmed(source.location)
+        except CrawlerError as err:
+            log.debug("%s: cannot tell whether it is there now: %s", source.location, err)
+            return False
+
+    found = await asyncio.gather(*(there(source) for source in probed))
+    return [source.label for source, yes in zip(probed, found, strict=True) if yes]
+
+
 async def _read_all(
     branch: str, sources: Sequence[Source], read: Callable[[int, Source], Awaitable[SourceOutcome]]
 ) -> list[SourceOutcome]:
@@ -412,15 +435,23 @@ class Syncer:
                 formats = normal_formats([*formats, *was])
             if immutable and published.is_file():
                 without = self._published_without(branch, previous)
-                # With no record of its publish (.crawler/ deleted, or a run killed before it
-                # saved one), the output cannot be checked: synced once, the state is saved.
-                unknown = record is None
                 damaged = record is not None and not self._intact(
                     branch, record, list(self.config.formats), exact=False
                 )
-                if without is None and not damaged and not unknown and not self.force:
-                    return self._done(branch, "skipped", report, clock, "immutable and published")
-                if unknown:
+                if without is None and record is not None and not damaged and not self.force:
+                    back = await _missing_back(reader.fetcher, discovery.refs[branch], record)
+                    if not back:
+                        reason = "immutable and published"
+                        return self._done(branch, "skipped", report, clock, reason)
+                    log.info(
+                        "%s: immutable, but the mirror now has %s, missing when it was "
+                        "published: syncing it",
+                        branch,
+                        ", ".join(back),
+                    )
+                if record is None:
+                    # No record of its publish (.crawler/ deleted, or a run killed before it
+                    # saved one): the output cannot be checked. Synced once, it is recorded.
                     log.info(
                         "%s: immutable, but no record of its publish to check it by: syncing it",
                         branch,

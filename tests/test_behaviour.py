@@ -913,6 +913,47 @@ async def test_dropping_pages_from_a_mutable_branch_says_so(
     assert await sync("json") == (0, [])
 
 
+async def test_an_immutable_ref_gets_a_stack_missing_when_it_was_published(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A stack that was missing (404) when an immutable ref was published is looked for each
+    time the ref would be skipped: once the mirror has it, the ref is synced with it. It used
+    to be skipped for good, the stack never in, while a fresh crawl had it."""
+    root = tmp_path / "mirror"
+    specs = (
+        SynthSpec("zlib", "1.3.1", stacks=("s1",)),
+        SynthSpec("cmake", "3.30.5", stacks=("s2",)),
+    )
+    build_mirror(root, [SynthRef("v1.0", specs, layout="v2")])
+    aside = tmp_path / "s2"
+    (root / "v1.0" / "s2").rename(aside)
+    out = tmp_path / "out"
+    config = _config(tmp_path, root.as_uri(), out)
+    assert await _sync(config, "--branch", "v1.0") == 0
+    statuses = {s["label"]: s["status"] for s in _index(out, "v1.0")["sources"]}
+    assert statuses == {"root": "ok", "s1": "ok", "s2": "missing"}
+    assert await _sync(config, "--branch", "v1.0") == 6  # still missing: skipped
+
+    aside.rename(root / "v1.0" / "s2")
+    capsys.readouterr()
+    assert await main_async(["sync", "--branch", "v1.0", "--config", str(config)]) == 0
+
+    err = capsys.readouterr().err
+    assert (
+        "v1.0: immutable, but the mirror now has s2, missing when it was published: syncing it"
+        in err
+    )
+    index = _index(out, "v1.0")
+    assert {s["label"]: s["status"] for s in index["sources"]} == {
+        "root": "ok",
+        "s1": "ok",
+        "s2": "ok",
+    }
+    assert index["packages"]["cmake"]["meta"]["stacks"] == ["root", "s2"]
+    assert await _sync(config, "--branch", "v1.0") == 6
+    assert _last_report(out, "v1.0")["status"] == "skipped"
+
+
 async def test_an_immutable_ref_keeps_its_pages_without_its_state(tmp_path: Path) -> None:
     """An old ref stays put in the formats it was published in, also once .crawler/ is
     deleted, the README's way to read everything again: its pages tell."""
