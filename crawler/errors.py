@@ -155,8 +155,10 @@ class UnsupportedVersionError(IndexFormatError):
 
     def __init__(self, url: str, version: object) -> None:
         self.version = version
+        # 8 reads as 8 whether a number or a string: say so when it is a number.
+        what = "" if isinstance(version, str) else "a number, not a string; "
         super().__init__(
-            url, f"unsupported database version {version!r} (supported: '6', '7', '8')"
+            url, f"unsupported database version {version!r} ({what}supported: '6', '7', '8')"
         )
         self.args = (url, version)
 
