@@ -372,8 +372,8 @@ class DecodeQueue:
     def _warn(self) -> None:
         self._warning = None
         log.warning(
-            "a decoding process died (out of memory, or killed): the indexes in its pool are "
-            "decoded again, one at a time"
+            "a decoding process died (out of memory, killed, or an index file cut short as it "
+            "was read): the indexes in its pool are decoded again, one at a time"
         )
 
     def close(self) -> None:

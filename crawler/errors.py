@@ -172,7 +172,10 @@ class WorkerError(CrawlerError):
         super().__init__(url)
 
     def __str__(self) -> str:
-        return f"the process decoding {self.url} died (out of memory, or killed)"
+        return (
+            f"the process decoding {self.url} died (out of memory, killed, or an index file cut "
+            "short as it was read)"
+        )
 
 
 class OutOfMemory(CrawlerError):

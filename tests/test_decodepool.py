@@ -128,7 +128,10 @@ async def test_a_job_that_kills_its_worker_fails_alone(workers: int) -> None:
     results = await _settled(queue, jobs)
     assert results[0] == b"a from u1"
     assert isinstance(results[1], WorkerError)
-    assert str(results[1]) == "the process decoding u2 died (out of memory, or killed)"
+    assert str(results[1]) == (
+        "the process decoding u2 died (out of memory, killed, or an index file cut short as it "
+        "was read)"
+    )
     assert results[2:] == [f"{i} from v{i}".encode() for i in range(6)]
 
 
@@ -149,8 +152,8 @@ async def test_a_worker_that_dies_once_costs_no_job(
     assert os.path.exists(marker)
     warnings = [r.getMessage() for r in crawler_log.records if r.levelname == "WARNING"]
     assert warnings == [
-        "a decoding process died (out of memory, or killed): the indexes in its pool are "
-        "decoded again, one at a time"
+        "a decoding process died (out of memory, killed, or an index file cut short as it "
+        "was read): the indexes in its pool are decoded again, one at a time"
     ]
 
 
