@@ -12,7 +12,7 @@ import logging
 import sys
 from collections.abc import Callable
 from types import TracebackType
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, TextIO
 
 from .changes import counted
 
@@ -48,6 +48,34 @@ class LogReporter:
         (log.info if ok else log.error)("%s: %s", branch, line)
 
 
+class _Terminal:
+    """The stream the display draws on. Once a write to it fails (the terminal hung up: EIO),
+    every later write is dropped, whichever thread makes it: rich redraws the display from a
+    thread of its own, whose error would otherwise end that thread with a traceback."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.gone = False
+
+    def write(self, text: str) -> int:
+        if not self.gone:
+            try:
+                return self.stream.write(text)
+            except OSError:
+                self.gone = True
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.gone:
+            try:
+                self.stream.flush()
+            except OSError:
+                self.gone = True
+
+    def __getattr__(self, name: str) -> object:  # isatty, fileno, encoding: the stream's
+        return getattr(self.stream, name)
+
+
 class LiveReporter:
     """A rich progress display on the terminal; use as a context manager."""
 
@@ -61,7 +89,8 @@ class LiveReporter:
             TimeElapsedColumn,
         )
 
-        self.console = console = Console(stderr=True)
+        self.terminal = _Terminal(sys.stderr)
+        self.console = console = Console(file=self.terminal)  # type: ignore[arg-type]
         self.progress = Progress(
             TextColumn("[bold]{task.description}"),
             BarColumn(),
@@ -73,7 +102,6 @@ class LiveReporter:
         )
         self.tasks: dict[str, TaskID] = {}
         self.bytes: dict[str, int] = {}
-        self.gone = False  # the terminal hung up: nothing is drawn any more
 
     def __enter__(self) -> LiveReporter:
         self._shown(self.progress.start)
@@ -118,14 +146,14 @@ class LiveReporter:
         display starts or at any time; that must not change the run's outcome, so the display
         is stopped and not drawn again: what it would have shown is lost (the log file and
         the exit code say it all)."""
-        if self.gone:
-            return
-        try:
-            call(*args, **kwargs)
-        except OSError:
-            self.gone = True
+        if not self.terminal.gone:
+            try:
+                call(*args, **kwargs)
+            except OSError:
+                self.terminal.gone = True
+        if self.terminal.gone:
             with contextlib.suppress(OSError):
-                self.progress.stop()
+                self.progress.stop()  # ends rich's redrawing thread (idempotent)
 
 
 def setup_logging(quiet: bool, verbose: bool) -> None:
