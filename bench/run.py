@@ -433,7 +433,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     params = params_from(args)
     print(f"mirror {params.key} ...", flush=True)
-    generated = ensure_mirror(args.out / "mirrors", params)
+    out = args.out.resolve()  # the crawler runs from the repository, not from here
+    generated = ensure_mirror(out / "mirrors", params)
     print(describe(generated), flush=True)
     branch = args.branch or generated.refs[0]
     if branch not in generated.refs:
@@ -443,7 +444,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     shape = f"lat{args.latency_ms:g}-bw{args.bandwidth_mbps:g}" if args.bandwidth_mbps else ""
     shape = shape or (f"lat{args.latency_ms:g}" if args.latency_ms else "unshaped")
-    work = args.out / "runs" / f"{params.key}-{shape}"
+    work = out / "runs" / f"{params.key}-{shape}"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
 

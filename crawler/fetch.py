@@ -423,6 +423,26 @@ class Fetcher:
         found, _ = await self._bounded(location, attempt)
         return found
 
+    async def present(self, location: str, seconds: float) -> bool | None:
+        """Whether one ``HEAD`` request, given ``seconds`` at most, finds a file (200: True) or
+        not (404: False); None when its answer proves nothing (another status, an error, no
+        answer in time). Not retried: a look that may spare a sync, not a download. A local
+        file is looked at."""
+        if location.startswith("file://"):
+            return local_path(location).is_file()
+        try:
+            async with (
+                asyncio.timeout(seconds),
+                self.session.head(
+                    location, headers=self._headers(location), proxy=self._proxy(location)
+                ) as resp,
+            ):
+                _answered(resp)
+                return {200: True, 404: False}.get(resp.status)
+        except (TimeoutError, aiohttp.ClientError, OSError) as err:
+            log.debug("HEAD %s: %s", redacted(location), describe(err))
+            return None
+
     async def read(self, location: str, sidecar: bool = False) -> bytes:
         """The whole body of a small document: the discovery document, or a ``sidecar``.
 

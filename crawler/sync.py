@@ -64,6 +64,7 @@ from .progress import Reporter
 from .report import branch_stats, findings, published_spec_stacks, spec_stacks_of
 from .sources import SourceOutcome, SourceReader
 from .state import BranchState, PagesDigest, Store, fingerprint
+from .urls import redacted
 from .validate import SourceSummary
 from .write import (
     COMPANIONS,
@@ -151,29 +152,6 @@ class _EarlyConsolidation:
         for label in stacks.keys() - consolidator.folded:
             consolidator.add(label, stacks[label].hashes, stacks[label].identities)
         return consolidator.finish(root)
-
-
-async def _missing_back(
-    fetcher: Fetcher, sources: Sequence[Source], published: BranchState
-) -> list[str]:
-    """The labels of the stacks that were missing (404) when an immutable ref was published
-    and that the mirror now has: a ``HEAD`` answers 200 (a local file is there).
-
-    One request per such stack, at once, each time the ref would be skipped. An answer that
-    proves nothing (a server that does not allow ``HEAD``, an error) leaves the ref skipped.
-    """
-    missing = {source.label for source in published.sources if source.status == "missing"}
-    probed = [source for source in sources if source.label in missing]
-
-    async def there(source: Source) -> bool:
-        try:
-            return await fetcher.confirmed(source.location)
-        except CrawlerError as err:
-            log.debug("%s: cannot tell whether it is there now: %s", source.location, err)
-            return False
-
-    found = await asyncio.gather(*(there(source) for source in probed))
-    return [source.label for source, yes in zip(probed, found, strict=True) if yes]
 
 
 async def _read_all(
@@ -299,6 +277,11 @@ async def _checkpoint() -> None:
         await asyncio.sleep(0)
 
 
+#: Seconds a look for a stack missing at an immutable ref's publish may take (see
+#: :meth:`Syncer._missing_back`).
+_PROBE_SECONDS = 10.0
+
+
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
@@ -323,6 +306,7 @@ class Syncer:
         #: Branches finished so far (also readable after the run was cancelled).
         self.results: list[BranchResult] = []
         self.store = Store(self.output)
+        self._probing = True  # see _missing_back
 
     async def discover(self, fetcher: Fetcher) -> Discovery:
         """Fetch and parse the mirror's discovery document."""
@@ -435,11 +419,15 @@ class Syncer:
                 formats = normal_formats([*formats, *was])
             if immutable and published.is_file():
                 without = self._published_without(branch, previous)
-                damaged = record is not None and not self._intact(
-                    branch, record, list(self.config.formats), exact=False
+                asked: list[str] = list(self.config.formats)
+                damaged = not (
+                    self._intact(branch, record, asked, exact=False)
+                    if record is not None
+                    else self._whole(branch, asked)
                 )
-                if without is None and record is not None and not damaged and not self.force:
-                    back = await _missing_back(reader.fetcher, discovery.refs[branch], record)
+                back: list[str] = []
+                if without is None and not damaged and not self.force:
+                    back = await self._missing_back(reader.fetcher, discovery.refs[branch], record)
                     if not back:
                         reason = "immutable and published"
                         return self._done(branch, "skipped", report, clock, reason)
@@ -449,20 +437,14 @@ class Syncer:
                         branch,
                         ", ".join(back),
                     )
-                if record is None:
-                    # No record of its publish (.crawler/ deleted, or a run killed before it
-                    # saved one): the output cannot be checked. Synced once, it is recorded.
-                    log.info(
-                        "%s: immutable, but no record of its publish to check it by: syncing it",
-                        branch,
-                    )
+                    excused = frozenset(back)  # one that fails now leaves it partial at worst
                 if damaged:
                     log.info(
                         "%s: immutable, but its output is not as published: syncing it", branch
                     )
                 if without is not None:  # with --force too: it may not fail more than it did
                     log.info("%s: immutable, but published without some stacks: syncing it", branch)
-                    excused = without
+                    excused = without | frozenset(back)
             sources = discovery.refs[branch]
             self.reporter.branch_started(branch, len(sources))
             early = _EarlyConsolidation()
@@ -607,6 +589,51 @@ class Syncer:
         if published.get("status") != "partial" or not isinstance(labels, list):
             return frozenset()
         return frozenset(label for label in labels if isinstance(label, str))
+
+    def _whole(self, branch: str, asked: list[str]) -> bool:
+        """Without a record of its publish (``.crawler/`` deleted, or a run killed between its
+        swap and the save), whether a published branch looks whole: its ``index.json`` and
+        companions decode, and it has pages if ``asked`` for them, one for each package.
+        Weaker than :meth:`_intact`, but it catches a cut or deleted file without the mirror."""
+        folder = self.output / branch
+        try:
+            names = _package_names(read_regular(folder / "index.json"))
+        except OSError:
+            names = None
+        if names is None or not _companions_intact(folder, branch):
+            return False
+        if not _has_pages(folder):
+            return "pages" not in asked
+        return self.store.published_pages_names(folder / "pages") == names
+
+    async def _missing_back(
+        self, fetcher: Fetcher, sources: Sequence[Source], published: BranchState | None
+    ) -> list[str]:
+        """The labels of the stacks that were missing (404) when an immutable ref was published
+        and that the mirror now has (a ``HEAD`` answers 200; a local file is there).
+
+        One request per such stack, at once, each given :data:`_PROBE_SECONDS`, not retried.
+        An answer that proves nothing (a server that does not allow ``HEAD``, an error, no
+        answer in time) leaves the ref skipped, and stops these looks for the rest of the run:
+        a run over hundreds of refs must not wait on each.
+        """
+        if published is None or not self._probing:
+            return []
+        missing = {source.label for source in published.sources if source.status == "missing"}
+        probed = [source for source in sources if source.label in missing]
+        found = await asyncio.gather(
+            *(fetcher.present(source.location, _PROBE_SECONDS) for source in probed)
+        )
+        pairs = list(zip(probed, found, strict=True))
+        unknown = [source.location for source, there in pairs if there is None]
+        if unknown:
+            self._probing = False
+            log.info(
+                "%s: a HEAD request does not tell whether it is there now; stacks missing when "
+                "their ref was published are not looked for again in this run",
+                redacted(unknown[0]),
+            )
+        return [source.label for source, there in pairs if there]
 
     def _recorded_spec_stacks(self, branch: str, previous: BranchState) -> SpecStacks | None:
         """The specs (and their stacks) of the last publish, rebuilt from the cached summaries

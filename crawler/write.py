@@ -438,7 +438,8 @@ class BranchStage:
         take a while): that is moved into the new folder, where it was put, and the next
         publish stops on it as on any file the crawler did not write. What cannot be moved
         back (the name is taken, a folder cannot be listed) is kept with the previous folder
-        in ``.crawler/kept/``: a file the crawler did not write is never deleted."""
+        as ``.crawler/staging/kept-<branch>.<hex>``: a file the crawler did not write is never
+        deleted."""
         left = False
         try:
             foreign = foreign_entries(aside)
@@ -459,13 +460,19 @@ class BranchStage:
         if not left:
             shutil.rmtree(aside, ignore_errors=True)
             return
-        kept = state_dir(self.output) / "kept" / aside.name
+        # Renamed in its folder (no other filesystem, no new folder to make), to a name that
+        # recover() leaves alone.
+        kept = aside.with_name(f"kept-{self.branch}.{secrets.token_hex(4)}")
         try:
-            kept.parent.mkdir(parents=True, exist_ok=True)
             os.rename(aside, kept)
         except OSError as err:
-            kept = aside  # the next run's recover() removes it: say so
-            log.warning("%s: cannot keep %s: %s", self.branch, aside, err.strerror or err)
+            log.warning(
+                "%s: cannot keep %s, which the next run removes: %s",
+                self.branch,
+                aside,
+                err.strerror or err,
+            )
+            kept = aside
         log.warning(
             "%s: the previous branch folder held what the crawler did not write, written "
             "while it was replaced, and not all of it could be moved into the new one: kept "

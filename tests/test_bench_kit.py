@@ -155,9 +155,11 @@ def test_the_benchmark_runs_from_its_one_command(
     be for comparison only (and are not so said unshaped)."""
     saved = tmp_path / "figures.json"
     argv = [sys.executable, str(REPO / "bench" / "run.py"), "--records", "200", "--stacks", "3"]
-    argv += ["--skip-baseline", "--latency-ms", "1", "--out", str(tmp_path / "out")]
+    argv += ["--skip-baseline", "--latency-ms", "1", "--out", "out"]  # relative to the cwd
     argv += ["--crawler", f"{sys.executable} -m crawler", "--json", str(saved)]
-    done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=50, check=False)
+    done = subprocess.run(
+        argv, cwd=tmp_path, capture_output=True, text=True, timeout=50, check=False
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     for start in ("floor      download", "cold       wall", "warm       wall", "cold_over_floor"):
         assert f"\n{start}" in done.stdout, start

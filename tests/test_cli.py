@@ -798,7 +798,6 @@ def test_what_is_written_into_a_branch_while_it_is_replaced_is_moved_into_the_ne
     assert (branch / "mine.txt").read_text() == "mine"
     assert (branch / "pages" / "zlib" / "notes.md").read_text() == "notes"
     assert [p.name for p in crawler.write.staging_dir(tmp_path).iterdir()] == []
-    assert not (tmp_path / ".crawler" / "kept").exists()
     warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert warned == [
         f"develop: {name} was written into {branch} while it was replaced: moved into the "
@@ -822,7 +821,8 @@ def test_what_cannot_be_moved_into_the_new_branch_is_kept(
 
     branch = _publish_written_into(tmp_path, monkeypatch, write)
     assert (branch / "index.json").read_bytes() == b'{"new": 1}'
-    (kept,) = (tmp_path / ".crawler" / "kept").iterdir()
+    (kept,) = (tmp_path / ".crawler" / "staging").iterdir()
+    assert kept.name.startswith("kept-develop.")
     assert (kept / "index.json" / "mine.txt").read_text() == "mine"
     assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [
         "develop: the previous branch folder held what the crawler did not write, written "

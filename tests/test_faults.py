@@ -18,12 +18,14 @@ import os
 import shutil
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from aiohttp import web
 
 from crawler.cli import main_async
 from crawler.config import Config
@@ -740,3 +742,32 @@ async def test_a_download_cancelled_while_threads_are_busy_closes_its_file(
     finally:
         gate.set()
         await busy
+
+
+async def test_a_head_that_tells_nothing_is_given_up_in_time(
+    aiohttp_server: Callable[..., Awaitable[Any]], tmp_path: Path
+) -> None:
+    """``Fetcher.present`` (the look for a stack missing at an immutable ref's publish) makes
+    one HEAD, not retried, within its time limit: 200 is there, 404 is not, and anything else,
+    an answer that never comes included, proves nothing (None)."""
+    heads: list[str] = []
+
+    async def head(request: web.Request) -> web.Response:
+        heads.append(request.path)
+        if request.path == "/hangs":
+            await asyncio.sleep(30)
+        status = {"/there": 200, "/gone": 404}.get(request.path, 503)
+        return web.Response(status=status)
+
+    app = web.Application()
+    app.router.add_route("HEAD", "/{tail:.*}", head)
+    server = await aiohttp_server(app)
+    base = str(server.make_url("")).rstrip("/")
+    async with Fetcher(Config(output=str(tmp_path / "out"))) as fetcher:
+        assert await fetcher.present(f"{base}/there", 5) is True
+        assert await fetcher.present(f"{base}/gone", 5) is False
+        assert await fetcher.present(f"{base}/busy", 5) is None
+        started = time.monotonic()
+        assert await fetcher.present(f"{base}/hangs", 0.3) is None
+        assert time.monotonic() - started < 2
+    assert heads == ["/there", "/gone", "/busy", "/hangs"]  # none retried

@@ -496,13 +496,14 @@ async def test_an_immutable_ref_whose_output_is_not_as_published_is_synced_again
 
 
 @pytest.mark.parametrize("damaged", [False, True], ids=["intact", "damaged"])
-async def test_an_immutable_ref_without_a_record_of_its_publish_is_synced_once(
+async def test_an_immutable_ref_without_a_record_of_its_publish_is_checked_by_its_files(
     site: MakeSite, damaged: bool
 ) -> None:
     """Without its state (``.crawler/`` deleted, or a run killed between the swap and the
-    save), an immutable ref's output cannot be checked: it is synced once, which repairs it
-    and records the publish, and later runs skip it and check it again. It used to be skipped
-    for good, damage and all, every run passing while ``crawler verify`` failed."""
+    save), an immutable ref's files are checked as they are: whole, it is skipped without a
+    request; cut or missing a page, it is synced, which repairs it and records the publish.
+    It used to be skipped for good, damage and all, every run passing while ``crawler
+    verify`` failed."""
     s = await site((ref("v1.0"),), default_refs=True, formats=["json", "pages"])
     assert (await s.sync("v1.0")).code == 0
     folder = s.out / "v1.0"
@@ -511,18 +512,70 @@ async def test_an_immutable_ref_without_a_record_of_its_publish_is_synced_once(
     if damaged:
         (folder / "index.json").write_bytes((folder / "index.json").read_bytes()[:100])
         shutil.rmtree(folder / "pages" / "zlib")
+    s.server.requests.clear()
 
     done = await s.sync("v1.0", quiet=False)
 
-    assert done.code == (0 if damaged else 6), done.err
-    assert "v1.0: immutable, but no record of its publish to check it by: syncing it" in done.err
+    if not damaged:
+        assert done.code == 6 and "v1.0: skipped: immutable and published" in done.err
+        assert [path for path, _ in s.server.requests] == ["/cache_spack_io_index.json"]
+        return
+    assert done.code == 0, done.err
+    assert "v1.0: immutable, but its output is not as published: syncing it" in done.err
     assert _index_and_pages(folder) == before
     assert (s.out / ".crawler" / "state" / "v1.0.json").is_file()
     again = await s.sync("v1.0", quiet=False)
     assert again.code == 6 and "v1.0: skipped: immutable and published" in again.err
-    (folder / "pages" / "zlib" / "specs.md").unlink()
-    assert (await s.sync("v1.0")).code == 0
-    assert _index_and_pages(folder) == before
+
+
+async def test_stacks_missing_at_a_publish_are_looked_for_once_a_run_where_head_tells_nothing(
+    site: MakeSite,
+) -> None:
+    """Each immutable ref that would be skipped has its stacks missing at its publish looked
+    for with one HEAD, not retried. A server that does not allow HEAD (405, as this one) tells
+    nothing: the ref is skipped, and no other ref is looked at in that run, so a run over
+    hundreds of refs does not wait on each."""
+    refs = [SynthRef(name, SPECS, extra_stacks=("s3",)) for name in ("v1.0", "v1.1")]
+    s = await site(refs, default_refs=True)
+    assert (await s.sync("v1.0", "v1.1")).code == 0
+    s.server.requests.clear()
+
+    done = await s.sync("v1.0", "v1.1", flags=["-v"], quiet=False)
+
+    assert done.code == 6, done.err
+    assert [p for p, _ in s.server.requests] == ["/cache_spack_io_index.json"]  # no GET
+    heads = [line for line in done.err.splitlines() if " DEBUG HEAD " in line]
+    assert len(heads) == 1 and heads[0].endswith(f"HEAD {s.location('v1.0', 's3')}: HTTP 405")
+    assert (
+        f"{s.location('v1.0', 's3')}: a HEAD request does not tell whether it is there now; "
+        "stacks missing when their ref was published are not looked for again in this run"
+    ) in done.err
+    assert done.err.count("skipped: immutable and published") == 2
+
+
+async def test_a_stack_missing_at_a_publish_that_comes_back_broken_leaves_the_ref_partial(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A stack found again is synced as one the ref was published without: if it fails, the
+    ref is published partial (exit 5), not failed every night (exit 4)."""
+    root = tmp_path / "mirror"
+    build_mirror(root, [SynthRef("v1.0", SPECS, extra_stacks=("s3",))])
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump(fast_config(root.as_uri(), tmp_path / "out")))
+    argv = ["sync", "--branch", "v1.0", "--config", str(config), "-q"]
+    assert await main_async(argv) == 0
+    s3 = root / "v1.0" / "s3" / "build_cache" / "index.json"
+    s3.parent.mkdir(parents=True)
+    s3.write_text('{"database": {"version": "5", "installs": {}}}')
+
+    assert await main_async(argv) == 5
+    assert await main_async(argv) == 5
+    statuses = {
+        source["label"]: source["status"]
+        for source in json.loads((tmp_path / "out" / "v1.0" / "index.json").read_bytes())["sources"]
+    }
+    assert statuses == {"root": "ok", "s1": "ok", "s2": "ok", "s3": "failed"}
+    assert "unsupported database version '5'" in capsys.readouterr().err
 
 
 def _index_and_pages(folder: Path) -> dict[str, bytes]:
