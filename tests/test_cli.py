@@ -938,13 +938,9 @@ def test_a_cache_that_cannot_be_written_warns_for_each_summary(tmp_path: Path) -
     config = sample_config(tmp_path)
     cache = tmp_path / "out" / ".crawler" / "cache"
     cache.mkdir(parents=True)
-    cache.chmod(0o555)
-    try:
-        done = run_cli(
-            "sync", "--branch", "develop", "--config", str(config), cwd=tmp_path, prefix=AS_A_USER
-        )
-    finally:
-        cache.chmod(0o755)
+    done = _run_as_a_user_while(
+        cache, 0o555, "sync", "--branch", "develop", "--config", str(config), cwd=tmp_path
+    )
     assert done.code == 0, done.err
     warnings = [line for line in done.err.splitlines() if " WARNING " in line]
     assert len(warnings) == 5, done.err  # the root and the 4 stacks there (one is missing)
@@ -960,13 +956,9 @@ def test_a_crawler_folder_that_cannot_be_listed_is_named(tmp_path: Path) -> None
     config = sample_config(tmp_path)
     assert run_cli("sync", "--branch", "develop", "--config", str(config), cwd=tmp_path).code == 0
     staging = tmp_path / "out" / ".crawler" / "staging"
-    staging.chmod(0)
-    try:
-        done = run_cli(
-            "sync", "--branch", "develop", "--config", str(config), cwd=tmp_path, prefix=AS_A_USER
-        )
-    finally:
-        staging.chmod(0o755)
+    done = _run_as_a_user_while(
+        staging, 0, "sync", "--branch", "develop", "--config", str(config), cwd=tmp_path
+    )
     assert (done.code, done.out) == (4, "")
     assert done.err.endswith(f"error: cannot write {staging}: Permission denied\n"), done.err
 
@@ -1110,19 +1102,25 @@ AS_A_USER = (
 )
 
 
+def _run_as_a_user_while(path: Path, mode: int, *args: str, cwd: Path) -> Done:
+    """``run_cli(*args)`` as a user whose rights do not override file modes, while ``path``
+    has ``mode`` (755 again afterwards, so that pytest can clean up)."""
+    path.chmod(mode)
+    try:
+        return run_cli(*args, cwd=cwd, prefix=AS_A_USER)
+    finally:
+        path.chmod(0o755)
+
+
 def test_a_branch_folder_that_cannot_be_searched_fails_that_branch_alone(tmp_path: Path) -> None:
     """Its ``index.json`` could not be looked at (EACCES): the run used to end there as an
     internal error (exit 1), the branches after it never synced, the metrics saying nothing."""
     config = sample_config(tmp_path)
     assert run_cli("sync", "--all", "--config", str(config), cwd=tmp_path).code == 0
     folder = tmp_path / "out" / "develop-2025-04-20"
-    folder.chmod(0o600)
-    try:
-        done = run_cli(
-            "sync", "--all", "--config", str(config), "--force", cwd=tmp_path, prefix=AS_A_USER
-        )
-    finally:
-        folder.chmod(0o755)
+    done = _run_as_a_user_while(
+        folder, 0o600, "sync", "--all", "--config", str(config), "--force", cwd=tmp_path
+    )
     assert done.code == 4, done.err
     assert "internal error" not in done.err and "Traceback" not in done.err
     assert (
@@ -1140,13 +1138,9 @@ def test_a_pages_folder_that_cannot_be_listed_is_named(tmp_path: Path) -> None:
     assert run_cli("sync", "--branch", "develop", "--config", str(config), cwd=tmp_path).code == 0
     shutil.rmtree(mirror / "develop" / "e4s")  # a change, to publish
     pages = tmp_path / "out" / "develop" / "pages"
-    pages.chmod(0o200)
-    try:
-        done = run_cli(
-            "sync", "--branch", "develop", "--config", str(config), cwd=tmp_path, prefix=AS_A_USER
-        )
-    finally:
-        pages.chmod(0o755)
+    done = _run_as_a_user_while(
+        pages, 0o200, "sync", "--branch", "develop", "--config", str(config), cwd=tmp_path
+    )
     assert done.code == 4, done.err
     assert f"branch develop failed: cannot look into {pages}: Permission denied\n" in done.err
 
@@ -1189,11 +1183,7 @@ def test_verify_names_what_it_cannot_check(tmp_path: Path) -> None:
         f"error: crawler verify: {output}: an output folder, not a branch folder (give one of "
         f"its branches, such as {output / 'develop'})\n"
     )
-    output.chmod(0o600)
-    try:
-        done = run_cli("verify", str(output / "develop"), cwd=tmp_path, prefix=AS_A_USER)
-    finally:
-        output.chmod(0o755)
+    done = _run_as_a_user_while(output, 0o600, "verify", str(output / "develop"), cwd=tmp_path)
     assert (done.code, done.out) == (2, "")
     assert done.err == (
         f"error: crawler verify: cannot look into {output / 'develop'}: Permission denied\n"
@@ -1350,11 +1340,7 @@ def test_verify_says_which_page_folders_it_cannot_list(tmp_path: Path, unreadabl
     assert run_cli("sync", "--branch", "develop", "--config", str(config), cwd=tmp_path).code == 0
     branch = tmp_path / "out" / "develop"
     (branch / "junk").write_text("not the crawler's")
-    (branch / unreadable).chmod(0o200)
-    try:
-        done = run_cli("verify", str(branch), cwd=tmp_path, prefix=AS_A_USER)
-    finally:
-        (branch / unreadable).chmod(0o755)
+    done = _run_as_a_user_while(branch / unreadable, 0o200, "verify", str(branch), cwd=tmp_path)
     assert done.code == 8, done.err
     assert done.out == (
         f"{unreadable}: cannot be listed: Permission denied (the pages in it are not checked)\n"
