@@ -425,7 +425,6 @@ class Syncer:
                     if record is not None
                     else self._whole(branch, asked)
                 )
-                back: list[str] = []
                 if without is None and not damaged and not self.force:
                     back = await self._missing_back(reader.fetcher, discovery.refs[branch], record)
                     if not back:
@@ -444,7 +443,7 @@ class Syncer:
                     )
                 if without is not None:  # with --force too: it may not fail more than it did
                     log.info("%s: immutable, but published without some stacks: syncing it", branch)
-                    excused = without | frozenset(back)
+                    excused = without
             sources = discovery.refs[branch]
             self.reporter.branch_started(branch, len(sources))
             early = _EarlyConsolidation()
