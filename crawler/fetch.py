@@ -414,11 +414,7 @@ class Fetcher:
             return local_path(location).is_file()
 
         async def attempt() -> bool:
-            async with self.session.head(
-                location, headers=self._headers(location), proxy=self._proxy(location)
-            ) as resp:
-                _answered(resp)
-                return resp.status == 200
+            return await self._head(location) == 200
 
         found, _ = await self._bounded(location, attempt)
         return found
@@ -431,17 +427,20 @@ class Fetcher:
         if location.startswith("file://"):
             return local_path(location).is_file()
         try:
-            async with (
-                asyncio.timeout(seconds),
-                self.session.head(
-                    location, headers=self._headers(location), proxy=self._proxy(location)
-                ) as resp,
-            ):
-                _answered(resp)
-                return {200: True, 404: False}.get(resp.status)
+            async with asyncio.timeout(seconds):
+                status = await self._head(location)
         except (TimeoutError, aiohttp.ClientError, OSError) as err:
             log.debug("HEAD %s: %s", redacted(location), describe(err))
             return None
+        return {200: True, 404: False}.get(status)
+
+    async def _head(self, location: str) -> int:
+        """The status a ``HEAD`` request for ``location`` is answered with (one attempt)."""
+        async with self.session.head(
+            location, headers=self._headers(location), proxy=self._proxy(location)
+        ) as resp:
+            _answered(resp)
+            return resp.status
 
     async def read(self, location: str, sidecar: bool = False) -> bytes:
         """The whole body of a small document: the discovery document, or a ``sidecar``.
