@@ -77,6 +77,10 @@ def paused_gc() -> Iterator[None]:
     structs, and each few hundred allocations start a collection that walks the live
     containers: paused, the work takes about a third less time. None of it forms reference
     cycles, so nothing is left for the collector when it resumes.
+
+    The switch is the process's: a block in a thread (see :func:`prepare_root`) pauses the
+    collector for the event loop's thread too, and blocks that overlap in two threads may
+    resume it before the later one ends. Either costs time at most, never correctness.
     """
     was_enabled = gc.isenabled()
     gc.disable()
@@ -104,7 +108,7 @@ class Consolidator:
         self.root_label = root_label
         self._waiting: list[tuple[str, str, str]] = []  # label, hashes, identities
         self._folded: set[str] = set()
-        self._root: _PreparedRoot | None = None
+        self._root: PreparedRoot | None = None
         self._holders: list[list[str] | None] = []  # of each prepared spec: stacks holding it
         #: label -> (spec, identity) of each spec the stack states another identity for
         self._unlike: dict[str, list[tuple[int, str]]] = {}
@@ -132,19 +136,24 @@ class Consolidator:
         with paused_gc():
             self._fold(self._root, label, hashes, identities)
 
-    def prepare(self, root: SourceSummary) -> None:
-        """The root is in: prepare what only it decides, and fold in the stacks kept so far."""
+    def prepare(self, root: SourceSummary, prepared: PreparedRoot | None = None) -> None:
+        """The root is in: prepare what only it decides (unless given ``prepared``, from
+        :func:`prepare_root` of the same root), and fold in the stacks kept so far."""
         self._not_finished()
         if self._root is not None:
             raise ValueError("the root is already prepared")
+        if prepared is not None and prepared.root is not root:
+            raise ValueError("the root was prepared from another summary")
         with paused_gc():
-            prepared = self._root = _PreparedRoot(root)
+            if prepared is None:
+                prepared = PreparedRoot(root)
+            self._root = prepared
             self._holders = [None] * len(prepared.keys)
             while self._waiting:  # each freed once folded in (the order does not matter)
                 label, hashes, identities = self._waiting.pop()
                 self._fold(prepared, label, _lines(hashes), _lines(identities))
 
-    def _fold(self, root: _PreparedRoot, label: str, hashes: list[str], texts: list[str]) -> None:
+    def _fold(self, root: PreparedRoot, label: str, hashes: list[str], texts: list[str]) -> None:
         where, ours, holders = root.where, root.identities, self._holders
         unlike = []
         for key, text in zip(hashes, texts):  # noqa: B905 - lengths checked by add()
@@ -188,7 +197,7 @@ class Consolidator:
             }
         return packages, conflicts
 
-    def _conflicts(self, prepared: _PreparedRoot) -> list[Conflict]:
+    def _conflicts(self, prepared: PreparedRoot) -> list[Conflict]:
         """Where stacks disagree with the root: by stack, then hash (a stable sort keeps each
         spec's fields in order)."""
         keys, identities = prepared.keys, prepared.identities
@@ -220,7 +229,7 @@ class Consolidator:
             raise ValueError("the consolidation is finished")
 
 
-class _PreparedRoot:
+class PreparedRoot:
     """What only the root decides: its specs sorted by package, then hash, with their hashes,
     identities and positions in that order, and each package's span of them and root meta."""
 
@@ -241,6 +250,17 @@ class _PreparedRoot:
     def forget_folding(self) -> None:
         """Free what only folding stacks in needs; the specs and packages stay."""
         self.keys, self.identities, self.where = [], [], {}
+
+
+def prepare_root(root: SourceSummary) -> PreparedRoot:
+    """What only the root decides, for :meth:`Consolidator.prepare`.
+
+    It reads nothing but ``root``, so a sync builds it in a thread: a develop root takes a
+    few tenths of a second, during which the event loop goes on handing jobs to the decoding
+    workers and taking their results.
+    """
+    with paused_gc():
+        return PreparedRoot(root)
 
 
 def _lines(joined: str) -> list[str]:

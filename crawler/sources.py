@@ -42,6 +42,7 @@ from .progress import Reporter
 from .progressive import RootParts
 from .state import BranchState, SourceFacts, SourceState, Store, summary_of
 from .summarize import (
+    RootShard,
     load_root_shard,
     merge_root,
     root_gaps,
@@ -210,6 +211,24 @@ async def _all_or_none(jobs: Iterable[Awaitable[bytes]]) -> list[bytes]:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         raise
+
+
+def _load_shards(results: list[bytes]) -> tuple[list[RootShard], list[str] | None]:
+    """The workers' shards of a root, and :func:`root_gaps` of them.
+
+    This and :func:`_merged` run in a thread: they take a few tenths of a second for a
+    develop root, during which the event loop goes on handing the stacks still queued to the
+    decoding workers (which would otherwise sit idle) and taking their results.
+    """
+    with paused_gc():
+        loaded = [load_root_shard(p) for p in results]
+        return loaded, root_gaps(loaded)
+
+
+def _merged(loaded: list[RootShard]) -> SourceSummary:
+    """:func:`merge_root` of the shards, in a thread (see :func:`_load_shards`)."""
+    with paused_gc():
+        return merge_root(loaded)
 
 
 class SourceReader:
@@ -481,9 +500,7 @@ class SourceReader:
                     parts.abandon()
                 whole = True
                 continue
-            with paused_gc():
-                loaded = [load_root_shard(p) for p in results]
-                gaps = root_gaps(loaded)
+            loaded, gaps = await asyncio.to_thread(_load_shards, results)
             if gaps is None:
                 if whole:  # shards of one decoded document cannot share a key
                     raise AssertionError(f"{url}: a key in two shards of a whole read")
@@ -492,8 +509,7 @@ class SourceReader:
             elif gaps and not missing:
                 missing = tuple(gaps)
             else:
-                with paused_gc():
-                    return results, merge_root(loaded)
+                return results, await asyncio.to_thread(_merged, loaded)
 
     async def _decode(self, fetched: Fetched, outcome: SourceOutcome) -> None:
         """Summarise a fetched index and cache the summary under its SHA-256; raises

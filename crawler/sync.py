@@ -47,7 +47,14 @@ import msgspec
 from . import __version__
 from .changes import SpecStacks, changes_between, counted, summary_line
 from .config import Config, normal_formats
-from .consolidate import Conflict, Consolidator, PackageSummary, consolidate, paused_gc
+from .consolidate import (
+    Conflict,
+    Consolidator,
+    PackageSummary,
+    consolidate,
+    paused_gc,
+    prepare_root,
+)
 from .discovery import Discovery, Mirror, Source, is_safe_name, parse_discovery
 from .errors import (
     BranchError,
@@ -129,13 +136,14 @@ class _EarlyConsolidation:
     def __init__(self) -> None:
         self._consolidator = Consolidator()
 
-    def offer(self, outcome: SourceOutcome) -> None:
+    async def offer(self, outcome: SourceOutcome) -> None:
         """A source is read: hand it over if this run decoded it."""
         summary = outcome.summary if outcome.decoded else None
         if summary is None:
             return
         if outcome.source.is_root:
-            self._consolidator.prepare(summary)
+            prepared = await asyncio.to_thread(prepare_root, summary)
+            self._consolidator.prepare(summary, prepared)
             return
         self._consolidator.add(outcome.source.label, summary.hashes, summary.identities)
         outcome.consolidated()  # its hashes are not needed again: do not hold them
@@ -451,7 +459,7 @@ class Syncer:
             async def read(i: int, source: Source) -> SourceOutcome:
                 # Per branch: a worker may still map the previous branch's file of that name.
                 outcome = await reader.read(branch, source, work / f"{branch}-{i}.json", previous)
-                early.offer(outcome)
+                await early.offer(outcome)
                 return outcome
 
             outcomes = await _read_all(branch, sources, read)

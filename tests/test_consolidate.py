@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from crawler.consolidate import Conflict, Consolidator, PackageSummary, consolidate
+from crawler.consolidate import Conflict, Consolidator, PackageSummary, consolidate, prepare_root
 from crawler.synth import make_hash
 from crawler.validate import SourceSummary, SpecRow
 
@@ -43,16 +43,18 @@ def _in_every_order(
     stacks: dict[str, SourceSummary],
 ) -> Iterator[tuple[dict[str, PackageSummary], list[Conflict]]]:
     """What finishing gives after folding ``stacks`` in, for each order they can come in, and
-    with the root prepared before, between or after them, or not at all."""
-    for order in itertools.permutations(stacks):
+    with the root prepared before, between or after them, or not at all, and prepared by
+    :func:`prepare_root` beforehand (as a sync does, in a thread) or by the consolidator."""
+    for order, ahead in itertools.product(itertools.permutations(stacks), (False, True)):
         for prepared_at in range(len(order) + 2):
             consolidator = Consolidator()
+            prepared = prepare_root(ROOT) if ahead else None
             for i, label in enumerate(order):
                 if i == prepared_at:
-                    consolidator.prepare(ROOT)
+                    consolidator.prepare(ROOT, prepared)
                 consolidator.add(label, stacks[label].hashes, stacks[label].identities)
             if prepared_at == len(order):
-                consolidator.prepare(ROOT)
+                consolidator.prepare(ROOT, prepared)
             assert consolidator.folded == set(stacks)
             yield consolidator.finish(ROOT)
 
@@ -131,6 +133,8 @@ def test_a_root_is_prepared_once_and_finished_with() -> None:
         consolidator.prepare(ROOT)
     with pytest.raises(ValueError, match="prepared with another root"):
         consolidator.finish(ROOT)
+    with pytest.raises(ValueError, match="prepared from another summary"):
+        Consolidator().prepare(ROOT, prepare_root(stale))
 
 
 def test_a_stack_cannot_be_folded_in_twice_nor_as_the_root() -> None:

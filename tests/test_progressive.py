@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import threading
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ import yaml
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from crawler import chunks, fetch, progressive
+from crawler import chunks, consolidate, fetch, progressive, sources, summarize, sync
 from crawler.cli import main, main_async
 from crawler.consolidate import Consolidator
 from crawler.decodepool import DecodeQueue
@@ -255,3 +256,30 @@ def test_decoding_processes_stop_before_the_output_is_built(
     config.write_text(yaml.safe_dump(fast_config(mirror.as_uri(), tmp_path / "out")))
     assert main(["sync", "--all", "--config", str(config), "-q"]) == 0
     assert events == ["start", "close", "finish"] * 2
+
+
+async def test_the_root_is_merged_and_prepared_off_the_event_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Joining a develop root's parts and preparing its consolidation take tenths of a second:
+    on the event loop, the decoding workers would sit idle meanwhile, with stacks still queued
+    for them. Both run in a thread; the result is the same (the other tests here)."""
+    loop_thread = threading.get_ident()
+    ran: list[tuple[str, bool]] = []
+
+    def recorded(fn: Callable[..., Any]) -> Callable[..., Any]:
+        def run(*args: Any) -> Any:
+            ran.append((fn.__name__, threading.get_ident() == loop_thread))
+            return fn(*args)
+
+        return run
+
+    monkeypatch.setattr(sources, "merge_root", recorded(summarize.merge_root))
+    monkeypatch.setattr(sync, "prepare_root", recorded(consolidate.prepare_root))
+    mirror = tmp_path / "mirror"
+    build_mirror(mirror, [SynthRef("develop", SPECS)])
+
+    index = await _sync(mirror.as_uri(), tmp_path / "out", tmp_path)
+
+    assert index["stats"]["specs"] == len(SPECS)
+    assert ran == [("merge_root", False), ("prepare_root", False)]
