@@ -118,6 +118,41 @@ def atomic_write(
         raise OutputError(str(path), err.strerror or str(err)) from None
 
 
+#: A staged branch of up to this many files is flushed file by file; one with more (pages: one
+#: per package) with a single ``syncfs(2)``.
+FSYNC_EACH_UP_TO = 64
+
+
+def _flush_tree(path: Path) -> None:
+    """Make every file and folder under ``path`` durable.
+
+    A few files (``index.json`` and its companions) are flushed one by one: ``syncfs`` would
+    also write out everything else the filesystem holds unwritten, such as the summary cache
+    or another program's files, and wait for it. Thousands of pages are flushed with one
+    ``syncfs``, rather than a journal commit each.
+    """
+    files: list[str] = []
+    folders: list[str] = []
+    for folder, _, names in os.walk(path, onerror=_raise):
+        folders.append(folder)
+        files += [os.path.join(folder, name) for name in names]
+        if len(files) > FSYNC_EACH_UP_TO:
+            _syncfs(path)
+            return
+    for name in files:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    for folder in folders:
+        _fsync_dir(Path(folder))
+
+
+def _raise(err: OSError) -> None:
+    raise err
+
+
 def _syncfs(path: Path) -> None:
     """Flush every file written under ``path``'s filesystem in one call."""
     fd = os.open(path, os.O_RDONLY)
@@ -409,7 +444,7 @@ class BranchStage:
         check_replaceable(target)
         old = self.path.with_name(f"old-{self.branch}.{secrets.token_hex(4)}")
         try:
-            _syncfs(self.path)
+            _flush_tree(self.path)
             if not target.exists():
                 os.rename(self.path, target)
                 aside = None

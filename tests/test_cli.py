@@ -758,6 +758,44 @@ def test_a_publish_checks_the_folder_it_replaces_again(tmp_path: Path) -> None:
     assert sorted(p.name for p in (tmp_path / "develop").iterdir()) == ["mine.txt"]
 
 
+@pytest.mark.parametrize("pages", [2, crawler.write.FSYNC_EACH_UP_TO])
+def test_a_staged_branch_is_flushed_file_by_file_or_all_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pages: int
+) -> None:
+    """A few staged files are flushed one by one: syncing the whole filesystem would wait for
+    everything else unwritten on it (the summary cache, other programs' files). Thousands of
+    pages are flushed with one syncfs instead of one journal commit each."""
+    flushed: list[str] = []
+    whole: list[Path] = []
+    fsync = os.fsync
+
+    def recorded(fd: int) -> None:
+        flushed.append(os.readlink(f"/proc/self/fd/{fd}"))
+        fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", recorded)
+    monkeypatch.setattr(crawler.write, "_syncfs", whole.append)
+    stage = BranchStage(tmp_path, "develop")
+    staged = stage.path
+    names = ["index.json", "changes.json", *(f"pages/p{i}/specs.md" for i in range(pages))]
+    for name in names:
+        stage.write(name, b"{}")
+
+    published = stage.publish()
+
+    assert sorted(p.relative_to(published).as_posix() for p in published.rglob("*.*")) == sorted(
+        names
+    )
+    mine = {Path(p).relative_to(staged).as_posix() for p in flushed if p.startswith(str(staged))}
+    if len(names) <= crawler.write.FSYNC_EACH_UP_TO:
+        folders = {".", "pages", *(f"pages/p{i}" for i in range(pages))}
+        assert mine == {*names, *folders}
+        assert whole == []
+    else:
+        assert mine == set()
+        assert whole == [staged]
+
+
 def _publish_written_into(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, write: Callable[[Path], None]
 ) -> Path:
@@ -767,13 +805,13 @@ def _publish_written_into(
     old.write("index.json", b"{}")
     old.write("pages/zlib/specs.md", b"old")
     old.publish()
-    flush = crawler.write._syncfs
+    flush = crawler.write._flush_tree
 
     def flush_while_written(path: Path) -> None:
         write(tmp_path / "develop")
         flush(path)
 
-    monkeypatch.setattr(crawler.write, "_syncfs", flush_while_written)
+    monkeypatch.setattr(crawler.write, "_flush_tree", flush_while_written)
     new = BranchStage(tmp_path, "develop")
     new.write("index.json", b'{"new": 1}')
     new.write("pages/zlib/specs.md", b"new")
