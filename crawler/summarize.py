@@ -504,7 +504,12 @@ def _stack(version: str, pieces: Iterable[Records[StackRecord]]) -> SourceSummar
     records = 0
     for piece in pieces:
         records += len(piece)
-        typed = dict(_typed(piece, _STACK, check))
+        # A piece decodes typed or raw as a whole: only a raw one is decoded record by record.
+        typed: dict[str, StackRecord] = (
+            dict(_typed(piece, _STACK, check))
+            if type(next(iter(piece.values()), None)) is msgspec.Raw
+            else piece  # type: ignore[assignment]
+        )
         keys = list(typed)
         nodes = [record.spec for record in typed.values()]
         archs = [node.arch for node in nodes]
@@ -521,7 +526,7 @@ def _stack(version: str, pieces: Iterable[Records[StackRecord]]) -> SourceSummar
             )
         )
         texts = list(map(IDENTITY_SEPARATOR.join, fields))
-        if check.all_pass(keys, [n.hash for n in nodes], texts, {f[0] for f in fields}):
+        if check.all_pass(keys, [n.hash for n in nodes], texts, {n.name for n in nodes}):
             hashes += keys
             identities += texts
             continue

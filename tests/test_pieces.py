@@ -630,6 +630,29 @@ def test_a_stack_read_in_pieces_equals_a_whole_read(
     assert summary.records == len(installs)
 
 
+def test_a_name_found_unsafe_in_one_piece_is_refused_in_every_later_one(
+    tmp_path: Path, piece_bytes: Callable[[int], None]
+) -> None:
+    """Each piece is checked in bulk, and the names found safe before are set aside: one found
+    unsafe must not be, or a second record of it in a later piece would pass."""
+    installs = _synthetic(8, packages=20)
+    evil = _built(installs)[:2]
+    for key in evil:
+        installs[key]["spec"]["name"] = "../evil"
+    path = _write(tmp_path, _index(installs))
+    piece_bytes(500)  # a record or so per piece
+    (pieces,) = _piece_keys(path, 1)
+    assert [i for i, keys in enumerate(pieces) for key in evil if key in keys] == [0, 1]
+
+    summary = _stack(path)
+
+    assert sorted(r.hash for r in summary.invalid) == sorted(evil)
+    assert {r.reason for r in summary.invalid} == {
+        "package name '../evil' is not a safe folder name"
+    }
+    assert len(summary.hashes) == len(installs) - 2
+
+
 def _identity(spec: dict[str, Any]) -> tuple[str, str, str, str, str]:
     arch = spec["arch"]
     target = arch["target"] if isinstance(arch["target"], str) else arch["target"]["name"]
