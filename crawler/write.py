@@ -23,6 +23,7 @@ import os
 import re
 import secrets
 import shutil
+import stat
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -140,9 +141,17 @@ def _flush_tree(path: Path) -> None:
             _syncfs(path)
             return
     for name in files:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW)
+        # Only regular files: the crawler writes nothing else, and opening a named pipe put
+        # there by another program would wait for a writer (O_NONBLOCK), a link leads out.
         try:
-            os.fsync(fd)
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError as err:
+            if err.errno == errno.ELOOP:  # a symbolic link
+                continue
+            raise
+        try:
+            if stat.S_ISREG(os.fstat(fd).st_mode):
+                os.fsync(fd)
         finally:
             os.close(fd)
     for folder in folders:

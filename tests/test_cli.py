@@ -796,6 +796,19 @@ def test_a_staged_branch_is_flushed_file_by_file_or_all_at_once(
         assert whole == [staged]
 
 
+def test_a_pipe_or_a_link_in_a_staged_branch_does_not_stop_its_flush(tmp_path: Path) -> None:
+    """The crawler stages regular files only; a named pipe another program put there is not
+    opened for reading (that would wait for a writer for ever), nor a link followed."""
+    stage = BranchStage(tmp_path, "develop")
+    stage.write("index.json", b"{}")
+    os.mkfifo(stage.path / "pipe")
+    (stage.path / "link").symlink_to("/etc/hostname")
+
+    published = stage.publish()
+
+    assert sorted(p.name for p in published.iterdir()) == ["index.json", "link", "pipe"]
+
+
 def _publish_written_into(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, write: Callable[[Path], None]
 ) -> Path:
