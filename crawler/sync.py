@@ -543,6 +543,9 @@ class Syncer:
             where = f"cannot use {err.filename}: " if err.filename is not None else ""
             message = f"branch {branch} failed: {where}{err.strerror or err}"
             return self._done(branch, "failed", report, clock, message, outcomes)
+        except MemoryError:  # ``ulimit -v``, or a full machine: no bug, no traceback
+            message = f"branch {branch} failed: out of memory building its output"
+            return self._done(branch, "failed", report, clock, message, outcomes)
         line = summary_line(changes).removeprefix(f"{branch}: ")  # the reporter names the branch
         message = f"{status} {self.output / branch}: {line} ({report['duration_seconds']:.2f}s)"
         self.reporter.branch_done(branch, message, ok=True)

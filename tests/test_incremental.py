@@ -33,9 +33,11 @@ import yaml
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
+import crawler.consolidate
 import crawler.fetch
 import crawler.sources
 import crawler.state
+import crawler.sync
 from crawler.cli import main_async
 from crawler.fetch import usable_etag
 from crawler.state import Store
@@ -1076,12 +1078,17 @@ async def test_a_local_root_rewritten_between_its_shards_is_read_again(
     assert site.published() == await site.cold(fresh=True)
 
 
+@pytest.mark.parametrize("step", ["merge_root", "prepare_root", "finish"])
 async def test_running_out_of_memory_in_the_crawler_is_reported_as_such(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    step: str,
 ) -> None:
-    """A MemoryError while the crawler itself joins a root's shards (``ulimit -v``) fails that
-    source as out of memory: it was reported as an "internal error", with a traceback, which
-    the README says means a bug. The output published before stays as it was."""
+    """A MemoryError in the crawler itself (``ulimit -v``) was reported as an "internal
+    error", with a traceback, which the README says means a bug. Joining a root's shards, it
+    fails that source as out of memory; preparing the root for consolidation (in a thread) or
+    building the packages, it fails the branch so. The output published before stays."""
     site = await make_site(tmp_path, None)
     await site.start()
     before = tree_bytes(site.out)
@@ -1090,13 +1097,21 @@ async def test_running_out_of_memory_in_the_crawler_is_reported_as_such(
     def no_memory(*args: object) -> None:
         raise MemoryError
 
-    monkeypatch.setattr(crawler.sources, "merge_root", no_memory)
+    owner = {
+        "merge_root": crawler.sources,
+        "prepare_root": crawler.sync,
+        "finish": crawler.consolidate.Consolidator,
+    }[step]
+    monkeypatch.setattr(owner, step, no_memory)
     capsys.readouterr()
 
     assert await site.sync() == 4
 
     err = capsys.readouterr().err
-    assert f"root: failed (out of memory decoding {site.mirror.as_uri()}/" in err, err
+    if step == "merge_root":
+        assert f"root: failed (out of memory decoding {site.mirror.as_uri()}/" in err, err
+    else:
+        assert f"branch {BRANCH} failed: out of memory building its output" in err, err
     assert "internal error" not in err and "Traceback" not in err
     assert tree_bytes(site.out) == before
 
