@@ -29,7 +29,7 @@ import os
 import zlib
 from array import array
 from collections.abc import Container, Iterable, Iterator
-from typing import BinaryIO, Generic, TypeVar
+from typing import BinaryIO, Generic, TypeVar, cast
 
 import msgspec
 
@@ -162,19 +162,21 @@ def _decode_kinds(data: Buffer, decoders: _Decoders[R]) -> Records[R]:
     return _RAW.decode(bytes(data))  # raw records point into their buffer: copy it
 
 
-def _typed(records: Records[R], decoders: _Decoders[R], check: _Checker) -> Iterator[tuple[str, R]]:
-    """The records of a piece, raw ones decoded one by one (a bad one is rejected)."""
-    for key, value in records.items():
-        if isinstance(value, msgspec.Raw):
-            try:
-                value = decoders.one.decode(value)
-            except msgspec.ValidationError as err:
-                check.reject(key, f"bad record: {err}")
-                continue
-            except UnicodeDecodeError as err:
-                check.reject(key, f"bad record: a string is not UTF-8 ({err.reason})")
-                continue
-        yield key, value
+def _typed(records: Records[R], decoders: _Decoders[R], check: _Checker) -> dict[str, R]:
+    """The records of a piece, typed. A piece decodes typed or raw as a whole: a typed one is
+    returned as it is, a raw one decoded record by record (a bad record is rejected)."""
+    if type(next(iter(records.values()), None)) is not msgspec.Raw:
+        return records  # type: ignore[return-value]
+    raw = cast(dict[str, msgspec.Raw], records)
+    typed: dict[str, R] = {}
+    for key, value in raw.items():
+        try:
+            typed[key] = decoders.one.decode(value)
+        except msgspec.ValidationError as err:
+            check.reject(key, f"bad record: {err}")
+        except UnicodeDecodeError as err:
+            check.reject(key, f"bad record: a string is not UTF-8 ({err.reason})")
+    return typed
 
 
 class RootShard(msgspec.Struct, frozen=True, gc=False):
@@ -231,7 +233,7 @@ class _RootPart:
             assert isinstance(keys, set)
             keys.update(records)
         check, number = self.check, self.numbers.setdefault
-        for key, record in _typed(records, _ROOT, check):
+        for key, record in _typed(records, _ROOT, check).items():
             node = record.spec
             arch = node.arch
             fields = (node.name, node.version, arch.platform, arch.platform_os, arch.target_name)
@@ -504,12 +506,7 @@ def _stack(version: str, pieces: Iterable[Records[StackRecord]]) -> SourceSummar
     records = 0
     for piece in pieces:
         records += len(piece)
-        # A piece decodes typed or raw as a whole: only a raw one is decoded record by record.
-        typed: dict[str, StackRecord] = (
-            dict(_typed(piece, _STACK, check))
-            if type(next(iter(piece.values()), None)) is msgspec.Raw
-            else piece  # type: ignore[assignment]
-        )
+        typed = _typed(piece, _STACK, check)
         keys = list(typed)
         nodes = [record.spec for record in typed.values()]
         archs = [node.arch for node in nodes]

@@ -190,8 +190,9 @@ class _Checker:
             return True
         if name in self._unsafe_names:
             return False
-        (self._safe_names if is_safe_name(name) else self._unsafe_names).add(name)
-        return name in self._safe_names
+        safe = is_safe_name(name)
+        (self._safe_names if safe else self._unsafe_names).add(name)
+        return safe
 
     def reject(self, key: str, reason: str) -> None:
         """Leave a record out, with its reason."""
