@@ -22,6 +22,7 @@ import threading
 import time
 from collections.abc import Callable
 from multiprocessing.process import BaseProcess
+from typing import NamedTuple
 
 from .errors import OutOfMemory, PoolError, WorkerError, out_of_memory
 
@@ -33,6 +34,9 @@ ROOT_FIRST, STACKS_AFTER = 0, 1
 _IN_FLIGHT = 3
 #: Seconds between checks that the pool's manager thread still runs, while a job waits.
 _MANAGER_CHECK = 1.0
+#: Seconds :meth:`DecodeQueue.close` gives terminated workers, then the pools' manager threads,
+#: to end: a worker that ignores SIGTERM is killed, a thread that does not end is left behind.
+_STOP_GRACE = 1.0
 
 
 def _decode_pool(workers: int) -> concurrent.futures.ProcessPoolExecutor:
@@ -107,6 +111,58 @@ def _running(pid: int) -> bool:
         return True
 
 
+class _Leftovers(NamedTuple):
+    """What a pool that was stopped without waiting leaves to be reaped."""
+
+    processes: list[BaseProcess]
+    manager: threading.Thread | None
+
+
+def _retire(pool: concurrent.futures.ProcessPoolExecutor) -> _Leftovers:
+    """Stop a pool without waiting: its workers are terminated and its manager thread freed.
+
+    The workers send their results through one pipe that the pool's manager thread reads. A
+    worker ended while it sends (SIGTERM, the out-of-memory killer) leaves half a message
+    there, and the manager thread then waits for the rest for ever (the pool's own
+    ``shutdown(wait=True)`` with it, and Python's exit, which joins that thread). Our process
+    holds a copy of the pipe's write end that it never writes to; closed, the pipe ends once
+    the workers are gone, and the thread reads end of file and ends. (Private attributes, as
+    in :func:`_processes`; without them, :meth:`DecodeQueue.close` still returns in bounded
+    time, the thread is left behind.)"""
+    leftovers = _Leftovers(_processes(pool), getattr(pool, "_executor_manager_thread", None))
+    for process in leftovers.processes:
+        with contextlib.suppress(OSError, ValueError):  # ended and closed meanwhile
+            process.terminate()
+    writer = getattr(getattr(pool, "_result_queue", None), "_writer", None)
+    if writer is not None:
+        with contextlib.suppress(OSError):
+            writer.close()
+    with contextlib.suppress(RuntimeError):  # a manager thread that never started
+        pool.shutdown(wait=False, cancel_futures=True)
+    return leftovers
+
+
+def _reap(leftovers: list[_Leftovers], grace: float) -> None:
+    """Wait up to ``grace`` seconds for stopped workers to end, kill those that did not, then
+    give the pools' manager threads as long again. Bounded, whatever state the pools were
+    left in: a stop must not hang with the lock held."""
+    processes = [p for left in leftovers for p in left.processes]
+    until = time.monotonic() + grace
+    for process in processes:
+        process.join(max(0.0, until - time.monotonic()))
+    for process in processes:
+        if process.is_alive():
+            with contextlib.suppress(OSError, ValueError):
+                process.kill()
+                process.join(grace)
+    until = time.monotonic() + grace
+    for left in leftovers:
+        if left.manager is not None and left.manager.is_alive():
+            left.manager.join(max(0.0, until - time.monotonic()))
+            if left.manager.is_alive():
+                log.debug("a decoding pool's manager thread did not end; left behind")
+
+
 def _ready() -> bytes:
     """A job that only makes the pool start a worker."""
     return b""
@@ -151,7 +207,7 @@ class DecodeQueue:
         self._order = itertools.count()
         self._pool: concurrent.futures.ProcessPoolExecutor | None = None
         self._warning: asyncio.TimerHandle | None = None  # a death not yet logged
-        self._retired: list[BaseProcess] = []  # of replaced pools
+        self._retired: list[_Leftovers] = []  # of replaced pools
         self._runners: list[asyncio.Task[None]] = []
         self._running = 0  # jobs handed to the pool and not settled
         self._drained = asyncio.Event()  # set when none is
@@ -207,9 +263,7 @@ class DecodeQueue:
             return
         self._unstartable = _unstartable(err)
         self._pool = None
-        self._retired += _processes(pool)
-        with contextlib.suppress(RuntimeError):
-            pool.shutdown(wait=False)
+        self._retired.append(_retire(pool))
         # Without its manager thread, the pool settles nothing: its jobs' waits are ended here
         # (see _attempt).
         for future in self._submitted:
@@ -337,7 +391,13 @@ class DecodeQueue:
     ) -> bytes:
         """The job's result, once the pool settles it. The pool's manager thread settles every
         job: if it ends while this one is not settled (a thread it needed could not start, say
-        the queue's feeder under ``ulimit -v``), none ever will, and the pool is given up."""
+        the queue's feeder under ``ulimit -v``), none ever will, and the pool is given up.
+
+        The manager thread notices a worker's death at once and fails the pool's jobs. A worker
+        found dead twice in a row while this job is unsettled died sending its result, and the
+        thread waits for the rest of it (see :func:`_retire`): the pool is broken, and replaced.
+        """
+        died = False
         while True:
             try:
                 await asyncio.wait([future], timeout=_MANAGER_CHECK)
@@ -346,6 +406,9 @@ class DecodeQueue:
                 raise
             if future.done():
                 return future.result()
+            if died and not submitted.done():
+                raise concurrent.futures.process.BrokenProcessPool("a worker died sending")
+            died = any(process.exitcode is not None for process in _processes(pool))
             manager = getattr(pool, "_executor_manager_thread", None)  # private, as _processes
             if manager is not None and not manager.is_alive() and not submitted.done():
                 if pool is not self._pool:  # replaced meanwhile: run the job again
@@ -364,9 +427,7 @@ class DecodeQueue:
         if warn and self._warning is None:
             self._warning = asyncio.get_running_loop().call_later(_WARNING_DELAY, self._warn)
         if self._pool is not None:
-            # Its manager thread ends its workers; any left are ended by close().
-            self._retired += _processes(self._pool)
-            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._retired.append(_retire(self._pool))  # reaped by close()
         self._new_pool()
 
     def _warn(self) -> None:
@@ -398,16 +459,11 @@ class DecodeQueue:
             done.cancel()
         self._reruns = []
         self._open.set()
-        for process in self._retired:
-            if process.is_alive():
-                process.terminate()
-        self._retired = []
         if self._pool is not None:
-            for process in _processes(self._pool):
-                process.terminate()
-            with contextlib.suppress(RuntimeError):  # a manager thread that never started
-                self._pool.shutdown(wait=True, cancel_futures=True)
+            self._retired.append(_retire(self._pool))
             self._pool = None
+        _reap(self._retired, _STOP_GRACE)
+        self._retired = []
 
 
 #: Seconds a worker's death waits to be logged (see :meth:`DecodeQueue._restart`).

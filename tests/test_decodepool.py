@@ -478,3 +478,52 @@ async def test_a_pool_that_cannot_be_replaced_fails_its_jobs_rather_than_hang(
         "cannot start the decoding processes: [Errno 24] Too many open files "
         "(out of memory, or a limit on processes)"
     ]
+
+
+def _die_sending(marker: str, url: str) -> bytes:
+    """The first time, write the start of a result message into the pool's result pipe and
+    die, as a worker ended while it sends its result does; succeed afterwards."""
+    if _first_time(marker):
+        import gc
+        import struct
+
+        pipe = next(
+            o for o in gc.get_objects() if isinstance(o, multiprocessing.queues.SimpleQueue)
+        )
+        os.write(pipe._writer.fileno(), struct.pack("!i", 1 << 20) + b"half a message")
+        os.kill(os.getpid(), signal.SIGKILL)
+    return b"second try"
+
+
+async def test_a_worker_that_dies_sending_its_result_costs_no_job(tmp_path: Path) -> None:
+    """The pool's manager thread then waits for the rest of the message for ever and never
+    fails the pool's jobs: the queue finds the worker dead, replaces the pool and runs the job
+    again, rather than waiting with the lock held."""
+    queue = DecodeQueue(2)
+    try:
+        job = queue.run(1, _die_sending, str(tmp_path / "marker"), "u")
+        assert await asyncio.wait_for(job, 30) == b"second try"
+    finally:
+        started = time.monotonic()
+        queue.close()
+    assert time.monotonic() - started < 5
+
+
+async def test_close_ends_in_bounded_time_after_a_half_sent_result(tmp_path: Path) -> None:
+    """SIGTERM while a root decodes: close() used to wait in the pool's shutdown(wait=True)
+    for the manager thread, itself waiting for the rest of a half-sent result, for ever. Now
+    it returns within its grace, and the thread ends too (Python's exit joins it)."""
+    queue = DecodeQueue(1)
+    job = asyncio.ensure_future(queue.run(1, _die_sending, str(tmp_path / "marker"), "u"))
+    await asyncio.sleep(0.5)
+    while not any(p.exitcode is not None for p in _processes(queue._pool)):  # type: ignore[arg-type]
+        await asyncio.sleep(0.05)
+    manager = queue._pool._executor_manager_thread  # type: ignore[union-attr]
+    started = time.monotonic()
+    queue.close()
+    assert time.monotonic() - started < 5
+    assert manager is not None
+    manager.join(5)
+    assert not manager.is_alive()
+    with pytest.raises(asyncio.CancelledError):
+        await job
