@@ -14,7 +14,8 @@ code   meaning
 6      nothing changed: every branch was unchanged or skipped
 7      another run holds the output folder's lock
 8      ``crawler verify`` found problems
-130    interrupted by SIGINT (Ctrl-C); 143: terminated by SIGTERM
+9      the run's deadline passed (``deadline``, ``--deadline``): stopped as if interrupted
+129    interrupted by SIGHUP; 130: by SIGINT (Ctrl-C); 143: by SIGTERM (see :mod:`.stopping`)
 =====  =========================================================================================
 
 When several branches end differently, the most serious code wins: 4, then 5, then 0, then 6.
@@ -31,7 +32,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +54,7 @@ from .fetch import Sleep, environment_proxies, local_path
 from .lock import LockBusyError
 from .metrics import load_last_success, render_metrics, write_metrics
 from .progress import LiveReporter, LogReporter, setup_logging, wants_live
+from .stopping import GRACE, Stopper, timer
 from .sync import RunResult, Syncer
 from .write import STATE_DIR
 
@@ -98,6 +100,13 @@ def _int_between(low: int, high: int) -> Callable[[str], int]:
     return parse
 
 
+def _seconds(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+
+
 def _formats(text: str) -> tuple[str, ...]:
     items = tuple(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))
     bad = [f for f in items if f not in ("json", "pages")]
@@ -131,6 +140,13 @@ def build_parser() -> argparse.ArgumentParser:
             help="YAML config file (default: ./config/crawler.yaml if present)",
         )
         sub.add_argument("--mirror", help="mirror URL or folder (overrides the config)")
+        sub.add_argument(
+            "--deadline",
+            type=_seconds,
+            metavar="SECONDS",
+            help="stop the run after this long, as if interrupted (exit 9; default: the "
+            "config's deadline, 14400)",
+        )
         noise = sub.add_mutually_exclusive_group()
         noise.add_argument("-q", "--quiet", action="store_true", help="only warnings and errors")
         noise.add_argument("-v", "--verbose", action="store_true", help="debug details too")
@@ -141,7 +157,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Fetch, validate and consolidate the indexes of branches, then publish them.",
         epilog="exit codes: 0 published, 1 internal error, 2 usage or config error, 3 mirror "
         "unusable, 4 a branch failed or was refused, 5 partial, 6 nothing changed, "
-        "7 output locked by another run, 129/130/143 interrupted (SIGHUP/SIGINT/SIGTERM)",
+        "7 output locked by another run, 9 deadline passed, 129/130/143 interrupted "
+        "(SIGHUP/SIGINT/SIGTERM)",
     )
     sync.add_argument(
         "--branch", action="append", metavar="NAME", help="a ref to sync (repeatable)"
@@ -179,7 +196,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="list the refs of the mirror and their stacks",
         description="List the refs of the mirror's discovery document with their stack labels.",
         epilog="exit codes: 0 listed, 1 internal error, 2 usage or config error, 3 mirror "
-        "unusable, 4 the list could not be written, 141 its reader closed the pipe",
+        "unusable, 4 the list could not be written, 9 deadline passed, 129/130/143 "
+        "interrupted, 141 its reader closed the pipe",
     )
     common(branches)
 
@@ -216,6 +234,7 @@ def _config(args: argparse.Namespace) -> Config:
         formats=formats,
         concurrency=getattr(args, "concurrency", None),
         metrics=getattr(args, "metrics", None),
+        deadline=args.deadline,
     )
     if budget is not None:
         publish = msgspec.structs.replace(config.publish, max_failed_stacks=budget)
@@ -451,18 +470,22 @@ def _results(lines: Iterable[str]) -> None:
     out.flush()
 
 
-async def main_async(argv: Sequence[str] | None = None, *, sleep: Sleep = asyncio.sleep) -> int:
+async def main_async(
+    argv: Sequence[str] | None = None, *, sleep: Sleep = asyncio.sleep, hard: bool = False
+) -> int:
     """Run the command line inside a running event loop; returns the exit code.
 
     ``sleep`` is what retries wait with (tests pass one that records instead of sleeping).
     SIGINT, SIGTERM and SIGHUP cancel the run cleanly (staged files and downloads are removed,
-    the published output is untouched) and give 130, 143 and 129.
+    the published output is untouched) and give 130, 143 and 129; the deadline does the same
+    and gives 9. ``hard`` (the command itself, not a caller in-process) also ends the process
+    for sure when a stop takes too long or a second signal comes (see :mod:`.stopping`).
     """
     started = time.monotonic()
     config: Config | None = None
     result: RunResult | None = None
     code = EXIT_INTERNAL
-    # A sync's signal handlers, kept until its metrics are written: a signal once the outcome is
+    # The signal handlers, kept until a sync's metrics are written: a signal once the outcome is
     # known must neither kill the process before then (the default action) nor change the code.
     held = contextlib.ExitStack()
     try:
@@ -491,22 +514,21 @@ async def main_async(argv: Sequence[str] | None = None, *, sleep: Sleep = asynci
             _check_metrics(loaded)  # before `config` is set: a refused file is not written
         config = loaded
         environment_proxies(config.urls)  # a bad proxy is a usage error before anything runs
-        if args.command == "branches":
-            return await _branches(config, sleep)
-        _check_output(config)
-        syncer = Syncer(config, LogReporter(), sleep=sleep, force=args.force)
-        received = held.enter_context(_signals())
+        stopper = held.enter_context(Stopper(config.deadline, hard=hard).installed())
+        syncer: Syncer | None = None
         try:
+            if args.command == "branches":
+                return await _branches(config, sleep)
+            _check_output(config)
+            syncer = Syncer(config, LogReporter(), sleep=sleep, force=args.force)
             result = await _sync(syncer, args)
         except asyncio.CancelledError:
-            if not received:
+            if stopper.reason is None:
                 raise
-            result = RunResult(syncer.results)  # what finished before, for the metrics
-            signame = received[-1]
-            finished = ", ".join(f"{b.branch} ({b.status})" for b in syncer.results)
-            which = f" after {finished}; the rest of the" if finished else "; published"
-            _tell(f"interrupted by {signame.name}{which} output untouched")
-            code = 128 + signame  # 129 (SIGHUP), 130 (SIGINT), 143 (SIGTERM), as shells say
+            if syncer is not None:
+                result = RunResult(syncer.results)  # what finished before, for the metrics
+            _tell(_stopped(stopper, result, config.deadline))
+            code = stopper.code
             return code
         code = exit_code(result)
         if result.failed:
@@ -537,39 +559,18 @@ async def main_async(argv: Sequence[str] | None = None, *, sleep: Sleep = asynci
     return code
 
 
-@contextlib.contextmanager
-def _signals() -> Iterator[list[signal.Signals]]:
-    """Turn SIGINT, SIGTERM and SIGHUP into a cancellation of the current task, noting which
-    came. SIGHUP (the terminal of a run by hand closed) is left alone when it is ignored, as
-    under ``nohup``.
-
-    The handlers run on the event loop: one that comes once the task awaits nothing more (its
-    outcome is known, its metrics being written) is dropped when they are removed, and the
-    outcome stands; without them, SIGTERM or SIGHUP would kill the process there."""
-    loop = asyncio.get_running_loop()
-    task = asyncio.current_task()
-    received: list[signal.Signals] = []
-
-    def cancel(signum: signal.Signals) -> None:
-        received.append(signum)
-        log.warning("received %s, stopping", signum.name)
-        if task is not None:
-            task.cancel()
-
-    installed = []
-    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        if signum == signal.SIGHUP and signal.getsignal(signum) == signal.SIG_IGN:
-            continue
-        try:
-            loop.add_signal_handler(signum, cancel, signum)
-            installed.append(signum)
-        except (NotImplementedError, RuntimeError):  # not the main thread, or no support
-            pass
-    try:
-        yield received
-    finally:
-        for signum in installed:
-            loop.remove_signal_handler(signum)
+def _stopped(stopper: Stopper, result: RunResult | None, deadline: float) -> str:
+    """The line a run stopped by a signal or its deadline ends with: which branches were done
+    (a branch swapped in before the stop stays published) and that the rest is untouched."""
+    if isinstance(stopper.reason, signal.Signals):
+        what = f"interrupted by {stopper.reason.name}"
+    else:
+        what = f"error: stopped at the run's deadline ({deadline:g} s)"
+    if result is None:  # crawler branches: nothing is written
+        return what
+    finished = ", ".join(f"{b.branch} ({b.status})" for b in result.branches)
+    which = f" after {finished}; the rest of the" if finished else "; published"
+    return f"{what}{which} output untouched"
 
 
 def _return_large_blocks() -> None:
@@ -589,13 +590,18 @@ def _return_large_blocks() -> None:
         pass
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit code."""
+def main(argv: Sequence[str] | None = None, *, hard: bool = False) -> int:
+    """Run the command line; returns the exit code. ``hard``: see :func:`main_async`; the
+    process also ends for sure within a few seconds once the code is known (Python's exit
+    waits for threads, the decoding pool's among them)."""
     _return_large_blocks()
     runner = asyncio.Runner()  # asyncio.run(), but a failure to close loses no exit code
     try:
         try:
-            return runner.run(main_async(argv))
+            code = runner.run(main_async(argv, hard=hard))
+            if hard:
+                timer(GRACE, code, "warning: the process did not end by itself; ended at once")
+            return code
         finally:
             try:
                 runner.close()  # a Ctrl-C here is caught below, as with asyncio.run()
@@ -608,7 +614,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def run() -> None:
     """Console-script entry point."""
-    code = main()
+    code = main(hard=True)
     for stream in (sys.stdout, sys.stderr):
         if stream is None:  # closed when the process started (>&-)
             continue

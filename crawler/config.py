@@ -25,6 +25,8 @@ immutable_refs         ["*"]                      fnmatch patterns of refs that 
                                                   published: skipped unless ``--force``
 mutable_refs           ["develop"]                patterns always re-checked (win over immutable)
 lock_wait              0                          seconds to wait for another run's lock
+deadline               14400                      seconds a run may take in all (at most a week):
+                                                  then it stops as if interrupted (exit 9)
 metrics                null                       OpenMetrics file written after each run
 max_index_mb           2048                       largest index a source may have, in MiB, as
                                                   served and once gunzipped (a bigger one fails
@@ -34,7 +36,9 @@ max_index_mb           2048                       largest index a source may hav
 
 Relative paths in a config file (``mirror``, ``output``, ``metrics``) are resolved against the
 folder that holds the file, so a config works from any working directory; relative paths given as
-flags are resolved against the working directory. ``s3://<bucket>/<path>`` source URLs map onto
+flags are resolved against the working directory. ``.inf`` is taken for ``timeouts.*``,
+``retry.max_wait`` and ``lock_wait``, and means no limit but the run's ``deadline``, which must
+be finite: every wait of a run ends with it. ``s3://<bucket>/<path>`` source URLs map onto
 ``<mirror>/<path>`` unless a rewrite's ``prefix`` matches first. Numbers are read as YAML 1.2
 reads them: ``1e3`` is 1000.0, not the string "1e3" (YAML 1.1, PyYAML's, wants ``1.0e+3``).
 """
@@ -66,6 +70,10 @@ DEFAULT_CONFIG = Path("config") / "crawler.yaml"
 NO_WORKING_FOLDER = "relative, and the working folder is gone"
 
 Format = Literal["json", "pages"]
+#: Seconds a run may take by default: a nightly job that hangs is stopped well before the next.
+DEFAULT_DEADLINE = 4 * 3600.0
+#: The longest deadline (a week): a run must end, so ``.inf`` is refused.
+MAX_DEADLINE = 7 * 24 * 3600.0
 
 
 class Timeouts(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
@@ -123,6 +131,7 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=Tr
     immutable_refs: tuple[str, ...] = ("*",)
     mutable_refs: tuple[str, ...] = ("develop",)
     lock_wait: Annotated[float, msgspec.Meta(ge=0)] = 0.0
+    deadline: Annotated[float, msgspec.Meta(gt=0, le=MAX_DEADLINE)] = DEFAULT_DEADLINE
     metrics: Annotated[str, msgspec.Meta(min_length=1)] | None = None
     max_index_mb: Annotated[int, msgspec.Meta(ge=1, le=1 << 20)] = DEFAULT_MAX_INDEX_MB
     #: The file the settings came from, for messages; not a key of the file.

@@ -607,3 +607,27 @@ def test_numbers_with_an_exponent_are_numbers(tmp_path: Path) -> None:
     assert yaml.safe_load("v: 1e3") == {"v": "1e3"}
     error = config_error(write(tmp_path / "d.yaml", "max_index_mb: 1e3\n"))
     assert (error.key, "got 'float'" in error.reason) == ("max_index_mb", True)
+
+
+# --- the run's deadline -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", [".inf", "0", "-1", ".nan", "604801"])
+def test_a_deadline_must_be_a_finite_time_of_at_most_a_week(tmp_path: Path, value: str) -> None:
+    err = config_error(write(tmp_path / "c.yaml", f"deadline: {value}\n"))
+    assert err.key == "deadline"
+    assert err.reason.startswith("Expected 'float' ")
+
+
+def test_infinite_waits_are_taken_and_end_with_the_deadline(tmp_path: Path) -> None:
+    text = "lock_wait: .inf\nretry: {max_wait: .inf}\ntimeouts: {source: .inf}\ndeadline: 60\n"
+    config = load_config(write(tmp_path / "c.yaml", text))
+    assert config.lock_wait == config.retry.max_wait == config.timeouts.source == float("inf")
+    assert config.deadline == 60
+
+
+def test_a_deadline_flag_is_checked_as_the_key_is() -> None:
+    assert with_overrides(Config(), deadline=30.0).deadline == 30.0
+    with pytest.raises(ConfigError) as caught:
+        with_overrides(Config(), deadline=float("inf"))
+    assert (caught.value.path, caught.value.key) == ("command line", "deadline")

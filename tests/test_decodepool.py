@@ -515,9 +515,10 @@ async def test_close_ends_in_bounded_time_after_a_half_sent_result(tmp_path: Pat
     it returns within its grace, and the thread ends too (Python's exit joins it)."""
     queue = DecodeQueue(1)
     job = asyncio.ensure_future(queue.run(1, _die_sending, str(tmp_path / "marker"), "u"))
-    await asyncio.sleep(0.5)
-    while not any(p.exitcode is not None for p in _processes(queue._pool)):  # type: ignore[arg-type]
+    for _ in range(400):  # until the worker is dead
         await asyncio.sleep(0.05)
+        if any(p.exitcode is not None for p in _processes(queue._pool)):  # type: ignore[arg-type]
+            break
     manager = queue._pool._executor_manager_thread  # type: ignore[union-attr]
     started = time.monotonic()
     queue.close()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -1232,6 +1233,122 @@ async def test_a_signal_during_a_swap_lets_that_branch_stand_and_says_so(
     assert (s.out / "a" / "index.json").is_file()
     assert not (s.out / "b").exists()
     assert s.leftovers() == []
+
+
+#: ``crawler`` whose lock is not released when a run stops: its clean stop then never ends.
+_STUCK_STOP = (
+    "import time, crawler.lock\n"
+    "crawler.lock.RunLock.release = lambda self: time.sleep(60)\n"
+    "from crawler.cli import run\n"
+    "run()\n"
+)
+
+
+def _lock_free(out: Path) -> bool:
+    with open(out / ".crawler" / "lock", "a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        fcntl.flock(lock, fcntl.LOCK_UN)
+    return True
+
+
+async def _start_stuck_stop(s: Site, tmp_path: Path) -> asyncio.subprocess.Process:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        _STUCK_STOP,
+        *s.argv("a"),
+        cwd=tmp_path,
+        env=cli_env(),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        start_new_session=True,
+    )
+    _GROUPS.append(proc.pid)
+    await until(lambda: s.server.arrivals(s.path("a", "s2")) > 0, "the download of s2")
+    return proc
+
+
+async def test_a_stop_that_does_not_end_is_ended_after_its_grace(
+    site: MakeSite, tmp_path: Path
+) -> None:
+    """Whatever keeps a stopping run from ending (here: releasing its lock never returns), the
+    process ends within a few seconds of the signal, with the signal's code; the kernel
+    releases the lock, and the next run removes what it staged."""
+    s = await site((ref("a"),), timeouts=SLOW)
+    before = (await s.publish("a"))["a"]
+    s.rebuild(ref("a", NEXT))
+    s.server.delay(s.path("a", "s2"), 30)
+    proc = await _start_stuck_stop(s, tmp_path)
+
+    proc.send_signal(signal.SIGTERM)
+    started = time.monotonic()
+    done = await finish(proc)
+
+    assert 4 < time.monotonic() - started < 8
+    assert done.code == 143, done.err
+    # (Python's resource tracker may add a warning as it removes the pool's semaphores.)
+    assert "\nerror: the run did not stop within 5 s of SIGTERM; ended at once\n" in done.err
+    assert _lock_free(s.out)
+    await until(lambda: group_members(proc.pid) == [], "the run's processes to end", 5)
+    assert tree_bytes(s.out / "a") == before
+    assert (await s.sync("a")).code == 0
+    assert s.leftovers() == []
+
+
+async def test_a_second_signal_ends_a_stopping_run_at_once(site: MakeSite, tmp_path: Path) -> None:
+    """The exit code stays the first signal's: the run was stopping because of it."""
+    s = await site((ref("a"),), timeouts=SLOW)
+    before = (await s.publish("a"))["a"]
+    s.rebuild(ref("a", NEXT))
+    s.server.delay(s.path("a", "s2"), 30)
+    proc = await _start_stuck_stop(s, tmp_path)
+
+    proc.send_signal(signal.SIGTERM)
+    await asyncio.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    started = time.monotonic()
+    done = await finish(proc)
+
+    assert time.monotonic() - started < 1
+    assert done.code == 143, done.err
+    assert "\nreceived SIGINT again: exiting at once\n" in done.err
+    assert _lock_free(s.out)
+    await until(lambda: group_members(proc.pid) == [], "the run's processes to end", 5)
+    assert tree_bytes(s.out / "a") == before
+
+
+@pytest.mark.parametrize("where", ["flag", "config"])
+async def test_the_deadline_stops_a_run_as_an_interrupt_would(
+    site: MakeSite, tmp_path: Path, where: str
+) -> None:
+    """A server that holds an index back for longer than the run may take: the run stops at
+    its deadline, keeps the published output, says so, and exits 9 (metrics say it too)."""
+    s = await site((ref("a"),), timeouts=SLOW)
+    before = (await s.publish("a"))["a"]
+    s.rebuild(ref("a", NEXT))
+    s.server.delay(s.path("a", "s2"), 30)
+    metrics = tmp_path / "m.prom"
+    flags = ["--metrics", str(metrics)]
+    if where == "flag":
+        flags += ["--deadline", "1.5"]
+    else:
+        s.config = s.write_config("deadline.yaml", deadline=1.5)
+
+    started = time.monotonic()
+    done = await s.sync("a", flags=flags)
+
+    assert 1.5 <= time.monotonic() - started < 4
+    assert done.code == 9
+    assert done.err.endswith(
+        "error: stopped at the run's deadline (1.5 s); published output untouched\n"
+    )
+    assert "spack_cache_crawler_run_exit_code 9" in metrics.read_text()
+    assert tree_bytes(s.out / "a") == before
+    assert s.leftovers() == []
+    assert _lock_free(s.out)
 
 
 # --- 10. indexes that change under the crawler ------------------------------------------------

@@ -1,0 +1,133 @@
+"""How a run stops: on a signal, at its deadline, and for sure.
+
+The first SIGINT, SIGTERM or SIGHUP, or the run's deadline, cancels the run's task: the run
+removes what it staged, stops its decoding processes, releases the lock and exits with 128 + the
+signal's number (the deadline: :data:`EXIT_DEADLINE`). That takes well under a second. The
+handlers are plain signal handlers, not the event loop's: they run even while the loop is
+blocked (a branch's output being built, a thread being joined), and hand the cancellation to
+the loop, which delivers it at the run's next ``await``.
+
+A command-line run (``hard=True``) is also ended for sure: should the clean stop not be done
+within :data:`GRACE` seconds of the signal or the deadline, or should a second signal come, the
+process ends there and then with the same code. Nothing is lost by that: the lock is an
+``flock`` the kernel releases with the process, the decoding processes end with it, the output
+a previous run published is untouched, and what this run staged is removed by the next one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from types import FrameType
+
+log = logging.getLogger("crawler")
+
+#: Seconds a stopping run is given to end cleanly before it is ended at once.
+GRACE = 5.0
+#: The exit code of a run stopped by its deadline (``deadline`` in the config, ``--deadline``).
+EXIT_DEADLINE = 9
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def exit_now(code: int, line: str) -> None:
+    """End the process at once with ``code``, saying ``line`` on stderr if it can be written."""
+    with contextlib.suppress(OSError):
+        os.write(2, f"{line}\n".encode(errors="replace"))
+    os._exit(code)
+
+
+def timer(seconds: float, code: int, line: str) -> threading.Timer | None:
+    """A started daemon thread that ends the process after ``seconds`` (see :func:`exit_now`);
+    None where no thread can be started (``ulimit -v``): the clean stop is then all there is."""
+    watchdog = threading.Timer(seconds, exit_now, (code, line))
+    watchdog.daemon = True
+    try:
+        watchdog.start()
+    except RuntimeError:
+        return None
+    return watchdog
+
+
+class Stopper:
+    """Stops one run's task on the first signal or at the deadline (see the module's text).
+
+    ``reason`` is None while the run goes on; then the signal that stopped it, or
+    ``"deadline"``. ``code`` is the exit code that goes with it.
+    """
+
+    def __init__(self, deadline: float | None, *, hard: bool) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._task = asyncio.current_task()
+        self._hard = hard
+        self._deadline = deadline
+        self.reason: signal.Signals | str | None = None
+        self._timers: list[threading.Timer | asyncio.TimerHandle] = []
+
+    @property
+    def code(self) -> int:
+        if isinstance(self.reason, signal.Signals):
+            return 128 + self.reason
+        return EXIT_DEADLINE
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[Stopper]:
+        """Handle the signals and arm the deadline until the run's outcome is known (a signal
+        that comes once it is, as the metrics are written, must neither kill the process with
+        the default action nor change the code). SIGHUP is left alone when it is ignored, as
+        under ``nohup``."""
+        previous: dict[signal.Signals, signal._HANDLER] = {}
+        for signum in SIGNALS:
+            handler = signal.getsignal(signum)
+            if signum == signal.SIGHUP and handler == signal.SIG_IGN:
+                continue
+            try:
+                signal.signal(signum, self._received)
+            except ValueError:  # not the main thread: the caller handles its signals
+                break
+            previous[signum] = handler
+        if self._deadline is not None:
+            self._timers.append(self._loop.call_later(self._deadline, self._deadline_passed))
+            if self._hard:  # the loop itself may be what is stuck
+                line = f"error: the run did not stop at its deadline ({self._deadline:g} s)"
+                self._arm(self._deadline + GRACE, EXIT_DEADLINE, f"{line}; ended at once")
+        try:
+            yield self
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, signal.SIG_DFL if handler is None else handler)
+            for armed in self._timers:
+                armed.cancel()
+
+    def _received(self, signum: int, frame: FrameType | None) -> None:
+        received = signal.Signals(signum)
+        if self.reason is not None:
+            if self._hard:
+                exit_now(self.code, f"received {received.name} again: exiting at once")
+            return
+        self.reason = received
+        self._loop.call_soon_threadsafe(self._stop, f"received {received.name}, stopping")
+
+    def _deadline_passed(self) -> None:
+        if self.reason is None:
+            self.reason = "deadline"
+            self._stop(f"the run's deadline ({self._deadline:g} s) passed, stopping")
+
+    def _stop(self, line: str) -> None:
+        log.warning("%s", line)
+        if self._task is not None:
+            self._task.cancel()
+        if self._hard:
+            what = self.reason.name if isinstance(self.reason, signal.Signals) else "its deadline"
+            ended = f"error: the run did not stop within {GRACE:g} s of {what}; ended at once"
+            self._arm(GRACE, self.code, ended)
+
+    def _arm(self, seconds: float, code: int, line: str) -> None:
+        armed = timer(seconds, code, line)
+        if armed is not None:
+            self._timers.append(armed)
