@@ -490,7 +490,8 @@ def _die_sending(marker: str, url: str) -> bytes:
         pipe = next(
             o for o in gc.get_objects() if isinstance(o, multiprocessing.queues.SimpleQueue)
         )
-        os.write(pipe._writer.fileno(), struct.pack("!i", 1 << 20) + b"half a message")
+        writer = pipe._writer  # type: ignore[attr-defined]
+        os.write(writer.fileno(), struct.pack("!i", 1 << 20) + b"half a message")
         os.kill(os.getpid(), signal.SIGKILL)
     return b"second try"
 
@@ -519,7 +520,7 @@ async def test_close_ends_in_bounded_time_after_a_half_sent_result(tmp_path: Pat
         await asyncio.sleep(0.05)
         if any(p.exitcode is not None for p in _processes(queue._pool)):  # type: ignore[arg-type]
             break
-    manager = queue._pool._executor_manager_thread  # type: ignore[union-attr]
+    manager: threading.Thread | None = queue._pool._executor_manager_thread  # type: ignore[union-attr,assignment]
     started = time.monotonic()
     queue.close()
     assert time.monotonic() - started < 5
