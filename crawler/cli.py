@@ -51,6 +51,7 @@ from .errors import (
     shown,
 )
 from .fetch import Sleep, environment_proxies, local_path
+from .files import too_large
 from .lock import LockBusyError
 from .metrics import load_last_success, render_metrics, write_metrics
 from .progress import LiveReporter, LogReporter, setup_logging, wants_live
@@ -254,6 +255,10 @@ def _check_output(config: Config) -> None:
     fails the run when it happens, naming the path."""
     where = config.where("output")
     output = config.output_dir.resolve()
+    system = _system_folder(output)
+    if system is not None:
+        reason = f"{output} is {system}: give a folder for the crawler's output alone"
+        raise ConfigError(where, reason, "output")
     root = _local_mirror(config)
     if root is not None and output.is_relative_to(root):
         inside = "the mirror folder" if output == root else f"inside the mirror {root}"
@@ -286,6 +291,41 @@ def _check_output(config: Config) -> None:
             "not the folders above it)"
         )
         raise ConfigError(where, reason, "output")
+
+
+_OS = "a folder of the operating system, which its package manager owns"
+_KERNEL = "a folder of the kernel or of the running system (devices, processes, runtime state)"
+_SHARED = "writable by every user, who could put a .crawler or a branch folder there first"
+#: The folders no output may be, and why: a run makes ``.crawler`` and a folder per branch in
+#: its output, beside what is there. Only these, not what they hold: /var/www, /srv/x or a home
+#: folder are fine (a publish never deletes a file it did not write).
+SYSTEM_FOLDERS = {
+    "/": "the root folder (branch folders would sit beside /etc and /usr)",
+    **dict.fromkeys(
+        ("/bin", "/boot", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/sbin", "/usr"), _OS
+    ),
+    **dict.fromkeys(("/dev", "/proc", "/run", "/sys"), _KERNEL),
+    "/home": "the folder of every user's home (a branch folder would sit among them)",
+    "/var": "the folder of every service's data, logs and caches",
+    "/tmp": _SHARED,
+    "/var/tmp": _SHARED,
+}
+
+
+def _system_folder(output: Path) -> str | None:
+    """Why the resolved ``output`` may not be an output folder, if it is one of
+    :data:`SYSTEM_FOLDERS`, by its path or as the same folder (a bind mount of ``/``)."""
+    if str(output) in SYSTEM_FOLDERS:
+        return SYSTEM_FOLDERS[str(output)]
+    try:
+        found = os.stat(output)
+    except OSError:  # not there (yet): not one of those, which are
+        return None
+    for folder, reason in SYSTEM_FOLDERS.items():
+        with contextlib.suppress(OSError):
+            if os.path.samestat(found, os.stat(folder)):
+                return reason
+    return None
 
 
 def _inside_published(folder: Path, child: str) -> bool:
@@ -325,10 +365,17 @@ def _leave_a_deleted_working_folder(config: Config, check: bool) -> None:
     os.chdir("/")
 
 
+#: The most bytes an existing metrics file may hold: the crawler writes about 2 KB per branch
+#: (5,860 bytes for the sample's three refs), so some 8,000 branches; a larger file is
+#: something else, named by mistake.
+MAX_METRICS_BYTES = 16 << 20
+
+
 def _check_metrics(config: Config) -> None:
     """Refuse a metrics file the crawler must not replace: one inside the output folder (a
-    branch folder, the crawler's own) or the mirror, the config file itself, or anything but a
-    regular file (``/dev/null`` would be replaced by a file; a named pipe would block)."""
+    branch folder, the crawler's own) or the mirror, the config file itself, anything but a
+    regular file (``/dev/null`` would be replaced by a file; a named pipe would block), or a
+    file larger than :data:`MAX_METRICS_BYTES` (not one the crawler wrote)."""
     if not config.metrics:
         return
     where = config.where("metrics")
@@ -337,6 +384,7 @@ def _check_metrics(config: Config) -> None:
         resolved = metrics.resolve()
         output = config.output_dir.resolve()
         is_other = metrics.exists() and not metrics.is_file()
+        size = metrics.stat().st_size if metrics.is_file() else 0
     except (RuntimeError, OSError) as err:
         raise ConfigError(where, f"cannot resolve {metrics}: {err}", "metrics") from None
     if resolved.is_relative_to(output):
@@ -348,6 +396,9 @@ def _check_metrics(config: Config) -> None:
         raise ConfigError(where, f"{metrics} is the config file", "metrics")
     if is_other:
         raise ConfigError(where, f"{metrics} is not a regular file", "metrics")
+    if size > MAX_METRICS_BYTES:
+        reason = f"{metrics} is {too_large(MAX_METRICS_BYTES)}: not a metrics file it wrote"
+        raise ConfigError(where, reason, "metrics")
 
 
 def exit_code(result: RunResult) -> int:

@@ -61,7 +61,7 @@ from yarl import URL
 
 from .decode import DEFAULT_MAX_INDEX_MB
 from .errors import ConfigError
-from .files import as_given
+from .files import as_given, read_regular
 from .urls import file_path, redacted, without_credentials
 
 PUBLIC_MIRROR = "https://binaries.spack.io"
@@ -471,6 +471,11 @@ def _load_yaml(text: str, origin: str) -> object:
         loader.dispose()
 
 
+#: The most bytes a config file may hold: the built-in one is under 4 KB, a config listing
+#: hundreds of refs a few tens of KB.
+MAX_CONFIG_BYTES = 1 << 20
+
+
 def load_config(path: Path | None) -> Config:
     """Read a YAML config file.
 
@@ -492,7 +497,9 @@ def load_config(path: Path | None) -> Config:
     except (RuntimeError, OSError) as err:  # `~unknown-user/`, a symbolic link loop
         raise ConfigError(origin, f"cannot resolve the path: {err}") from None
     try:
-        text = path.read_text(encoding="utf-8")
+        # Opened without waiting and refused unless a regular file of a bounded size: a named
+        # pipe would wait for a writer, /dev/zero never ends (both hung the run).
+        text = read_regular(path, MAX_CONFIG_BYTES).decode("utf-8")
     except FileNotFoundError:
         if path.is_symlink():
             target = os.readlink(path)

@@ -35,10 +35,29 @@ def open_regular(path: Path | str) -> int:
     return fd
 
 
-def read_regular(path: Path | str) -> bytes:
-    """The bytes of ``path``, a regular file (see :func:`open_regular`)."""
+def read_regular(path: Path | str, limit: int | None = None) -> bytes:
+    """The bytes of ``path``, a regular file (see :func:`open_regular`); with ``limit``, an
+    ``OSError`` (``EFBIG``) for one of more bytes than that, also if it grows while read."""
     with open(open_regular(path), "rb") as file:
-        return file.read()
+        if limit is None:
+            return file.read()
+        if os.fstat(file.fileno()).st_size > limit:
+            raise OSError(errno.EFBIG, too_large(limit), str(path))
+        data = file.read(limit + 1)
+    if len(data) > limit:
+        raise OSError(errno.EFBIG, too_large(limit), str(path))
+    return data
+
+
+def too_large(limit: int) -> str:
+    """Why a file of more than ``limit`` bytes is refused."""
+    return f"larger than {_size(limit)} (the most it may hold)"
+
+
+def _size(count: int) -> str:
+    if count % (1 << 20) == 0:
+        return f"{count >> 20} MiB"
+    return f"{count:,} bytes"
 
 
 def as_given(path: Path) -> Path:
