@@ -35,6 +35,15 @@ How it works, and why:
   (one holding the deleted file, one a newly created one). An empty file therefore means "the
   last run ended cleanly".
 
+* The lock is in the folder the run opened, and the run writes there only: :class:`RunLock`
+  opens the output folder once (by its resolved path, never through a link), makes and locks
+  ``.crawler/lock`` relative to that descriptor, and keeps it open. What the run writes into
+  the output (:mod:`crawler.write`: staged branches, the swap, states, reports, caches) goes
+  through :func:`held_folder`, which refuses, with an :class:`~crawler.errors.OutputError`,
+  once the output's path no longer leads to that folder (moved, or replaced by a link or
+  another folder during the run). A second run started after such a swap locks the folder
+  the path now leads to; the first one never writes there.
+
 The lock can be used with ``async with`` (waiting with ``asyncio.sleep``, so the event loop
 keeps running), with ``with``, or with :meth:`RunLock.acquire` / :meth:`RunLock.release`. Locks
 are per open file description: a second :class:`RunLock` on the same folder in the same process
@@ -50,10 +59,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import fcntl
 import json
 import os
 import socket
+import stat
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -133,6 +144,92 @@ class LockBusyError(CrawlerError):
         )
 
 
+#: Why a path no longer names the folder a run opened (see :meth:`OutputFolder.check`).
+REPLACED = (
+    "is no longer the folder this run locked (it was moved, or replaced by a link or another "
+    "folder, during the run): nothing is written through it; the folder this run locked is "
+    "left as it was"
+)
+
+
+class OutputFolder:
+    """An output folder opened once, by its resolved path (never through a link), and the
+    question "does its path still lead there?" (:meth:`check`).
+
+    Everything a run writes into the output is made relative to :attr:`fd`, or checked with
+    :meth:`check` just before, so that a path swapped for a link during the run does not
+    carry the run's writes (and its lock's protection) elsewhere.
+    """
+
+    def __init__(self, path: Path, fd: int) -> None:
+        self.path = path
+        self.fd = fd
+        found = os.fstat(fd)
+        self._identity = (found.st_dev, found.st_ino)
+
+    @classmethod
+    def open(cls, path: Path) -> OutputFolder:
+        """Open the folder ``path`` (made if missing, with its parents), as it resolves now;
+        raises ``OSError``."""
+        path = Path(os.path.abspath(path))
+        path.mkdir(parents=True, exist_ok=True)
+        # O_NOFOLLOW: the resolved path's last part became a link since resolve() looked.
+        flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+        return cls(path, os.open(path.resolve(), flags))
+
+    def replaced(self) -> bool:
+        """Whether ``path`` no longer leads to the folder that was opened (or to none)."""
+        try:
+            found = os.stat(self.path)
+        except OSError:
+            return True
+        return (found.st_dev, found.st_ino) != self._identity
+
+    def check(self) -> None:
+        """Raise :class:`~crawler.errors.OutputError` when ``path`` no longer leads here."""
+        if self.replaced():
+            raise OutputError(str(self.path), REPLACED, "write into")
+
+    def close(self) -> None:
+        """Close the descriptor (once)."""
+        fd, self.fd = self.fd, -1
+        if fd >= 0:
+            os.close(fd)
+
+
+#: The output folders this process holds the lock of, by path (see :func:`held_folder`).
+_HELD: dict[Path, OutputFolder] = {}
+
+
+def held_folder(path: Path) -> OutputFolder | None:
+    """The output folder whose lock this process holds and that ``path`` lies in (or is),
+    by their paths as given; None when there is none.
+
+    Locks are held per process (the kernel's ``flock`` is per open file), so this is where any
+    writer in the process learns which folder it may write into, without the lock being passed
+    down to every function that writes a file.
+    """
+    if not _HELD:
+        return None
+    try:
+        absolute = Path(os.path.abspath(path))
+    except OSError:  # a relative path, and no working folder to make it absolute
+        return None
+    for folder in _HELD.values():
+        if absolute.is_relative_to(folder.path):
+            return folder
+    return None
+
+
+def replaced_error(path: Path) -> OutputError | None:
+    """The error to report when ``path`` lies in an output folder this process locked and the
+    output's path leads elsewhere now (whatever failed then, that is why), else None."""
+    held = held_folder(path)
+    if held is None or not held.replaced():
+        return None
+    return OutputError(str(held.path), REPLACED, "write into")
+
+
 def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -153,6 +250,7 @@ class RunLock:
     def __init__(self, output: Path, *, wait: float = 0.0, poll: float = POLL_SECONDS) -> None:
         if wait < 0 or poll <= 0:
             raise ValueError(f"wait must be >= 0 and poll > 0, got wait={wait}, poll={poll}")
+        self.output = output
         self.path = output / LOCK_FILE
         self.wait = wait
         self.poll = poll
@@ -161,6 +259,8 @@ class RunLock:
         #: This process, as written into the lock file while it holds the lock.
         self.holder: Holder | None = None
         self._fd: int | None = None
+        #: The output folder, held open while locked (see :class:`OutputFolder`).
+        self.folder: OutputFolder | None = None
 
     @property
     def locked(self) -> bool:
@@ -197,28 +297,31 @@ class RunLock:
         fd, self._fd = self._fd, None
         if fd is None:
             return
+        folder, self.folder = self.folder, None
         try:
             with contextlib.suppress(OSError):  # the lock goes with the descriptor anyway
                 os.ftruncate(fd, 0)
             fcntl.flock(fd, fcntl.LOCK_UN)
         finally:
             os.close(fd)
+            if folder is not None:
+                _HELD.pop(folder.path, None)
+                folder.close()
 
     def _try(self) -> Holder | None:
         """One attempt: None when the lock was taken, else the holder the file names."""
         if self._fd is not None:
             raise RuntimeError(f"{self.path} is already locked by this RunLock")
+        folder = self._open_folder()
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        except FileExistsError as err:  # from mkdir: "File exists" would not say what is wrong
-            where = err.filename or self.path.parent
-            raise OutputError(str(where), _NOT_A_FOLDER) from None
-        except OSError as err:
-            raise OutputError(str(self.path), err.strerror or str(err)) from None
+            fd = self._open_file(folder)
+        except BaseException:
+            folder.close()
+            raise
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            folder.close()
             holder = Holder.parse(self._read(fd))
             for _ in range(10):  # the holder may have the lock but not have written itself yet
                 if holder.known:
@@ -229,6 +332,7 @@ class RunLock:
             return holder
         except OSError as err:
             os.close(fd)
+            folder.close()
             raise OutputError(str(self.path), f"cannot lock: {err.strerror or err}") from None
         try:
             content = self._read(fd)
@@ -238,9 +342,42 @@ class RunLock:
             os.pwrite(fd, self.holder.encode(), 0)
         except OSError as err:
             os.close(fd)
+            folder.close()
             raise OutputError(str(self.path), err.strerror or str(err)) from None
         self._fd = fd
+        self.folder = _HELD[folder.path] = folder
         return None
+
+    def _open_folder(self) -> OutputFolder:
+        """The output folder, opened (and made if missing) for this attempt."""
+        try:
+            return OutputFolder.open(self.output)
+        except FileExistsError as err:  # from mkdir: "File exists" would not say what is wrong
+            raise OutputError(str(err.filename or self.output), _NOT_A_FOLDER) from None
+        except OSError as err:
+            if err.errno == errno.ELOOP:  # a link put there since the path was resolved
+                reason = "became a symbolic link while it was being opened: run again"
+                raise OutputError(str(self.output), reason) from None
+            raise OutputError(str(err.filename or self.output), err.strerror or str(err)) from None
+
+    def _open_file(self, folder: OutputFolder) -> int:
+        """The lock file, made if missing, opened relative to the folder's descriptor: the lock
+        is in the folder the run works in, whatever the path leads to later."""
+        state = self.path.parent
+        try:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(LOCK_FILE.parent, dir_fd=folder.fd)
+            if not stat.S_ISDIR(os.stat(LOCK_FILE.parent, dir_fd=folder.fd).st_mode):
+                raise NotADirectoryError
+        except (FileNotFoundError, NotADirectoryError):  # a file, or a link leading nowhere
+            raise OutputError(str(state), _NOT_A_FOLDER) from None
+        except OSError as err:
+            raise OutputError(str(state), err.strerror or str(err)) from None
+        flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC
+        try:
+            return os.open(LOCK_FILE, flags, 0o644, dir_fd=folder.fd)
+        except OSError as err:
+            raise OutputError(str(self.path), err.strerror or str(err)) from None
 
     @staticmethod
     def _read(fd: int) -> bytes:

@@ -34,6 +34,7 @@ import msgspec
 from . import __version__
 from .errors import OutputError
 from .files import read_regular
+from .lock import REPLACED, held_folder
 from .summarize import load_root_shard, load_summary, merge_root
 from .validate import Kind, SourceSummary
 from .write import atomic_write, encode_json, state_dir
@@ -254,6 +255,10 @@ class Store:
         Run at the end of each run: a branch that keeps failing (or being refused) caches the
         summaries of what it read each time, and only its latest are worth keeping, for the
         next try."""
+        held = held_folder(self.root)
+        if held is not None and held.replaced():  # the path leads to another output's cache
+            log.warning("cannot prune the cache: %s %s", held.path, REPLACED)
+            return
         keep: set[str] = set(read)
         try:
             states = sorted(self.states.glob("*.json"))

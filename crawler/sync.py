@@ -66,7 +66,7 @@ from .errors import (
 )
 from .fetch import Fetcher, Sleep
 from .files import read_regular
-from .lock import RunLock
+from .lock import RunLock, replaced_error
 from .progress import Reporter
 from .report import branch_stats, findings, published_spec_stacks, spec_stacks_of
 from .sources import SourceOutcome, SourceReader
@@ -563,6 +563,8 @@ class Syncer:
         """Finish a branch that publishes nothing: record why, tell the user."""
         report.setdefault("sources", [o.report_entry() for o in outcomes])
         failing = status in ("failed", "refused")
+        if failing and (replaced := replaced_error(self.output)) is not None:
+            status, message = "failed", f"branch {branch} failed: {replaced}"  # whatever failed
         if failing:
             report.pop("stats", None)  # only the stats of what is published are meaningful
         report.update(status=status, error=message if failing else None)

@@ -11,10 +11,15 @@ flushed to disk with one ``syncfs`` call, and only then put in place of ``<outpu
 
 The old copy is removed afterwards. Single files (run reports) are written to a temporary file in
 the same folder, flushed, ``fsync``-ed and renamed over the target.
+
+Inside an output folder whose lock this process holds, staging, the swap and single files are
+done relative to the folder's descriptor (:class:`crawler.lock.OutputFolder`), and refused once
+its path leads elsewhere: a run never writes through a link put in its output's place.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import json
@@ -24,7 +29,6 @@ import re
 import secrets
 import shutil
 import stat
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -34,11 +38,11 @@ import msgspec
 from .consolidate import PackageSummary
 from .errors import OutputError
 from .files import read_regular
+from .lock import OutputFolder, held_folder
 
 log = logging.getLogger("crawler")
 
 STATE_DIR = ".crawler"
-_AT_FDCWD = -100
 _RENAME_EXCHANGE = 2
 
 try:
@@ -97,26 +101,73 @@ def atomic_write(
     ``durable=False`` skips the fsyncs, for caches whose loss or truncation is detected and
     costs only a re-download. ``make_folder=False`` fails where the folder is missing rather
     than making it (a file the user names: a typo must not go unnoticed).
+
+    A file in an output folder this process holds the lock of (:func:`crawler.lock.held_folder`)
+    is written relative to that folder's descriptor, and not at all once the output's path
+    leads elsewhere: what the lock protects is what is written.
     """
     try:
-        if make_folder:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        parent = _open_parent(path, make_folder)
         try:
-            with os.fdopen(fd, "wb") as out:
-                os.fchmod(fd, mode)  # mkstemp makes 0600 files; node_exporter & co. need more
-                out.write(data)
-                if durable:
-                    out.flush()
-                    os.fsync(out.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        if durable:
-            _fsync_dir(path.parent)
+            _replace_at(parent, path.name, data, durable, mode)
+        finally:
+            os.close(parent)
     except OSError as err:
         raise OutputError(str(path), err.strerror or str(err)) from None
+
+
+_FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+
+
+def _open_parent(path: Path, make_folder: bool) -> int:
+    """A descriptor of ``path``'s folder: reached from the held output folder when ``path``
+    lies in one (:class:`~crawler.errors.OutputError` if that was replaced), else by path."""
+    held = held_folder(path)
+    if held is None:
+        if make_folder:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        return os.open(path.parent, _FOLDER_FLAGS)
+    held.check()
+    relative = os.path.relpath(os.path.abspath(path.parent), held.path)
+    if make_folder and relative != ".":
+        _makedirs_at(held.fd, relative)
+    return os.open(relative, _FOLDER_FLAGS, dir_fd=held.fd)
+
+
+def _makedirs_at(fd: int, relative: str) -> None:
+    """``mkdir -p relative``, relative to the folder ``fd``."""
+    try:
+        os.mkdir(relative, dir_fd=fd)
+    except FileExistsError:
+        pass
+    except FileNotFoundError:
+        parent = os.path.dirname(relative)
+        if not parent:
+            raise
+        _makedirs_at(fd, parent)
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(relative, dir_fd=fd)
+
+
+def _replace_at(folder: int, name: str, data: bytes | bytearray, durable: bool, mode: int) -> None:
+    """Write ``data`` to a temporary file in ``folder`` and rename it to ``name`` there. The
+    temporary name is the one ``mkstemp`` would give (``recover`` removes those left)."""
+    tmp = f".{name}.{secrets.token_hex(4)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600, dir_fd=folder)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            os.fchmod(fd, mode)  # not the umask's: node_exporter & co. need to read it
+            out.write(data)
+            if durable:
+                out.flush()
+                os.fsync(out.fileno())
+        os.replace(tmp, name, src_dir_fd=folder, dst_dir_fd=folder)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=folder)
+        raise
+    if durable:
+        os.fsync(folder)
 
 
 #: A staged branch of up to this many files is flushed file by file; one with more (pages: one
@@ -173,17 +224,18 @@ def _syncfs(path: Path) -> None:
         os.close(fd)
 
 
-def _exchange(a: Path, b: Path) -> bool:
-    """Swap two paths atomically; False when the platform or filesystem cannot."""
+def _exchange(a_folder: int, a: str, b_folder: int, b: str) -> bool:
+    """Swap ``a`` in the folder ``a_folder`` and ``b`` in ``b_folder`` atomically; False when
+    the platform or filesystem cannot."""
     renameat2 = getattr(_LIBC, "renameat2", None) if _LIBC is not None else None
     if renameat2 is None:
         return False
-    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+    if renameat2(a_folder, os.fsencode(a), b_folder, os.fsencode(b), _RENAME_EXCHANGE) == 0:
         return True
     code = ctypes.get_errno()
     if code in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP):
         return False
-    raise OSError(code, os.strerror(code), str(a))
+    raise OSError(code, os.strerror(code), a)
 
 
 def state_dir(output: Path) -> Path:
@@ -215,6 +267,7 @@ def check_work_folders(output: Path) -> list[str]:
     volume not mounted yet; every run warns that it cannot use the cache); a file there is
     removed like the others (no run could use the cache, and each would warn about every
     source)."""
+    _still_locked(output)
     staging = staging_dir(output)
     done = []
     try:
@@ -234,6 +287,14 @@ def check_work_folders(output: Path) -> list[str]:
     return done
 
 
+def _still_locked(output: Path) -> None:
+    """Refuse to work by path in ``output`` if this process locked it and its path now leads
+    elsewhere (see :func:`crawler.lock.held_folder`)."""
+    held = held_folder(output)
+    if held is not None:
+        held.check()
+
+
 def _apart(output: Path) -> str:
     return (
         f"on another filesystem than {output}, and a branch is swapped in by a rename, which "
@@ -249,6 +310,7 @@ def recover(output: Path) -> list[str]:
     Called while holding the run lock (:mod:`crawler.lock`), so whatever is found belongs to a
     run that is gone, whatever its pid (pids are reused, and are meaningless across hosts).
     """
+    _still_locked(output)
     done: list[str] = []
     state = state_dir(output)
     try:
@@ -415,66 +477,103 @@ def foreign_entries(branch: Path, unlisted: Callable[[OSError], None] | None = N
 
 
 class BranchStage:
-    """A branch's next output, assembled off to the side and then published as a whole."""
+    """A branch's next output, assembled off to the side and then published as a whole.
+
+    Everything is done relative to descriptors of the output folder (the one whose lock this
+    process holds, see :func:`crawler.lock.held_folder`, else the folder opened here), of its
+    staging folder and of the staged folder: if the output's path is swapped for a link during
+    the run, nothing is staged or published through it, and :meth:`publish` refuses.
+    """
 
     def __init__(self, output: Path, branch: str) -> None:
         self.output = output
         self.branch = branch
-        staging = staging_dir(output)
-        self.path = staging / f"new-{branch}.{secrets.token_hex(4)}"
+        self.name = f"new-{branch}.{secrets.token_hex(4)}"
+        self.path = staging_dir(output) / self.name
+        held = held_folder(output)
+        if held is not None and held.path != Path(os.path.abspath(output)):
+            held = None  # a folder inside the locked output: not an output of its own
+        self._own = held is None
         try:
-            staging.mkdir(parents=True, exist_ok=True)
-            if self.path.exists():
-                shutil.rmtree(self.path)
-            self.path.mkdir()
+            self._folder = OutputFolder.open(output) if held is None else held
+            self._folder.check()
+            staging = str(staging_dir(Path()))
+            _makedirs_at(self._folder.fd, staging)
+            self._staging = os.open(staging, _FOLDER_FLAGS, dir_fd=self._folder.fd)
+            os.mkdir(self.name, dir_fd=self._staging)
+            self._fd = os.open(self.name, _FOLDER_FLAGS | os.O_NOFOLLOW, dir_fd=self._staging)
         except OSError as err:
             raise OutputError(str(self.path), err.strerror or str(err)) from None
 
     def write(self, relative: str, data: bytes | bytearray) -> None:
         """Add one file to the staged branch (no fsync: :meth:`publish` flushes them all)."""
-        target = self.path / relative
+        folder = os.path.dirname(relative)
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
+            if folder:
+                _makedirs_at(self._fd, folder)
+            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+            with open(os.open(relative, flags, 0o666, dir_fd=self._fd), "wb") as out:
+                out.write(data)
         except OSError as err:
-            raise OutputError(str(target), err.strerror or str(err)) from None
+            raise OutputError(str(self.path / relative), err.strerror or str(err)) from None
 
     def discard(self) -> None:
         """Drop the staged files; the published branch is untouched."""
-        shutil.rmtree(self.path, ignore_errors=True)
+        if self._fd < 0:
+            return
+        with contextlib.suppress(OSError):
+            shutil.rmtree(self.name, dir_fd=self._staging)
+        for fd in (self._fd, self._staging):
+            os.close(fd)
+        self._fd = self._staging = -1
+        if self._own:
+            self._folder.close()
 
     def publish(self) -> Path:
         """Flush the staged files and swap them in for ``<output>/<branch>``.
 
         Once the new folder is in place the publish has happened: failing to remove the old
-        copy afterwards is only logged (the next run's :func:`recover` removes it).
+        copy afterwards is only logged (the next run's :func:`recover` removes it). Refused
+        (:class:`~crawler.errors.OutputError`) when the output's path no longer leads to the
+        folder the run locked: the swap would publish elsewhere.
         """
         target = self.output / self.branch
+        self._folder.check()
         check_replaceable(target)
-        old = self.path.with_name(f"old-{self.branch}.{secrets.token_hex(4)}")
         try:
             _flush_tree(self.path)
-            if not target.exists():
-                os.rename(self.path, target)
-                aside = None
-            elif _exchange(self.path, target):
-                aside = self.path  # the staging folder now holds the previous branch
-            else:
-                os.rename(target, old)
-                try:
-                    os.rename(self.path, target)
-                except OSError:
-                    os.rename(old, target)
-                    raise
-                aside = old
-            _fsync_dir(self.output)
+            aside = self._swap()
+            os.fsync(self._folder.fd)
         except OSError as err:
+            self._folder.check()  # a replaced output folder explains the failure best
             if err.errno == errno.EXDEV:  # a mount at .crawler/staging since check_work_folders()
                 raise OutputError(str(self.path.parent), _apart(self.output)) from None
             raise OutputError(str(target), err.strerror or str(err)) from None
-        if aside is not None:
-            self._retire(aside, target)
+        if aside is not None and not self._folder.replaced():  # else the next run's recover()
+            self._retire(self.path.with_name(aside), target)
         return target
+
+    def _swap(self) -> str | None:
+        """Put the staged folder in place of the branch's, relative to the descriptors, once
+        sure the output's path still leads to the locked folder; returns the name in the
+        staging folder of the previous branch folder, if there was one."""
+        out, staging, branch = self._folder.fd, self._staging, self.branch
+        self._folder.check()
+        try:
+            os.stat(branch, dir_fd=out, follow_symlinks=False)
+        except FileNotFoundError:
+            os.rename(self.name, branch, src_dir_fd=staging, dst_dir_fd=out)
+            return None
+        if _exchange(staging, self.name, out, branch):
+            return self.name  # the staging folder now holds the previous branch
+        old = f"old-{branch}.{secrets.token_hex(4)}"
+        os.rename(branch, old, src_dir_fd=out, dst_dir_fd=staging)
+        try:
+            os.rename(self.name, branch, src_dir_fd=staging, dst_dir_fd=out)
+        except OSError:
+            os.rename(old, branch, src_dir_fd=staging, dst_dir_fd=out)
+            raise
+        return old
 
     def _retire(self, aside: Path, target: Path) -> None:
         """Remove the previous branch folder, set ``aside`` by the swap, but for what was

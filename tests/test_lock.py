@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from crawler.errors import OutputError
-from crawler.lock import Holder, LockBusyError, RunLock
+from crawler.lock import REPLACED, Holder, LockBusyError, RunLock, held_folder
+from crawler.write import BranchStage, atomic_write
 
 from .conftest import LockHolder, dead_pid
 
@@ -244,3 +245,76 @@ def test_a_crawler_folder_that_is_not_one_is_named(output: Path, kind: str) -> N
         f"cannot write {folder}: not a folder (a file, or a link that leads nowhere): move it away"
     )
     assert not (output / "not-there").exists()
+
+
+# --- the folder the lock protects (issue 25, item 3) ----------------------------------------
+
+
+def swap_for_a_link(output: Path, elsewhere: Path) -> Path:
+    """Move ``output`` aside and put a link to ``elsewhere`` (made) in its place; returns where
+    the locked folder went."""
+    moved = output.with_name(f"{output.name}.moved")
+    output.rename(moved)
+    elsewhere.mkdir(exist_ok=True)
+    output.symlink_to(elsewhere)
+    return moved
+
+
+def test_the_lock_is_in_the_folder_opened_and_a_swap_is_noticed(tmp_path: Path) -> None:
+    output = tmp_path / "out"
+    with RunLock(output) as lock:
+        assert lock.folder is not None and held_folder(output / ".crawler" / "x") is lock.folder
+        assert not lock.folder.replaced()
+        moved = swap_for_a_link(output, tmp_path / "other")
+        assert lock.folder.replaced()
+        with pytest.raises(OutputError) as caught:
+            lock.folder.check()
+        assert str(caught.value) == f"cannot write into {output}: {REPLACED}"
+        # A second lock through the link locks the other folder: the first holds the one moved.
+        with RunLock(output, wait=0) as second:
+            assert second.locked
+        assert json.loads((moved / ".crawler" / "lock").read_bytes())["pid"] == os.getpid()
+    assert held_folder(output) is None
+    assert (moved / ".crawler" / "lock").read_bytes() == b""
+
+
+def test_a_file_is_not_written_through_a_link_put_in_place_of_the_output(
+    tmp_path: Path,
+) -> None:
+    output = tmp_path / "out"
+    with RunLock(output):
+        atomic_write(output / ".crawler" / "state" / "a.json", b"1")
+        moved = swap_for_a_link(output, tmp_path / "other")
+        with pytest.raises(OutputError, match="no longer the folder this run locked"):
+            atomic_write(output / ".crawler" / "state" / "b.json", b"2")
+    assert (moved / ".crawler" / "state" / "a.json").read_bytes() == b"1"
+    assert list((tmp_path / "other").iterdir()) == []
+
+
+@pytest.mark.parametrize("when", ["before staging", "before the swap"])
+def test_a_branch_is_not_published_through_a_link_put_in_place_of_the_output(
+    tmp_path: Path, when: str
+) -> None:
+    """The staged files and the swap are relative to the locked folder's descriptor; the swap
+    is refused once the output's path leads elsewhere, and the staged folder is dropped from
+    the locked folder's staging, not looked for through the link."""
+    output = tmp_path / "out"
+    other = tmp_path / "other"
+    with RunLock(output):
+        previous = BranchStage(output, "develop")
+        previous.write("index.json", b"old")
+        previous.publish()
+        previous.discard()
+        stage = BranchStage(output, "develop")
+        if when == "before staging":
+            moved = swap_for_a_link(output, other)
+        stage.write("index.json", b"new")
+        stage.write("pages/zlib/specs.md", b"page")
+        if when == "before the swap":
+            moved = swap_for_a_link(output, other)
+        with pytest.raises(OutputError, match="no longer the folder this run locked"):
+            stage.publish()
+        stage.discard()
+    assert list(other.iterdir()) == []
+    assert (moved / "develop" / "index.json").read_bytes() == b"old"
+    assert list((moved / ".crawler" / "staging").iterdir()) == []
