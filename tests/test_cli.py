@@ -1063,8 +1063,8 @@ def test_unknown_flag(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("command", "codes"),
     [
-        ("sync", "129/130/143 interrupted (SIGHUP/SIGINT/SIGTERM)"),
-        ("branches", "3 mirror unusable, 4 the list could not be written, 141 its reader closed"),
+        ("sync", "9 deadline passed, 129/130/143 interrupted (SIGHUP/SIGINT/SIGTERM)"),
+        ("branches", "4 the list could not be written, 9 deadline passed, 129/130/143"),
         ("verify", "2 usage error (no branch folder), 8 problems found"),
     ],
 )
