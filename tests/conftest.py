@@ -12,6 +12,7 @@ import asyncio
 import hashlib
 import logging
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -349,6 +350,13 @@ def cli_env() -> dict[str, str]:
     return env
 
 
+def as_from_a_terminal() -> None:
+    """``preexec_fn`` of a ``crawler`` subprocess: SIGHUP back to its default, as in a process
+    started from a terminal, also when the suite itself runs under ``nohup`` (whose ignored
+    SIGHUP the child would inherit, and keep, as the crawler leaves an ignored SIGHUP alone)."""
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
 async def start_cli(
     *args: str, cwd: Path, new_session: bool = False, prefix: Sequence[str] = ()
 ) -> asyncio.subprocess.Process:
@@ -366,6 +374,7 @@ async def start_cli(
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
         start_new_session=new_session,
+        preexec_fn=as_from_a_terminal,
     )
 
 

@@ -46,6 +46,7 @@ from .conftest import (
     Done,
     Fault,
     ServeMirror,
+    as_from_a_terminal,
     cli_env,
     fast_config,
     finish,
@@ -1291,6 +1292,7 @@ def test_sighup_from_a_closed_terminal_stops_a_run_with_its_own_code(tmp_path: P
             stdout=terminal,
             stderr=terminal,
             start_new_session=True,
+            preexec_fn=as_from_a_terminal,
         )
         os.close(terminal)
         try:
