@@ -44,21 +44,7 @@ from typing import Any
 
 import msgspec
 
-from .errors import CrawlerError
-
-
-class ChangesInputError(CrawlerError):
-    """An index given to :func:`compute_changes` does not have the shape of ``index.json``."""
-
-    def __init__(self, which: str, reason: str) -> None:
-        self.which = which
-        self.reason = reason
-        super().__init__(which, reason)
-
-    def __str__(self) -> str:
-        return (
-            f"cannot compare indexes: the {self.which} index is not a branch index: {self.reason}"
-        )
+from .errors import ChangesInputError
 
 
 class _Spec(msgspec.Struct, frozen=True, gc=False):

@@ -1,24 +1,10 @@
-"""The ``crawler`` command line; exit codes are decided here and nowhere else.
+"""The ``crawler`` command line: its arguments, and the exit code of each outcome.
 
-=====  =========================================================================================
-code   meaning
-=====  =========================================================================================
-0      success: every requested branch is current and at least one was published
-1      internal error (a bug: the traceback is printed)
-2      usage or config error (bad flag, config file, unknown or unsafe branch name)
-3      the mirror could not be read (discovery document unreachable or invalid, or under
-       ``--all`` listing no ref that can be synced)
-4      one or more branches failed or were refused by the publish gate; their previous output
-       is untouched (other branches may have been published)
-5      partial: published, but some stacks failed within ``publish.max_failed_stacks``
-6      nothing changed: every branch was unchanged or skipped
-7      another run holds the output folder's lock
-8      ``crawler verify`` found problems
-9      the run's deadline passed (``deadline``, ``--deadline``): stopped as if interrupted
-129    interrupted by SIGHUP; 130: by SIGINT (Ctrl-C); 143: by SIGTERM (see :mod:`.stopping`)
-=====  =========================================================================================
-
-When several branches end differently, the most serious code wins: 4, then 5, then 0, then 6.
+The codes are :class:`~crawler.errors.ExitCode`; an error that stops a run carries its own
+(``exit_code``), and :func:`exit_code` gives a finished run's, from its branches' outcomes:
+when several branches end differently, the most serious wins: 4, then 5, then 0, then 6. A
+signal gives 128 + its number (129 SIGHUP, 130 SIGINT, 143 SIGTERM; see
+:mod:`crawler.stopping`), and ``branches`` whose reader closed the pipe 141, as SIGPIPE would.
 """
 
 from __future__ import annotations
@@ -42,17 +28,9 @@ from . import __version__
 from .changes import counted
 from .config import NO_WORKING_FOLDER, Config, load_config, with_overrides
 from .discovery import Mirror, is_safe_name
-from .errors import (
-    ConfigError,
-    CrawlerError,
-    FetchError,
-    IndexFormatError,
-    UsageError,
-    shown,
-)
+from .errors import ConfigError, CrawlerError, ExitCode, UsageError, shown
 from .fetch import Sleep, environment_proxies, local_path
 from .files import too_large
-from .lock import LockBusyError
 from .metrics import load_last_success, render_metrics, write_metrics
 from .progress import LiveReporter, LogReporter, setup_logging, wants_live
 from .stopping import GRACE, Stopper, timer
@@ -62,16 +40,7 @@ from .write import STATE_DIR
 log = logging.getLogger("crawler")
 _M_MMAP_THRESHOLD = -3  # glibc malloc.h
 
-EXIT_OK = 0
-EXIT_INTERNAL = 1
-EXIT_USAGE = 2
-EXIT_MIRROR = 3
-EXIT_BRANCH_FAILED = 4
-EXIT_PARTIAL = 5
-EXIT_UNCHANGED = 6
-EXIT_LOCKED = 7
-EXIT_VERIFY_FAILED = 8
-EXIT_SIGINT = 130
+EXIT_SIGINT = 128 + signal.SIGINT
 EXIT_SIGPIPE = 128 + signal.SIGPIPE
 
 
@@ -405,12 +374,12 @@ def exit_code(result: RunResult) -> int:
     """The run's exit code: the most serious outcome of its branches."""
     statuses = {b.status for b in result.branches}
     if statuses & {"failed", "refused"}:
-        return EXIT_BRANCH_FAILED
+        return ExitCode.FAILED
     if "partial" in statuses:
-        return EXIT_PARTIAL
+        return ExitCode.PARTIAL
     if "published" in statuses:
-        return EXIT_OK
-    return EXIT_UNCHANGED
+        return ExitCode.OK
+    return ExitCode.UNCHANGED
 
 
 async def _sync(syncer: Syncer, args: argparse.Namespace) -> RunResult:
@@ -461,8 +430,8 @@ def _verify(args: argparse.Namespace) -> int:
     if problems:
         if not args.quiet:
             _tell(f"{path}: {counted(len(problems), 'problem')}")
-        return EXIT_VERIFY_FAILED
-    return EXIT_OK
+        return ExitCode.VERIFY_FAILED
+    return ExitCode.OK
 
 
 def _not_a_branch_folder(path: Path) -> str | None:
@@ -505,8 +474,8 @@ async def _branches(config: Config, sleep: Sleep) -> int:
         return EXIT_SIGPIPE
     except OSError as err:  # the list is what was asked for: without it, the command failed
         _tell(f"error: cannot write the list of refs to standard output: {err.strerror or err}")
-        return EXIT_BRANCH_FAILED
-    return EXIT_OK
+        return ExitCode.FAILED
+    return ExitCode.OK
 
 
 def _results(lines: Iterable[str]) -> None:
@@ -535,7 +504,7 @@ async def main_async(
     started = time.monotonic()
     config: Config | None = None
     result: RunResult | None = None
-    code = EXIT_INTERNAL
+    code: int = ExitCode.INTERNAL
     # The signal handlers, kept until a sync's metrics are written: a signal once the outcome is
     # known must neither kill the process before then (the default action) nor change the code.
     held = contextlib.ExitStack()
@@ -586,24 +555,15 @@ async def main_async(
             names = ", ".join(b.branch for b in result.failed)
             _tell(f"error: {len(result.failed)} branch(es) failed: {names}")
         return code
-    except (UsageError, ConfigError) as err:
-        _tell(f"error: {err}")
-        code = EXIT_USAGE
-    except LockBusyError as err:
-        _tell(f"error: {err}")
-        code = EXIT_LOCKED
-    except (FetchError, IndexFormatError) as err:
-        _tell(f"error: mirror unusable: {err}")
-        code = EXIT_MIRROR
-    except CrawlerError as err:
-        _tell(f"error: {err}")
-        code = EXIT_BRANCH_FAILED
+    except CrawlerError as err:  # each class carries its exit code
+        _tell(f"error: {err.headline}{err}")
+        code = err.exit_code
     except Exception:
         log.exception("internal error (a bug in crawler %s)", __version__)
-        code = EXIT_INTERNAL
+        code = ExitCode.INTERNAL
     finally:
         try:
-            if config is not None and args.command == "sync" and code != EXIT_LOCKED:
+            if config is not None and args.command == "sync" and code != ExitCode.LOCKED:
                 _write_metrics(config, result, code, time.monotonic() - started)
         finally:
             held.close()

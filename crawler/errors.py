@@ -1,34 +1,59 @@
-"""Every error the crawler raises on purpose derives from :class:`CrawlerError`.
+"""Every error the crawler raises on purpose derives from :class:`CrawlerError`; each class
+carries the exit code the command line ends with when it stops a run (:class:`ExitCode`).
 
 ::
 
-    CrawlerError
-    ├── UsageError              bad command-line arguments (unknown branch, unsafe name, ...)
-    ├── ConfigError             a config file that cannot be used (file, key, reason)
-    ├── FetchError              a URL could not be read (url, reason, attempts)
-    │   ├── HTTPStatusError     the server answered with a non-success status (status)
-    │   │   └── NotFoundError   404 / missing file: a stack without an index is "missing"
-    │   └── ChecksumError       the bytes do not match the checksum the mirror promised
-    ├── IndexFormatError        a discovery document or index not shaped as FORMAT.md says
-    │   └── UnsupportedVersionError   an index whose Database version is not 6, 7 or 8
-    ├── WorkerError             a decoding process died twice on one index (url)
-    ├── OutOfMemory             decoding an index ran out of memory twice (url)
-    ├── PoolError               the decoding processes cannot be started (reason)
-    ├── BranchError             one branch could not be synced (branch, reason); others go on
-    ├── OutputError             the output directory cannot be written (path, reason)
-    ├── LockBusyError           another run holds the output's lock (crawler.lock: path, holder)
-    └── ChangesInputError       changes asked of something that is not an index (crawler.changes)
+    CrawlerError                  4  (unless a class below says otherwise)
+    ├── UsageError                2  bad command-line arguments (unknown branch, unsafe name)
+    ├── ConfigError               2  a config file that cannot be used (file, key, reason)
+    ├── LockBusyError             7  another run holds the output's lock (path, holder)
+    ├── FetchError                3  a URL could not be read (url, reason, attempts)
+    │   ├── HTTPStatusError          the server answered with a non-success status (status)
+    │   │   └── NotFoundError        404 / missing file: a stack without an index is "missing"
+    │   ├── SourceChanged            a local index changed while it was read
+    │   └── ChecksumError            the bytes do not match the checksum the mirror promised
+    ├── IndexFormatError          3  a discovery document or index not shaped as FORMAT.md says
+    │   └── UnsupportedVersionError  an index whose Database version is not 6, 7 or 8
+    ├── WorkerError                  a decoding process died twice on one index (url)
+    ├── OutOfMemory                  decoding an index ran out of memory twice (url)
+    ├── PoolError                    the decoding processes cannot be started (reason)
+    ├── BranchError                  one branch could not be synced (branch, reason)
+    ├── PublishRefused               the publish gate said no (reported as status "refused")
+    ├── ChangesInputError            changes asked of something that is not an index
+    └── OutputError                  the output directory cannot be written (path, reason)
 
-The last two live next to the code that raises them, because they carry that module's types.
+Fetch and format errors stop a run only when they concern the mirror itself (its discovery
+document); an index's errors fail its source, and a branch's its branch, which the run reports
+with the branch statuses (see :func:`crawler.cli.exit_code`).
 
 Each carries the fields a user needs to act on it and renders them in ``str()``; ``args`` are
-the constructor's arguments, so errors raised in a worker process survive pickling. The command
-line maps the classes to exit codes in one place (:mod:`crawler.cli`).
+the constructor's arguments, so errors raised in a worker process survive pickling.
 """
 
 from __future__ import annotations
 
+import enum
 import errno
+from typing import TYPE_CHECKING, ClassVar
+
+if TYPE_CHECKING:
+    from .lock import Holder
+
+
+class ExitCode(enum.IntEnum):
+    """The command line's exit codes (a signal's is 128 + its number, as shells say)."""
+
+    OK = 0  # every requested branch is current and at least one was published
+    INTERNAL = 1  # a bug: the traceback is printed
+    USAGE = 2  # bad flag, config, branch name or path
+    MIRROR = 3  # the mirror is unusable: its discovery document unreachable or invalid
+    FAILED = 4  # a branch failed or was refused; or the output cannot be written
+    PARTIAL = 5  # published, but some stacks failed (within the budget)
+    UNCHANGED = 6  # nothing changed: every branch unchanged or skipped
+    LOCKED = 7  # another run holds the output folder's lock
+    VERIFY_FAILED = 8  # crawler verify found problems
+    DEADLINE = 9  # the run's deadline passed: stopped as if interrupted
+
 
 #: The most characters of a server's text (a header, an error's body) a message quotes.
 SHOWN_LIMIT = 300
@@ -54,13 +79,22 @@ def _escaped(c: str) -> str:
 class CrawlerError(Exception):
     """Root of the crawler's own errors."""
 
+    #: The exit code of a run this error stops.
+    exit_code: ClassVar[ExitCode] = ExitCode.FAILED
+    #: What the command line says before the error's own text, after ``error:``.
+    headline: ClassVar[str] = ""
+
 
 class UsageError(CrawlerError):
     """The command line asks for something that cannot be done."""
 
+    exit_code = ExitCode.USAGE
+
 
 class ConfigError(CrawlerError):
     """A configuration file is missing, unreadable or holds a bad key or value."""
+
+    exit_code = ExitCode.USAGE
 
     def __init__(self, path: str, reason: str, key: str | None = None) -> None:
         self.path = path
@@ -73,8 +107,30 @@ class ConfigError(CrawlerError):
         return f"config error in {where}: {self.reason}"
 
 
+class LockBusyError(CrawlerError):
+    """Another run holds the output folder's lock (and kept it for the whole wait)."""
+
+    exit_code = ExitCode.LOCKED
+
+    def __init__(self, path: str, holder: Holder, waited: float) -> None:
+        self.path = path
+        self.holder = holder
+        self.waited = waited
+        super().__init__(path, holder, waited)
+
+    def __str__(self) -> str:
+        waited = f" after waiting {self.waited:.1f}s" if self.waited > 0 else ""
+        return (
+            f"output folder is locked by another crawler run: {self.holder.describe()}{waited} "
+            f"(lock file {self.path})"
+        )
+
+
 class FetchError(CrawlerError):
     """A URL could not be fetched."""
+
+    exit_code = ExitCode.MIRROR
+    headline = "mirror unusable: "
 
     def __init__(self, url: str, reason: str, attempts: int = 1) -> None:
         self.url = url
@@ -140,6 +196,9 @@ class ChecksumError(FetchError):
 
 class IndexFormatError(CrawlerError):
     """A document fetched from the mirror does not have the expected shape."""
+
+    exit_code = ExitCode.MIRROR
+    headline = "mirror unusable: "
 
     def __init__(self, url: str, reason: str) -> None:
         self.url = url
@@ -217,6 +276,26 @@ class BranchError(CrawlerError):
 
     def __str__(self) -> str:
         return f"branch {self.branch} failed: {self.reason}"
+
+
+class PublishRefused(CrawlerError):
+    """The publish gate said no: a branch's output would lose too many specs (reported as the
+    branch's status ``refused``, not as a failure)."""
+
+
+class ChangesInputError(CrawlerError):
+    """An index given to :func:`~crawler.changes.compute_changes` does not have the shape of
+    ``index.json``."""
+
+    def __init__(self, which: str, reason: str) -> None:
+        self.which = which
+        self.reason = reason
+        super().__init__(which, reason)
+
+    def __str__(self) -> str:
+        return (
+            f"cannot compare indexes: the {self.which} index is not a branch index: {self.reason}"
+        )
 
 
 class OutputError(CrawlerError):

@@ -72,7 +72,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 
-from .errors import CrawlerError, OutputError, shown
+from .errors import LockBusyError, OutputError, shown
 
 LOCK_FILE = Path(".crawler") / "lock"
 POLL_SECONDS = 0.1
@@ -125,23 +125,6 @@ class Holder:
         """The lock file's content for this holder."""
         document = {"pid": self.pid, "host": self.host, "started_at": self.started_at}
         return json.dumps(document, sort_keys=True).encode() + b"\n"
-
-
-class LockBusyError(CrawlerError):
-    """Another run holds the output folder's lock (and kept it for the whole wait)."""
-
-    def __init__(self, path: str, holder: Holder, waited: float) -> None:
-        self.path = path
-        self.holder = holder
-        self.waited = waited
-        super().__init__(path, holder, waited)
-
-    def __str__(self) -> str:
-        waited = f" after waiting {self.waited:.1f}s" if self.waited > 0 else ""
-        return (
-            f"output folder is locked by another crawler run: {self.holder.describe()}{waited} "
-            f"(lock file {self.path})"
-        )
 
 
 #: Why a path no longer names the folder a run opened (see :meth:`OutputFolder.check`).

@@ -2,7 +2,7 @@
 
 The first SIGINT, SIGTERM or SIGHUP, or the run's deadline, cancels the run's task: the run
 removes what it staged, stops its decoding processes, releases the lock and exits with 128 + the
-signal's number (the deadline: :data:`EXIT_DEADLINE`). That takes well under a second. The
+signal's number (the deadline: ``ExitCode.DEADLINE``, 9). That takes well under a second. The
 handlers are plain signal handlers, not the event loop's: they run even while the loop is
 blocked (a branch's output being built, a thread being joined), and hand the cancellation to
 the loop, which delivers it at the run's next ``await``.
@@ -25,12 +25,12 @@ import threading
 from collections.abc import Iterator
 from types import FrameType
 
+from .errors import ExitCode
+
 log = logging.getLogger("crawler")
 
 #: Seconds a stopping run is given to end cleanly before it is ended at once.
 GRACE = 5.0
-#: The exit code of a run stopped by its deadline (``deadline`` in the config, ``--deadline``).
-EXIT_DEADLINE = 9
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -73,7 +73,7 @@ class Stopper:
     def code(self) -> int:
         if isinstance(self.reason, signal.Signals):
             return 128 + self.reason
-        return EXIT_DEADLINE
+        return ExitCode.DEADLINE
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[Stopper]:
@@ -95,7 +95,7 @@ class Stopper:
             self._timers.append(self._loop.call_later(self._deadline, self._deadline_passed))
             if self._hard:  # the loop itself may be what is stuck
                 line = f"error: the run did not stop at its deadline ({self._deadline:g} s)"
-                self._arm(self._deadline + GRACE, EXIT_DEADLINE, f"{line}; ended at once")
+                self._arm(self._deadline + GRACE, ExitCode.DEADLINE, f"{line}; ended at once")
         try:
             yield self
         finally:

@@ -61,6 +61,7 @@ from .errors import (
     CrawlerError,
     IndexFormatError,
     OutputError,
+    PublishRefused,
     UsageError,
     shown,
 )
@@ -118,10 +119,6 @@ class RunResult:
     def failed(self) -> list[BranchResult]:
         """Branches whose new output was not published."""
         return [b for b in self.branches if not b.ok]
-
-
-class _Refused(CrawlerError):
-    """The publish gate said no (an internal signal, reported as status ``refused``)."""
 
 
 class _EarlyConsolidation:
@@ -534,7 +531,7 @@ class Syncer:
                 now: BranchStatus = "partial" if failed else "unchanged"
                 reason = "output is current (rebuilt to the very files published)"
                 return self._done(branch, now, report, clock, reason)
-        except _Refused as err:
+        except PublishRefused as err:
             return self._done(branch, "refused", report, clock, str(err), outcomes)
         except CrawlerError as err:
             message = str(err) if isinstance(err, BranchError) else f"branch {branch} failed: {err}"
@@ -676,12 +673,14 @@ class Syncer:
         if self.force:
             return
         if specs == 0:
-            raise _Refused(f"branch {branch}: refused to publish: the root index has no specs")
+            raise PublishRefused(
+                f"branch {branch}: refused to publish: the root index has no specs"
+            )
         if before is None:
             return
         floor = before * (1 - self.config.publish.max_drop)
         if specs < floor:
-            raise _Refused(
+            raise PublishRefused(
                 f"branch {branch}: refused to publish: {counted(specs, 'spec')} against {before:,} "
                 f"published (a drop of more than {self.config.publish.max_drop:.0%}); "
                 "use --force to publish anyway"

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from crawler.changes import ChangesInputError, compute_changes, summary_line
+from crawler.changes import compute_changes, summary_line
+from crawler.errors import ChangesInputError
 
 A = "a" * 32
 B = "b" * 32

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from crawler.errors import OutputError
-from crawler.lock import REPLACED, Holder, LockBusyError, RunLock, held_folder
+from crawler.errors import LockBusyError, OutputError
+from crawler.lock import REPLACED, Holder, RunLock, held_folder
 from crawler.write import BranchStage, atomic_write
 
 from .conftest import LockHolder, dead_pid
