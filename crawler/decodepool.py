@@ -18,9 +18,11 @@ import logging
 import multiprocessing
 import os
 import select
+import signal
 import threading
 import time
 from collections.abc import Callable
+from multiprocessing import resource_tracker
 from multiprocessing.process import BaseProcess
 from typing import NamedTuple
 
@@ -40,6 +42,7 @@ _STOP_GRACE = 1.0
 
 
 def _decode_pool(workers: int) -> concurrent.futures.ProcessPoolExecutor:
+    _start_resource_tracker()
     # forkserver: the event loop's threads are never forked; workers import the decoder once.
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(["crawler.summarize"])
@@ -58,13 +61,32 @@ def _decode_pool(workers: int) -> concurrent.futures.ProcessPoolExecutor:
     return pool
 
 
+def _start_resource_tracker() -> None:
+    """Start multiprocessing's resource tracker (the pool's semaphores start it anyway) with
+    SIGHUP blocked, as Python blocks SIGINT and SIGTERM for it: a SIGHUP sent to the whole
+    process group (a closed terminal) killed it, and it printed tracebacks as the run
+    stopped cleanly. It still ends with the crawler."""
+    if not hasattr(signal, "pthread_sigmask"):
+        return
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGHUP})
+    try:
+        resource_tracker.ensure_running()
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGHUP})
+
+
 def _processes(pool: concurrent.futures.ProcessPoolExecutor) -> list[BaseProcess]:
     """The worker processes a pool has started (a private attribute, None after shutdown)."""
     return list((getattr(pool, "_processes", None) or {}).values())
 
 
 def _start_worker(crawler_pid: int) -> None:
-    """Worker initializer: no cyclic garbage collector, and exit when the crawler is gone.
+    """Worker initializer: no cyclic garbage collector, SIGINT and SIGHUP ignored, and exit
+    when the crawler is gone.
+
+    Ctrl-C and a closed terminal signal the whole process group: the crawler then stops its
+    workers itself (SIGTERM), whereas each worker would print its own KeyboardInterrupt
+    traceback.
 
     Decoding a piece of an index allocates tens of thousands of dicts and lists at once, and
     each batch of them starts a collection that walks every live container: with collections,
@@ -79,6 +101,8 @@ def _start_worker(crawler_pid: int) -> None:
     close, and the workers hold them.
     """
     gc.disable()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
     threading.Thread(
         target=_exit_with, args=(crawler_pid,), name="exit-with-crawler", daemon=True
     ).start()

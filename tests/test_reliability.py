@@ -1146,17 +1146,26 @@ async def test_sigkill_leaves_no_decoding_processes_behind_before_it_is_reaped(
         pytest.param(signal.SIGHUP, 129, id="HUP"),  # used to end it at once, leaving its files
     ],
 )
+@pytest.mark.parametrize("group", [False, True], ids=["process", "group"])
 async def test_a_signal_during_downloads_stops_cleanly(
-    site: MakeSite, tmp_path: Path, signum: signal.Signals, code: int
+    site: MakeSite, tmp_path: Path, signum: signal.Signals, code: int, group: bool
 ) -> None:
+    """Sent to the process, or to its whole group as Ctrl-C and a closed terminal do: then
+    its decoding processes and Python's resource tracker get it too, and used to print
+    tracebacks (KeyboardInterrupt; the tracker killed by SIGHUP)."""
     s = await site((ref("a"),), timeouts=SLOW)
     before = (await s.publish("a"))["a"]
     s.rebuild(ref("a", NEXT))
     s.server.delay(s.path("a", "s2"), 30)
     proc = await start_cli(*s.argv("a"), cwd=tmp_path)
     await until(lambda: s.server.arrivals(s.path("a", "s2")) > 0, "the download of s2")
+    if group:  # the decoding processes are under way
+        await until(lambda: len(group_members(proc.pid)) >= 3, "the decoding processes", 10)
 
-    proc.send_signal(signum)
+    if group:
+        os.killpg(proc.pid, signum)
+    else:
+        proc.send_signal(signum)
     started = time.monotonic()
     done = await finish(proc)
 
