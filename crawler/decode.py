@@ -141,6 +141,18 @@ class _Document(msgspec.Struct, gc=False):
 
 _DOCUMENT_DECODER = msgspec.json.Decoder(_Document)
 
+
+class _RawDatabase(msgspec.Struct, gc=False):
+    version: str | int
+    installs: msgspec.Raw
+
+
+class _Envelope(msgspec.Struct, gc=False):
+    database: _RawDatabase
+
+
+_ENVELOPE_DECODER = msgspec.json.Decoder(_Envelope)
+
 #: An escape in a JSON string, surrogates apart: a high one with its low one, a lone one, or
 #: any other (consumed whole, so that ``\\udcff``, an escaped backslash and text, is not read
 #: as an escape of its own).
@@ -180,6 +192,22 @@ def decode_mending(decode: Callable[[Buffer], T], data: Buffer) -> T:
         if mended is None:
             raise
         return decode(mended)
+
+
+def decode_envelope(body: Buffer, url: str) -> tuple[str, msgspec.Raw] | None:
+    """The DB version and ``installs`` as one raw object, no record decoded (a document of
+    millions of tiny records would take GBs as a dict); None when the document is not plainly
+    so (not JSON, ``installs`` no object, ...): :func:`decode_document` then says why."""
+    try:
+        envelope = _ENVELOPE_DECODER.decode(body)
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+        return None
+    installs, version = envelope.database.installs, envelope.database.version
+    if bytes(memoryview(installs)[:1]) != b"{":
+        return None
+    if not isinstance(version, str) or version not in SUPPORTED_VERSIONS:
+        raise UnsupportedVersionError(url, version)
+    return version, installs
 
 
 def decode_document(body: Buffer, url: str) -> tuple[str, dict[str, msgspec.Raw]]:

@@ -3,10 +3,17 @@
 Pure functions of the sources' outcomes and the consolidated packages: the findings (invalid
 records, conflicts, missing and failed stacks), the branch's ``stats``, and the specs as
 :func:`crawler.changes.changes_between` compares them (new output, and the published index).
+
+The findings are bounded, whatever the mirror sends: each source lists at most
+:data:`crawler.validate.INVALID_SHOWN` invalid records, a branch at most
+:data:`INVALID_SHOWN` (the first by source order, then hash) and :data:`CONFLICTS_SHOWN`
+conflicts; ``invalid_records_total`` and ``conflicts_total`` count them all, as do ``stats``
+and each source's ``invalid_records``.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 from pathlib import Path
 from typing import Any
@@ -19,18 +26,27 @@ from .sources import SourceOutcome
 
 log = logging.getLogger(__name__)
 
+#: Invalid records and conflicts a branch's report lists, at most (the totals are counted apart).
+INVALID_SHOWN = 1000
+CONFLICTS_SHOWN = 1000
+
 
 def findings(outcomes: list[SourceOutcome], conflicts: list[Conflict]) -> dict[str, Any]:
-    """Invalid records (with their source), conflicts, missing and failed stacks."""
+    """Invalid records (with their source), conflicts, missing and failed stacks: the first of
+    each (see the module docstring), and their totals."""
+    summaries = [(o.source.label, o.summary) for o in outcomes if o.summary is not None]
+    listed = itertools.chain.from_iterable(
+        ((label, r) for r in summary.invalid) for label, summary in summaries
+    )
     invalid = [
-        {"source": o.source.label, "hash": r.hash, "reason": r.reason}
-        for o in outcomes
-        if o.summary is not None
-        for r in o.summary.invalid
+        {"source": label, "hash": r.hash, "reason": r.reason}
+        for label, r in itertools.islice(listed, INVALID_SHOWN)
     ]
     return {
         "invalid_records": invalid,
-        "conflicts": conflicts,
+        "invalid_records_total": sum(summary.invalid_total for _, summary in summaries),
+        "conflicts": conflicts[:CONFLICTS_SHOWN],
+        "conflicts_total": len(conflicts),
         "missing_stacks": [o.source.label for o in outcomes if o.status == "missing"],
         "failed_stacks": [o.source.label for o in outcomes if o.status == "failed"],
     }
@@ -48,7 +64,7 @@ def branch_stats(
         "sources": len(outcomes),
         "sources_missing": sum(o.status == "missing" for o in outcomes),
         "sources_failed": sum(o.status == "failed" for o in outcomes),
-        "invalid_records": sum(len(o.summary.invalid) for o in outcomes if o.summary),
+        "invalid_records": sum(o.summary.invalid_total for o in outcomes if o.summary),
         "conflicts": len(conflicts),
     }
 

@@ -108,7 +108,11 @@ class SourceOutcome:
     def use(self, summary: SourceSummary | None, facts: SourceFacts | None = None) -> None:
         """Set the summary (or a way to load it later, with its facts), or clear both."""
         self._summary, self._loader = summary, None
-        self.facts = SourceFacts.of(summary) if summary is not None else facts
+        self.facts = facts
+        if summary is not None:  # it lists only the first invalid records: count them all
+            self.facts = msgspec.structs.replace(
+                SourceFacts.of(summary), invalid_records=summary.invalid_total
+            )
 
     def consolidated(self) -> None:
         """The summary's hashes and identities are consolidated: free them, keep the rest (its

@@ -10,8 +10,36 @@ The decoding workers (:mod:`crawler.summarize`) check each record they decode wi
   ``platform``, ``platform_os`` and ``target``, ``hash``; variant values must be booleans,
   strings, numbers or lists of them);
 * the package name is not a safe folder name (pages are written to ``pages/<name>/``);
+* a field is longer than its limit (:data:`LIMITS`, below): the reason names the field, its
+  size and the limit, so that nothing a mirror sends can make one record, or what it adds to
+  the output, large;
 * (root only) a dependency's hash is not a key of the same index;
 * (root only) its compiler cannot be resolved.
+
+Limits (generous: Spack's own records are far below them; a develop root's longest version is
+a ``git.<40 hex>=<version>`` of about 60 characters, its longest variant a few hundred):
+
+==========================  =====  ==========================================================
+field                       limit  counted as
+==========================  =====  ==========================================================
+``name``                    200    characters (also the limit of a safe folder name)
+``version``                 256    characters
+``arch.platform``           64     characters
+``arch.platform_os``        64     characters
+``arch.target``             128    characters (its ``name`` when given as an object)
+compiler                    512    characters of ``name@version``, however it is found
+a variant                   4096   characters of its rendered text (``name=a,b,...``)
+variants                    1024   entries of ``parameters``, compiler flags included
+dependencies                4096   edges; each edge's hash must be 32 base32 characters
+==========================  =====  ==========================================================
+
+What a report quotes is bounded too: a key at most :data:`SHOWN_KEY` characters, a reason
+:data:`SHOWN_REASON` (longer ones end in ``...``), and a source lists at most
+:data:`INVALID_SHOWN` invalid records, the first by (hash, reason), with the total count
+(:attr:`SourceSummary.invalid_total`). Which ones are listed does not depend on how the index
+was cut into pieces or shards. An index with more than :data:`MAX_INVALID` invalid records is
+no Spack index: :class:`TooManyInvalid` fails it at once. (A record's JSON is bounded apart,
+see :mod:`crawler.chunks`.)
 
 A stack index only contributes which hashes it holds and what it says they are (name, version,
 arch, compared with the root's), so its records' edges are not read.
@@ -31,7 +59,11 @@ checksum, anything else ``name=value``.
 
 from __future__ import annotations
 
+import hashlib
+import heapq
 import re
+from array import array
+from collections.abc import Iterable
 from typing import Literal
 
 import msgspec
@@ -40,6 +72,40 @@ from .decode import Dependency, Node, ParamValue, PlainValue
 from .discovery import is_safe_name
 
 HASH = re.compile(r"[a-z2-7]{32}")
+_FIELDS = ("name", "version", "platform", "os", "target")
+#: The longest each identity field may be, in characters (name, version, platform, os, target).
+IDENTITY_LIMITS = (200, 256, 64, 64, 128)
+_SHORTEST_LIMIT = min(IDENTITY_LIMITS)
+MAX_COMPILER = 512  # characters of ``name@version``
+MAX_VARIANT = 4096  # characters of one rendered variant
+MAX_VARIANTS = 1024  # entries of ``parameters``, compiler flags included
+MAX_DEPENDENCIES = 4096
+#: What a report quotes: a key (when it is no DAG hash) and a reason, at most, in characters.
+SHOWN_KEY = 64
+SHOWN_REASON = 256
+#: Invalid records a source lists (the total is counted apart).
+INVALID_SHOWN = 100
+#: Invalid records an index may hold: beyond, it is no Spack index (a develop root holds 60,000
+#: records in all), and the source fails at once rather than checking millions of them.
+MAX_INVALID = 100_000
+#: Every limit of this module by name, for the documentation and the bench.
+LIMITS = {
+    **{f"{field}_chars": limit for field, limit in zip(_FIELDS, IDENTITY_LIMITS, strict=True)},
+    "compiler_chars": MAX_COMPILER,
+    "variant_chars": MAX_VARIANT,
+    "variants": MAX_VARIANTS,
+    "dependencies": MAX_DEPENDENCIES,
+    "shown_key_chars": SHOWN_KEY,
+    "shown_reason_chars": SHOWN_REASON,
+    "invalid_shown_per_source": INVALID_SHOWN,
+    "invalid_per_index": MAX_INVALID,
+}
+
+
+class TooManyInvalid(Exception):
+    """An index holds more than :data:`MAX_INVALID` invalid records."""
+
+
 _BASE32 = re.compile(r"[a-z2-7]*")
 FLAGS = frozenset({"cflags", "cppflags", "cxxflags", "fflags", "ldflags", "ldlibs"})
 COMPILER_VIRTUALS = ("c", "cxx", "fortran")
@@ -81,10 +147,16 @@ class SourceSummary(msgspec.Struct, frozen=True, gc=False):
     hashes: list[str]  # every valid record, whether in the build cache or not
     specs: list[SpecRow]  # root: the valid records in the build cache
     identities: list[str]  # stacks: identity of each of ``hashes``, same order
-    invalid: list[InvalidRecord]
+    invalid: list[InvalidRecord]  # the first :data:`INVALID_SHOWN` by (hash, reason)
+    invalid_unlisted: int = 0  # invalid records beyond those of ``invalid``
+
+    @property
+    def invalid_total(self) -> int:
+        """How many records were left out, listed or not."""
+        return len(self.invalid) + self.invalid_unlisted
 
 
-IDENTITY_FIELDS = ("name", "version", "platform", "os", "target")
+IDENTITY_FIELDS = _FIELDS
 IDENTITY_SEPARATOR = "\x1f"
 #: name, version, platform, os, target
 Identity = tuple[str, str, str, str, str]
@@ -96,6 +168,49 @@ def identity(name: str, version: str, platform: str, os: str, target: str) -> st
     Records whose fields hold control characters are rejected, so the separator is unambiguous.
     """
     return IDENTITY_SEPARATOR.join((name, version, platform, os, target))
+
+
+def shorten(text: str, limit: int) -> str:
+    """``text``, cut to ``limit`` characters (the last three ``...``) if it is longer."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def key_digest(key: str) -> int:
+    """A stable 64-bit digest of a record's key (the same in every process), so that the keys of
+    invalid records can be compared across pieces and shards in 8 bytes each, whatever their
+    length. Two keys that collide are taken for one; the caller then reads the index whole."""
+    data = key.encode("utf-8", "surrogatepass")
+    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little")
+
+
+def first_invalid(records: Iterable[InvalidRecord]) -> list[InvalidRecord]:
+    """The records a report lists: the first :data:`INVALID_SHOWN` by (hash, reason)."""
+    return heapq.nsmallest(INVALID_SHOWN, records, key=_order)
+
+
+def _order(record: InvalidRecord) -> tuple[str, str]:
+    return record.hash, record.reason
+
+
+def too_long(fields: Identity) -> str | None:
+    """Why identity fields are too long to accept (see :data:`IDENTITY_LIMITS`), or None."""
+    if max(map(len, fields)) <= _SHORTEST_LIMIT:  # the common case, in C
+        return None
+    for field, value, limit in zip(_FIELDS, fields, IDENTITY_LIMITS, strict=True):
+        if len(value) > limit:
+            return f"{field} is {len(value):,} characters, more than the limit of {limit}"
+    return None
+
+
+def all_hashes(hashes: list[str]) -> bool:
+    """True when every one of ``hashes`` is a DAG hash (in a few C-level calls)."""
+    joined = "".join(hashes)
+    return len(joined) == 32 * len(hashes) and _BASE32.fullmatch(joined) is not None
+
+
+def too_large(what: str, size: int, limit: int, unit: str = "characters") -> str | None:
+    """A reason when ``size`` is over ``limit``, or None."""
+    return None if size <= limit else f"{what} is {size:,} {unit}, more than the limit of {limit:,}"
 
 
 def render_variant(name: str, value: ParamValue | PlainValue) -> str:
@@ -141,10 +256,14 @@ def own_compiler(node: Node) -> str | Dependency:
 
 
 class _Checker:
-    """Per-index record checks (package names memoised), and the records rejected so far."""
+    """Per-index record checks (package names memoised), and the records rejected so far:
+    the first :data:`INVALID_SHOWN` of them, how many, and the digest of each one's key."""
 
     def __init__(self) -> None:
-        self.invalid: list[InvalidRecord] = []
+        self._invalid: list[InvalidRecord] = []
+        self._last: tuple[str, str] | None = None  # the last listable one, once there are enough
+        self.count = 0
+        self.keys = array("Q")  # :func:`key_digest` of every key rejected
         self._safe_names: set[str] = set()
         self._unsafe_names: set[str] = set()
 
@@ -157,7 +276,10 @@ class _Checker:
         if not HASH.fullmatch(key):
             return "key is not a 32-character base32 DAG hash"
         if spec_hash != key:
-            return f"spec.hash {spec_hash!r} differs from its key"
+            return f"spec.hash {shorten(spec_hash, SHOWN_KEY)!r} differs from its key"
+        reason = too_long(fields)
+        if reason:
+            return reason
         if not "".join(fields).isprintable():
             return f"control characters in name, version or arch: {fields!r}"
         if not self._safe(fields[0]):
@@ -194,6 +316,40 @@ class _Checker:
         (self._safe_names if safe else self._unsafe_names).add(name)
         return safe
 
+    def fit(self, fields: list[Identity]) -> bool:
+        """True when no identity field of these records is over its limit: the bulk form of
+        :func:`too_long`, a column at a time."""
+        if not fields:
+            return True
+        columns = zip(*fields, strict=True)
+        return all(
+            max(map(len, column)) <= limit
+            for column, limit in zip(columns, IDENTITY_LIMITS, strict=True)
+        )
+
     def reject(self, key: str, reason: str) -> None:
-        """Leave a record out, with its reason."""
-        self.invalid.append(InvalidRecord(key, reason))
+        """Leave a record out, with its reason (both shortened to what a report shows)."""
+        self.count += 1
+        if self.count > MAX_INVALID:
+            raise TooManyInvalid(
+                f"more than {MAX_INVALID:,} invalid records (one: {shorten(reason, 120)})"
+            )
+        self.keys.append(key_digest(key))
+        shown = (shorten(key, SHOWN_KEY), shorten(reason, SHOWN_REASON))
+        if self._last is not None and shown >= self._last:
+            return  # millions of bad records cost no record each
+        invalid = self._invalid
+        invalid.append(InvalidRecord(*shown))
+        if len(invalid) >= 2 * INVALID_SHOWN:  # keep the first ones, in amortised O(1)
+            self._invalid = invalid = first_invalid(invalid)
+            self._last = _order(invalid[-1])
+
+    @property
+    def invalid(self) -> list[InvalidRecord]:
+        """The records a report lists (:func:`first_invalid`), sorted."""
+        return first_invalid(self._invalid)
+
+    @property
+    def unlisted(self) -> int:
+        """How many rejected records :attr:`invalid` leaves out."""
+        return self.count - min(self.count, INVALID_SHOWN)
