@@ -1,11 +1,11 @@
 """Generate a realistic synthetic mirror for benchmarks, deterministic from ``--seed``.
 
 ``python bench/generate.py --out DIR [--refs 1] [--stacks 30] [--records 60000] [--db 8]
-[--layout v2] [--seed 2025]`` writes, with :func:`crawler.synth.build_mirror`, the discovery
+[--layout v2] [--seed 2025]`` writes, with :func:`bench.synth.build_mirror`, the discovery
 document and one index per ref and stack, then prints every index file (bytes, records) and the
 time taken. The same arguments always give byte-identical files.
 
-Specs come from :func:`crawler.synth.generate_specs` and are then made closer to a real
+Specs come from :func:`bench.synth.generate_specs` and are then made closer to a real
 ``develop`` build cache, whose records are much larger than synth's defaults:
 
 * every package gets a variant schema of 4-34 variants (so, with ``build_system`` and the six
@@ -22,7 +22,7 @@ Specs come from :func:`crawler.synth.generate_specs` and are then made closer to
   providing ``mpi``, ...), so a node has 3-24 ``dependencies`` edges like real nodes. synth only
   draws the compiler, ``compiler-wrapper``, ``gcc-runtime`` and ``python`` edges, so these are
   added by :class:`_DepsBuilder`, a subclass of synth's private index builder that
-  :func:`generate_mirror` swaps in while :func:`crawler.synth.build_mirror` runs. Like synth's
+  :func:`generate_mirror` swaps in while :func:`bench.synth.build_mirror` runs. Like synth's
   own dependencies they are shared records with ``in_buildcache: false`` (one per name and arch),
   and each stack index carries the ones its specs need.
 
@@ -52,8 +52,8 @@ BENCH_DIR = Path(__file__).resolve().parent
 if str(BENCH_DIR.parent) not in sys.path:
     sys.path.insert(0, str(BENCH_DIR.parent))
 
-import crawler.synth  # noqa: E402
-from crawler.synth import (  # noqa: E402  (_Edge and _IndexBuilder: see _DepsBuilder)
+import bench.synth  # noqa: E402
+from bench.synth import (  # noqa: E402  (_Edge and _IndexBuilder: see _DepsBuilder)
     SynthRef,
     SynthSpec,
     _Edge,
@@ -489,12 +489,12 @@ def generate_mirror(out: Path, params: MirrorParams) -> Generated:
         raise FileExistsError(f"{out} is not empty")
     started = time.perf_counter()
     refs = bench_refs(params)
-    original = crawler.synth._IndexBuilder
-    crawler.synth._IndexBuilder = _DepsBuilder  # type: ignore[misc]
+    original = bench.synth._IndexBuilder
+    bench.synth._IndexBuilder = _DepsBuilder  # type: ignore[misc]
     try:
         discovery = build_mirror(out, refs)
     finally:
-        crawler.synth._IndexBuilder = original  # type: ignore[misc]
+        bench.synth._IndexBuilder = original  # type: ignore[misc]
     files = []
     for ref in refs:
         for entry in discovery[ref.name]:

@@ -30,7 +30,7 @@ Each trial checks what an operator relies on (:func:`run_trial`):
 
 With ``--second-after S`` every trial also sends a second signal (another random one) S seconds
 after the first: the run must end within :data:`SECOND_WITHIN` second of it, with the first
-signal's code (``crawler/stopping.py``: "received SIGTERM again: exiting at once").
+signal's code (``crawler/cli/stopping.py``: "received SIGTERM again: exiting at once").
 
 It prints one line per trial and a summary: trials, by signal and target, the slowest time
 from signal to exit, every trial that hung, held the lock, left processes or damaged the
@@ -81,7 +81,7 @@ TARGETS = ("process", "group")
 LOCK = Path(".crawler") / "lock"
 #: What CPython says when a signal (SIGINT) ends its own start-up, before any crawler code runs.
 PYTHON_STARTUP = "Fatal Python error: init_import_site"
-#: What the crawler says when it ends at once rather than cleanly (crawler/stopping.py).
+#: What the crawler says when it ends at once rather than cleanly (crawler/cli/stopping.py).
 FORCED = "at once"
 
 
@@ -353,7 +353,7 @@ def interrupted_codes(plan: Plan) -> tuple[int, ...]:
     """The exit codes an interrupted run may give: ``128 + signal`` (the crawler stopped
     cleanly) or ``-signal`` (Popen's way of saying the signal's default action ended it, before
     the crawler handles signals; a shell reports it as ``128 + signal`` too). A second signal
-    ends the run at once with the first one's code (``crawler/stopping.py``); it can only end it
+    ends the run at once with the first one's code (``crawler/cli/stopping.py``); it can only end it
     itself (``-second``) once the crawler no longer handles signals, as it exits."""
     codes = [128 + plan.signum, -plan.signum]
     if plan.second is not None:

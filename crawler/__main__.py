@@ -1,6 +1,6 @@
 """``python -m crawler``: the same as the ``crawler`` command."""
 
-from .cli import run
+from .cli.command import run
 
 if __name__ == "__main__":
     run()

@@ -59,10 +59,10 @@ import msgspec
 import yaml
 from yarl import URL
 
-from .decode import DEFAULT_MAX_INDEX_MB
+from .decode.records import DEFAULT_MAX_INDEX_MB
 from .errors import ConfigError
 from .files import as_given, read_regular
-from .urls import file_path, redacted, without_credentials
+from .mirror.urls import file_path, redacted, without_credentials
 
 PUBLIC_MIRROR = "https://binaries.spack.io"
 DEFAULT_CONFIG = Path("config") / "crawler.yaml"
@@ -266,7 +266,7 @@ def check_http_url(origin: str, url: str, key: str, *, proxy: bool = False) -> N
     query or a fragment is refused too: the paths of the mirror's files are added to the URL,
     after it (a ``proxy`` is named by its scheme, host and port alone).
 
-    Messages show the URL without the credentials it may hold (:mod:`crawler.urls`).
+    Messages show the URL without the credentials it may hold (:mod:`crawler.mirror.urls`).
     """
     given = url
     url = redacted(given)
@@ -334,7 +334,9 @@ def _resolve(base: Path | None, value: str, origin: str, key: str) -> str:
         resolved = path.resolve()  # a symbolic link loop fails here, named
     except (RuntimeError, OSError) as err:  # `~nobody-here/x`; a symbolic link loop
         raise ConfigError(origin, f"cannot resolve {value!r}: {err}", key) from None
-    if key == "mirror":  # one reached through a link stays as given (crawler.discovery.Mirror)
+    if (
+        key == "mirror"
+    ):  # one reached through a link stays as given (crawler.mirror.discovery.Mirror)
         return str(as_given(path))
     return str(path) if given else str(resolved)
 

@@ -24,7 +24,7 @@ carries the exit code the command line ends with when it stops a run (:class:`Ex
 
 Fetch and format errors stop a run only when they concern the mirror itself (its discovery
 document); an index's errors fail its source, and a branch's its branch, which the run reports
-with the branch statuses (see :func:`crawler.cli.exit_code`).
+with the branch statuses (see :func:`crawler.cli.command.exit_code`).
 
 Each carries the fields a user needs to act on it and renders them in ``str()``; ``args`` are
 the constructor's arguments, so errors raised in a worker process survive pickling.
@@ -37,7 +37,7 @@ import errno
 from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:
-    from .lock import Holder
+    from .output.lock import Holder
 
 
 class ExitCode(enum.IntEnum):
@@ -284,7 +284,7 @@ class PublishRefused(CrawlerError):
 
 
 class ChangesInputError(CrawlerError):
-    """An index given to :func:`~crawler.changes.compute_changes` does not have the shape of
+    """An index given to :func:`~crawler.build.changes.compute_changes` does not have the shape of
     ``index.json``."""
 
     def __init__(self, which: str, reason: str) -> None:

@@ -21,7 +21,7 @@ SAMPLE_DIR = Path(__file__).resolve().parent
 if str(SAMPLE_DIR.parent) not in sys.path:
     sys.path.insert(0, str(SAMPLE_DIR.parent))
 
-from crawler.synth import SynthRef, build_mirror, generate_specs, page_to_specs  # noqa: E402
+from bench.synth import SynthRef, build_mirror, generate_specs, page_to_specs  # noqa: E402
 
 REFERENCE_DIR = SAMPLE_DIR / "reference"
 DEVELOP_STACKS = ("data-vis-sdk", "e4s", "ml-linux-x86_64-cpu", "ml-linux-x86_64-cuda")

@@ -257,7 +257,7 @@ def _published_indexes_match_the_schema(
 _HOLDER_SCRIPT = """
 import sys, time
 from pathlib import Path
-from crawler.lock import RunLock
+from crawler.output.lock import RunLock
 
 lock = RunLock(Path(sys.argv[1]))
 lock.acquire()

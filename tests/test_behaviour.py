@@ -1,6 +1,6 @@
 """What a user notices after a sync: index.json, report.json and pages, scenario by scenario.
 
-Each test builds a small mirror with :mod:`crawler.synth` in ``tmp_path`` (and, where the scenario
+Each test builds a small mirror with :mod:`bench.synth` in ``tmp_path`` (and, where the scenario
 needs a record synth does not make, edits the built v2 index and its ``.hash`` sidecar), syncs it
 over loopback HTTP or ``file://`` through the command line, and checks the published files. Every
 ``index.json`` is validated against ``crawler/schema/index.schema.json``.
@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 import yaml
 
-from crawler.cli import main_async
-from crawler.synth import SynthRef, SynthSpec, build_mirror, index_document, make_hash
+from bench.synth import SynthRef, SynthSpec, build_mirror, index_document, make_hash
+from crawler.cli.command import main_async
 
 from .conftest import REFERENCE_PAGES, SAMPLE_MIRROR, ServeMirror, fast_config, tree_bytes
 from .schema import assert_valid_index

@@ -21,12 +21,13 @@ import pytest
 from yarl import URL
 
 import bench.run
-import crawler.sync
+import crawler
+import crawler.sync.run
 from bench.baseline import summarize_ref
 from bench.bytecode import compile_crawler
 from bench.generate import MirrorParams, generate_mirror
 from bench.server import serve
-from crawler.cli import main_async
+from crawler.cli.command import main_async
 
 from .conftest import REPO, tree_bytes
 
@@ -138,11 +139,11 @@ async def _raw_get(url: str, path: str) -> bytes:
 def test_the_runner_compiles_the_crawler_bytecode_as_an_install_does() -> None:
     """The runner measures the venv's crawler as installed, with its modules compiled, even
     where PYTHONDONTWRITEBYTECODE keeps an editable install from writing them."""
-    source = Path(crawler.sync.__file__)
+    source = Path(crawler.sync.run.__file__)
     compiled = Path(importlib.util.cache_from_source(str(source)))
     compiled.unlink(missing_ok=True)
     line = compile_crawler()
-    assert str(source.parent) in line
+    assert str(Path(crawler.__file__).parent) in line
     assert compiled.is_file()
     assert compiled.stat().st_mtime >= source.stat().st_mtime
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from crawler.changes import compute_changes, summary_line
+from crawler.build.changes import compute_changes, summary_line
 from crawler.errors import ChangesInputError
 
 A = "a" * 32

@@ -32,13 +32,14 @@ from urllib.parse import quote
 import pytest
 import yaml
 
-import crawler.write
-from crawler import __version__, cli
-from crawler.cli import main, main_async
+import crawler.output.write
+from bench.synth import SynthRef, SynthSpec, build_mirror
+from crawler import __version__
+from crawler.cli import command as cli
+from crawler.cli.command import main, main_async
 from crawler.errors import OutputError
-from crawler.synth import SynthRef, SynthSpec, build_mirror
-from crawler.verify import verify_branch
-from crawler.write import BranchStage
+from crawler.ops.verify import verify_branch
+from crawler.output.write import BranchStage
 
 from .conftest import (
     CLI_TIMEOUT,
@@ -85,7 +86,8 @@ RunHere = Callable[..., Done]
 def here(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> RunHere:
-    """Run ``crawler.cli.main(ARGS)`` in this process, in ``tmp_path``, capturing its output.
+    """Run ``crawler.cli.command.main(ARGS)`` in this process, in ``tmp_path``, capturing its
+    output.
 
     The exhaustive matrices use it (a real process costs ~0.4 s of imports); every kind of
     outcome is also checked once through a real process below.
@@ -101,7 +103,8 @@ def here(
 
 
 async def run_here_async(capsys: pytest.CaptureFixture[str], *args: str) -> Done:
-    """``crawler.cli.main_async(ARGS)`` in this process's running loop, capturing its output."""
+    """``crawler.cli.command.main_async(ARGS)`` in this process's running loop, capturing its
+    output."""
     code = await main_async(list(args))
     captured = capsys.readouterr()
     return Done(code, captured.out, captured.err)
@@ -523,7 +526,7 @@ def test_relative_flags_from_a_deleted_working_folder_are_a_usage_error(tmp_path
     gone.mkdir()
     out = tmp_path / "out"
     code = (
-        "import os, sys; from crawler.cli import main; os.chdir(sys.argv[1]); "
+        "import os, sys; from crawler.cli.command import main; os.chdir(sys.argv[1]); "
         "os.rmdir(sys.argv[1]); sys.exit(main(sys.argv[2:]))"
     )
     sync = ["sync", "--branch", "develop", "--mirror", str(SAMPLE_MIRROR), "-q"]
@@ -759,7 +762,7 @@ def test_a_publish_checks_the_folder_it_replaces_again(tmp_path: Path) -> None:
     assert sorted(p.name for p in (tmp_path / "develop").iterdir()) == ["mine.txt"]
 
 
-@pytest.mark.parametrize("pages", [2, crawler.write.FSYNC_EACH_UP_TO])
+@pytest.mark.parametrize("pages", [2, crawler.output.write.FSYNC_EACH_UP_TO])
 def test_a_staged_branch_is_flushed_file_by_file_or_all_at_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pages: int
 ) -> None:
@@ -775,7 +778,7 @@ def test_a_staged_branch_is_flushed_file_by_file_or_all_at_once(
         fsync(fd)
 
     monkeypatch.setattr(os, "fsync", recorded)
-    monkeypatch.setattr(crawler.write, "_syncfs", whole.append)
+    monkeypatch.setattr(crawler.output.write, "_syncfs", whole.append)
     stage = BranchStage(tmp_path, "develop")
     staged = stage.path
     names = ["index.json", "changes.json", *(f"pages/p{i}/specs.md" for i in range(pages))]
@@ -788,7 +791,7 @@ def test_a_staged_branch_is_flushed_file_by_file_or_all_at_once(
         names
     )
     mine = {Path(p).relative_to(staged).as_posix() for p in flushed if p.startswith(str(staged))}
-    if len(names) <= crawler.write.FSYNC_EACH_UP_TO:
+    if len(names) <= crawler.output.write.FSYNC_EACH_UP_TO:
         folders = {".", "pages", *(f"pages/p{i}" for i in range(pages))}
         assert mine == {*names, *folders}
         assert whole == []
@@ -819,13 +822,13 @@ def _publish_written_into(
     old.write("index.json", b"{}")
     old.write("pages/zlib/specs.md", b"old")
     old.publish()
-    flush = crawler.write._flush_tree
+    flush = crawler.output.write._flush_tree
 
     def flush_while_written(path: Path) -> None:
         write(tmp_path / "develop")
         flush(path)
 
-    monkeypatch.setattr(crawler.write, "_flush_tree", flush_while_written)
+    monkeypatch.setattr(crawler.output.write, "_flush_tree", flush_while_written)
     new = BranchStage(tmp_path, "develop")
     new.write("index.json", b'{"new": 1}')
     new.write("pages/zlib/specs.md", b"new")
@@ -849,7 +852,7 @@ def test_what_is_written_into_a_branch_while_it_is_replaced_is_moved_into_the_ne
     assert (branch / "pages" / "zlib" / "specs.md").read_bytes() == b"new"
     assert (branch / "mine.txt").read_text() == "mine"
     assert (branch / "pages" / "zlib" / "notes.md").read_text() == "notes"
-    assert [p.name for p in crawler.write.staging_dir(tmp_path).iterdir()] == []
+    assert [p.name for p in crawler.output.write.staging_dir(tmp_path).iterdir()] == []
     warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert warned == [
         f"develop: {name} was written into {branch} while it was replaced: moved into the "
@@ -881,7 +884,7 @@ def test_what_cannot_be_moved_into_the_new_branch_is_kept(
         "while it was replaced, and not all of it could be moved into the new one: kept in "
         f"{kept}"
     ]
-    crawler.write.recover(tmp_path)
+    crawler.output.write.recover(tmp_path)
     assert (kept / "index.json" / "mine.txt").read_text() == "mine"
 
 
@@ -1902,3 +1905,16 @@ def test_an_event_loop_that_cannot_close_loses_no_exit_code(
     assert main(argv) == 0
     assert main([*argv, "--branch", "no-such-ref"]) == 2
     assert capsys.readouterr().err.count("warning: while exiting: can't start new thread") == 2
+
+
+def test_the_public_api_is_what_all_names_and_imports_nothing_until_used() -> None:
+    """``import crawler`` stays cheap (each decoding process imports the package); every name
+    of ``__all__`` is there when asked for."""
+    code = (
+        "import sys, crawler\n"
+        "assert not any(m.startswith('crawler.') for m in sys.modules), sorted(sys.modules)\n"
+        "for name in crawler.__all__: getattr(crawler, name)\n"
+        "assert crawler.ExitCode.DEADLINE == 9 and crawler.main(['--version']) == 0\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr

@@ -18,8 +18,8 @@ from crawler.config import (
     load_config,
     with_overrides,
 )
-from crawler.discovery import Mirror
 from crawler.errors import ConfigError
+from crawler.mirror.discovery import Mirror
 
 from .conftest import REPO, SAMPLE_MIRROR
 

@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 import yaml
 
-from crawler.cli import main_async
+from bench.synth import SynthRef, SynthSpec, build_mirror
+from crawler.cli.command import main_async
 from crawler.config import build_config
-from crawler.discovery import Mirror, map_url
-from crawler.synth import SynthRef, SynthSpec, build_mirror
+from crawler.mirror.discovery import Mirror, map_url
 
 from .conftest import Fault, ServeMirror, fast_config, tree_bytes
 

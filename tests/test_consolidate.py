@@ -1,6 +1,6 @@
 """Consolidating stacks one by one, in any order, gives what consolidating them at once gives.
 
-A sync folds each stack in as soon as it is decoded, before or after the root (crawler.sync's
+A sync folds each stack in as soon as it is decoded, before or after the root (crawler.sync.run's
 early consolidation), so the order depends on which download finishes first.
 """
 
@@ -11,9 +11,15 @@ from collections.abc import Iterator
 
 import pytest
 
-from crawler.consolidate import Conflict, Consolidator, PackageSummary, consolidate, prepare_root
-from crawler.synth import make_hash
-from crawler.validate import SourceSummary, SpecRow
+from bench.synth import make_hash
+from crawler.build.consolidate import (
+    Conflict,
+    Consolidator,
+    PackageSummary,
+    consolidate,
+    prepare_root,
+)
+from crawler.decode.validate import SourceSummary, SpecRow
 
 A, B, C, ONLY_IN_STACK = (make_hash(x) for x in ("a", "b", "c", "stack only"))
 

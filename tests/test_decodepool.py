@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-import crawler.decodepool
-from crawler.decodepool import DecodeQueue, _processes, _running
+import crawler.decode.pool
+from crawler.decode.pool import DecodeQueue, _processes, _running
 from crawler.errors import OutOfMemory, PoolError, WorkerError
 
 from .conftest import dead_pid
@@ -461,7 +461,7 @@ async def test_a_pool_that_cannot_be_replaced_fails_its_jobs_rather_than_hang(
 ) -> None:
     """A worker dies and no new pool can be made (its pipes and semaphores: EMFILE at the
     open-file limit, ENOMEM): the error escaped the runner, and the jobs waited for ever."""
-    make_pool = crawler.decodepool._decode_pool
+    make_pool = crawler.decode.pool._decode_pool
     pools = [0]
 
     def second_pool_fails(workers: int) -> concurrent.futures.ProcessPoolExecutor:
@@ -470,7 +470,7 @@ async def test_a_pool_that_cannot_be_replaced_fails_its_jobs_rather_than_hang(
             raise OSError(errno.EMFILE, "Too many open files")
         return make_pool(workers)
 
-    monkeypatch.setattr(crawler.decodepool, "_decode_pool", second_pool_fails)
+    monkeypatch.setattr(crawler.decode.pool, "_decode_pool", second_pool_fails)
     queue = DecodeQueue(1)
     jobs = [queue.run(1, _die, "a", "u1"), queue.run(1, _echo, "b", "u2")]
     results = await _settled(queue, jobs)

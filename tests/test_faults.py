@@ -27,10 +27,10 @@ import pytest
 import yaml
 from aiohttp import web
 
-from crawler.cli import main_async
+from bench.synth import SynthRef, SynthSpec, build_mirror
+from crawler.cli.command import main_async
 from crawler.config import Config
-from crawler.fetch import Fetcher
-from crawler.synth import SynthRef, SynthSpec, build_mirror
+from crawler.mirror.fetch import Fetcher
 
 from .conftest import Fault, MirrorServer, ServeMirror, SleepRecorder, fast_config, tree_bytes
 

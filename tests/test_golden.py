@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 import yaml
 
-from crawler.cli import main, main_async
-from crawler.synth import SynthRef, SynthSpec, build_mirror, page_to_specs
+from bench.synth import SynthRef, SynthSpec, build_mirror, page_to_specs
+from crawler.cli.command import main, main_async
 
 from .conftest import REFERENCE_PAGES, ServeMirror, fast_config, tree_bytes
 from .schema import assert_valid_index, schema_errors

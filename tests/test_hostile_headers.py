@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 import yaml
 
-from crawler.cli import main_async
-from crawler.synth import SynthRef, SynthSpec, build_mirror
+from bench.synth import SynthRef, SynthSpec, build_mirror
+from crawler.cli.command import main_async
 
 from .conftest import SleepRecorder, fast_config, tree_bytes
 

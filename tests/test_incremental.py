@@ -33,16 +33,16 @@ import yaml
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-import crawler.consolidate
-import crawler.fetch
-import crawler.sources
-import crawler.state
-import crawler.sync
-from crawler.cli import main_async
-from crawler.fetch import usable_etag
-from crawler.state import Store
-from crawler.synth import SynthRef, SynthSpec, build_mirror, index_document
-from crawler.verify import verify_branch
+import crawler.build.consolidate
+import crawler.mirror.fetch
+import crawler.output.state
+import crawler.sync.run
+import crawler.sync.sources
+from bench.synth import SynthRef, SynthSpec, build_mirror, index_document
+from crawler.cli.command import main_async
+from crawler.mirror.fetch import usable_etag
+from crawler.ops.verify import verify_branch
+from crawler.output.state import Store
 
 from .conftest import Fault, MirrorServer, fast_config, tree_bytes
 
@@ -597,7 +597,7 @@ def write_after_hashing(
     """Have a writer replace ``target`` (a local index) with ``content`` just after the crawler
     hashed it, the first ``times`` times: the bytes then decoded are not the bytes hashed.
     (The n-th time, ``content`` ends with n - 1 more spaces: other bytes, the same index.)"""
-    real = crawler.fetch._hash_file
+    real = crawler.mirror.fetch._hash_file
     done: list[Path] = []
 
     def hash_then_write(location: str, path: Path, limit: int) -> object:
@@ -608,7 +608,7 @@ def write_after_hashing(
             done.append(new.replace(path))  # as rsync does: a new file renamed over the old
         return hashed
 
-    monkeypatch.setattr(crawler.fetch, "_hash_file", hash_then_write)
+    monkeypatch.setattr(crawler.mirror.fetch, "_hash_file", hash_then_write)
 
 
 async def test_a_local_index_replaced_while_read_is_read_again(
@@ -661,7 +661,7 @@ async def test_a_local_index_spoilt_when_decoded_is_read_again(
     site.rebuild(MORE_SPECS)  # s2 changes: it must be decoded
     target = site.file("s2").resolve()
     whole = target.read_bytes()
-    real = crawler.fetch._hash_file
+    real = crawler.mirror.fetch._hash_file
     hashed: list[Path] = []
 
     def hash_then_spoil(location: str, path: Path, limit: int) -> object:
@@ -674,7 +674,7 @@ async def test_a_local_index_spoilt_when_decoded_is_read_again(
             spoil(target)
         return result
 
-    monkeypatch.setattr(crawler.fetch, "_hash_file", hash_then_spoil)
+    monkeypatch.setattr(crawler.mirror.fetch, "_hash_file", hash_then_spoil)
 
     assert await site.sync() == 0
 
@@ -1003,7 +1003,7 @@ async def test_summaries_cached_by_another_version_are_not_used(
     await site.start()
     cache = site.out / ".crawler" / "cache"
     older = sorted(cache.iterdir())
-    monkeypatch.setattr(crawler.state, "__version__", "99.0")
+    monkeypatch.setattr(crawler.output.state, "__version__", "99.0")
 
     site.rebuild(MORE_SPECS)
     assert await site.sync() == 0
@@ -1067,7 +1067,7 @@ async def test_a_local_root_rewritten_between_its_shards_is_read_again(
     assert len(installs) >= 3
     root.write_bytes(versions.pop(0))
     monkeypatch.setattr(
-        crawler.sources, "DecodeQueue", lambda workers: _WriterBetweenShards(root, versions)
+        crawler.sync.sources, "DecodeQueue", lambda workers: _WriterBetweenShards(root, versions)
     )
 
     assert await site.sync() == 0
@@ -1098,9 +1098,9 @@ async def test_running_out_of_memory_in_the_crawler_is_reported_as_such(
         raise MemoryError
 
     owner = {
-        "merge_root": crawler.sources,
-        "prepare_root": crawler.sync,
-        "finish": crawler.consolidate.Consolidator,
+        "merge_root": crawler.sync.sources,
+        "prepare_root": crawler.sync.run,
+        "finish": crawler.build.consolidate.Consolidator,
     }[step]
     monkeypatch.setattr(owner, step, no_memory)
     capsys.readouterr()

@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 import yaml
 
-from crawler.cli import main_async
-from crawler.fetch import DOCUMENT_LIMIT, SIDECAR_LIMIT
-from crawler.synth import SynthRef, SynthSpec, build_mirror
+from bench.synth import SynthRef, SynthSpec, build_mirror
+from crawler.cli.command import main_async
+from crawler.mirror.fetch import DOCUMENT_LIMIT, SIDECAR_LIMIT
 
 from .conftest import Fault, MirrorServer, ServeMirror, fast_config, tree_bytes
 

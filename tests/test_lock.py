@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from crawler.errors import LockBusyError, OutputError
-from crawler.lock import REPLACED, Holder, RunLock, held_folder
-from crawler.write import BranchStage, atomic_write
+from crawler.output.lock import REPLACED, Holder, RunLock, held_folder
+from crawler.output.write import BranchStage, atomic_write
 
 from .conftest import LockHolder, dead_pid
 

@@ -1,6 +1,7 @@
 """Memory bounded whatever a mirror sends (docs/notes/memory-bounds.md).
 
-* a record with a field over its limit (``crawler.validate``'s table) is refused with a reason
+* a record with a field over its limit (``crawler.decode.validate``'s table) is refused with a
+reason
   naming the field, its size and the limit, and the rest is published as if it were not there;
 * a report lists at most ``INVALID_SHOWN`` invalid records per source and
   ``report.INVALID_SHOWN`` per branch, with the totals;
@@ -23,17 +24,18 @@ from typing import Any
 import pytest
 import yaml
 
-from crawler import chunks, report
-from crawler.cli import main_async
-from crawler.summarize import (
+from bench.synth import SynthRef, SynthSpec, build_mirror, make_hash
+from crawler.build import report
+from crawler.cli.command import main_async
+from crawler.decode import chunks
+from crawler.decode.summarize import (
     load_root_shard,
     load_summary,
     merge_root,
     summarize_root_shard,
     summarize_stack,
 )
-from crawler.synth import SynthRef, SynthSpec, build_mirror, make_hash
-from crawler.validate import INVALID_SHOWN, MAX_INVALID, SourceSummary
+from crawler.decode.validate import INVALID_SHOWN, MAX_INVALID, SourceSummary
 
 from .conftest import ServeMirror, fast_config, tree_bytes
 

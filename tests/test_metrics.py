@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 import yaml
 
-from crawler.cli import main_async
-from crawler.lock import RunLock
-from crawler.metrics import load_last_success, render_metrics, write_metrics
-from crawler.synth import SynthRef, SynthSpec, build_mirror
+from bench.synth import SynthRef, SynthSpec, build_mirror
+from crawler.cli.command import main_async
+from crawler.ops.metrics import load_last_success, render_metrics, write_metrics
+from crawler.output.lock import RunLock
 
 from .conftest import SAMPLE_MIRROR, fast_config
 

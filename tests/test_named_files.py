@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from crawler.cli import MAX_METRICS_BYTES, SYSTEM_FOLDERS, main
+from crawler.cli.command import MAX_METRICS_BYTES, SYSTEM_FOLDERS, main
 from crawler.config import MAX_CONFIG_BYTES, load_config
 from crawler.errors import ConfigError
 

@@ -18,11 +18,11 @@ from typing import Any
 import pytest
 import yaml
 
-import crawler.sync
-import crawler.write
-from crawler.cli import main_async
-from crawler.lock import REPLACED
-from crawler.synth import SynthRef, SynthSpec, build_mirror
+import crawler.output.write
+import crawler.sync.run
+from bench.synth import SynthRef, SynthSpec, build_mirror
+from crawler.cli.command import main_async
+from crawler.output.lock import REPLACED
 
 from .conftest import (
     CLI_TIMEOUT,
@@ -130,11 +130,11 @@ async def test_an_output_swapped_for_a_link_while_a_branch_is_written_is_not_pub
     assert await main_async([*sync, "--format", "json"]) == 0
     published = tree_bytes(out / "develop")
     locked, other = tmp_path / "out.locked", tmp_path / "other"
-    render = crawler.write.render_page
+    render = crawler.output.write.render_page
     seconds: list[Done] = []
 
     def swap_then_render(*args: Any) -> str:
-        monkeypatch.setattr(crawler.sync, "render_page", render)
+        monkeypatch.setattr(crawler.sync.run, "render_page", render)
         out.rename(locked)
         other.mkdir()
         out.symlink_to(other)
@@ -149,7 +149,7 @@ async def test_an_output_swapped_for_a_link_while_a_branch_is_written_is_not_pub
         seconds.append(Done(ran.returncode, ran.stdout, ran.stderr))
         return render(*args)
 
-    monkeypatch.setattr(crawler.sync, "render_page", swap_then_render)
+    monkeypatch.setattr(crawler.sync.run, "render_page", swap_then_render)
     capsys.readouterr()
 
     code = await main_async([*sync, "--format", "json,pages"])

@@ -1,8 +1,8 @@
 """Reading an index in pieces gives exactly what reading it whole gives.
 
-:mod:`crawler.chunks` cuts an uncompressed index into runs of whole records without parsing it,
-and :mod:`crawler.summarize` decodes each run on its own. When a cut cannot be trusted (a piece
-that does not decode, a key repeated across pieces) the file is read whole; when records point
+:mod:`crawler.decode.chunks` cuts an uncompressed index into runs of whole records without parsing
+it, and :mod:`crawler.decode.summarize` decodes each run on its own. When a cut cannot be trusted (a
+piece that does not decode, a key repeated across pieces) the file is read whole; when records point
 at a hash that no shard holds, the shards run again with that hash marked missing. These tests
 hold both readings to the same answer:
 
@@ -39,18 +39,15 @@ import msgspec
 import pytest
 import yaml
 
-from crawler import chunks
-from crawler.cli import main_async
+from bench.synth import SynthRef, SynthSpec, build_mirror, generate_specs, index_document
+from bench.synth import make_hash as _hash
+from crawler.cli.command import main_async
+from crawler.cli.display import LogReporter
 from crawler.config import Config
-from crawler.decode import mend_surrogates
-from crawler.decodepool import DecodeQueue
-from crawler.discovery import Source
-from crawler.errors import IndexFormatError, UnsupportedVersionError
-from crawler.fetch import Fetcher
-from crawler.progress import LogReporter
-from crawler.sources import SourceOutcome, SourceReader
-from crawler.state import Store
-from crawler.summarize import (
+from crawler.decode import chunks
+from crawler.decode.pool import DecodeQueue
+from crawler.decode.records import mend_surrogates
+from crawler.decode.summarize import (
     RootShard,
     load_root_shard,
     load_summary,
@@ -60,9 +57,12 @@ from crawler.summarize import (
     summarize_root_shard,
     summarize_stack,
 )
-from crawler.synth import SynthRef, SynthSpec, build_mirror, generate_specs, index_document
-from crawler.synth import make_hash as _hash
-from crawler.validate import InvalidRecord, SourceSummary
+from crawler.decode.validate import InvalidRecord, SourceSummary
+from crawler.errors import IndexFormatError, UnsupportedVersionError
+from crawler.mirror.discovery import Source
+from crawler.mirror.fetch import Fetcher
+from crawler.output.state import Store
+from crawler.sync.sources import SourceOutcome, SourceReader
 
 from .conftest import ServeMirror, fast_config
 from .schema import assert_valid_index

@@ -1,6 +1,6 @@
 """A root index decoded while it downloads gives what decoding it afterwards gives.
 
-:mod:`crawler.progressive` cuts a downloading root into parts and decodes each as soon as it
+:mod:`crawler.decode.progressive` cuts a downloading root into parts and decodes each as soon as it
 is on disk. Here the download reports progress every few KB and parts are a few KB, so a small
 synthetic root is cut into many parts mid-download (the tests check that it was), and the
 published index must equal the one a sync of the same mirror from a local folder publishes
@@ -23,13 +23,17 @@ import yaml
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from crawler import chunks, consolidate, fetch, progressive, sources, summarize, sync
-from crawler.cli import main, main_async
-from crawler.consolidate import Consolidator
-from crawler.decodepool import DecodeQueue
-from crawler.progressive import RootParts
-from crawler.synth import SynthRef, build_mirror, generate_specs, index_document
-from crawler.validate import SourceSummary
+from bench.synth import SynthRef, build_mirror, generate_specs, index_document
+from crawler.build import consolidate
+from crawler.build.consolidate import Consolidator
+from crawler.cli.command import main, main_async
+from crawler.decode import chunks, progressive, summarize
+from crawler.decode.pool import DecodeQueue
+from crawler.decode.progressive import RootParts
+from crawler.decode.validate import SourceSummary
+from crawler.mirror import fetch
+from crawler.sync import run as sync
+from crawler.sync import sources
 
 from .conftest import fast_config
 from .schema import assert_valid_index

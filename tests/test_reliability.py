@@ -31,13 +31,13 @@ from typing import Any
 import pytest
 import yaml
 
-import crawler.sync
-import crawler.write
+import crawler.output.write
+import crawler.sync.run
+from bench.synth import SynthRef, SynthSpec, build_mirror, generate_specs
 from crawler import __version__
-from crawler.changes import counted, summary_line
-from crawler.cli import main_async
-from crawler.synth import SynthRef, SynthSpec, build_mirror, generate_specs
-from crawler.verify import verify_branch
+from crawler.build.changes import counted, summary_line
+from crawler.cli.command import main_async
+from crawler.ops.verify import verify_branch
 
 from .conftest import (
     Done,
@@ -782,7 +782,7 @@ async def test_a_stack_that_keeps_failing_keeps_the_branch_partial(site: MakeSit
     """The next run, with the same stack still failing, changes nothing, but the published
     branch still lacks that stack: it must still say so (exit 5, status partial), or a cron
     check on the exit code, or the ``branch_status{status="partial"}`` alert that
-    crawler/metrics.py recommends, clears while the stack is still broken."""
+    crawler/ops/metrics.py recommends, clears while the stack is still broken."""
     s = await site((ref("a"),))
     await s.publish("a")
     s.rebuild(ref("a", NEXT))
@@ -1202,14 +1202,14 @@ async def test_a_signal_while_the_branch_is_written_stops_before_the_publish(
     s = await site((ref("a"),))
     before = (await s.publish("a"))["a"]
     s.rebuild(ref("a", NEXT))
-    render = crawler.write.render_page
+    render = crawler.output.write.render_page
 
     def render_and_signal(*args: Any) -> str:
-        monkeypatch.setattr(crawler.sync, "render_page", render)
+        monkeypatch.setattr(crawler.sync.run, "render_page", render)
         os.kill(os.getpid(), signal.SIGTERM)
         return render(*args)
 
-    monkeypatch.setattr(crawler.sync, "render_page", render_and_signal)
+    monkeypatch.setattr(crawler.sync.run, "render_page", render_and_signal)
 
     done = await s.sync("a")
 
@@ -1225,13 +1225,13 @@ async def test_a_signal_during_a_swap_lets_that_branch_stand_and_says_so(
     """A signal that comes while a branch is swapped in is handled after the swap: that branch
     is published, the next one is not started, and the message says which is which."""
     s = await site((ref("a"), ref("b", NEXT)))
-    swap = crawler.write.BranchStage.publish
+    swap = crawler.output.write.BranchStage.publish
 
-    def swap_and_signal(stage: crawler.write.BranchStage) -> None:
+    def swap_and_signal(stage: crawler.output.write.BranchStage) -> None:
         os.kill(os.getpid(), signal.SIGTERM)
         swap(stage)
 
-    monkeypatch.setattr(crawler.write.BranchStage, "publish", swap_and_signal)
+    monkeypatch.setattr(crawler.output.write.BranchStage, "publish", swap_and_signal)
 
     done = await s.sync("a", "b")
 
@@ -1246,9 +1246,9 @@ async def test_a_signal_during_a_swap_lets_that_branch_stand_and_says_so(
 
 #: ``crawler`` whose lock is not released when a run stops: its clean stop then never ends.
 _STUCK_STOP = (
-    "import time, crawler.lock\n"
-    "crawler.lock.RunLock.release = lambda self: time.sleep(60)\n"
-    "from crawler.cli import run\n"
+    "import time, crawler.output.lock\n"
+    "crawler.output.lock.RunLock.release = lambda self: time.sleep(60)\n"
+    "from crawler.cli.command import run\n"
     "run()\n"
 )
 
@@ -1388,8 +1388,8 @@ async def test_a_stale_sidecar_is_not_trusted_when_the_etag_was_never_learnt(
 ) -> None:
     """Refs ``a`` and ``b`` start with the same bytes. ``b``'s sidecar names bytes ``a``'s cached
     summary already covers, but a sidecar is only trusted for a URL whose server was seen to send
-    no ETag (crawler/sources.py ``_promised``), so ``b`` is downloaded once and its ETag learnt.
-    When ``b``'s root index later changes while its sidecar still names the old one, the
+    no ETag (crawler/sync/sources.py ``_promised``), so ``b`` is downloaded once and its ETag
+    learnt. When ``b``'s root index later changes while its sidecar still names the old one, the
     conditional request sees the change: the new index must be read, not the old summary."""
     s = await site((ref("a"), ref("b")))
     await s.publish("a", "b")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from crawler.summarize import load_root_shard, merge_root, summarize_root_shard
-from crawler.synth import SynthSpec, index_document
+from bench.synth import SynthSpec, index_document
+from crawler.decode.summarize import load_root_shard, merge_root, summarize_root_shard
 
 
 def _root(tmp_path: Path, parameters: list[dict[str, object]]) -> str:

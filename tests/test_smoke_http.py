@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from crawler.cli import main_async
+from crawler.cli.command import main_async
 
 from .conftest import SAMPLE_MIRROR, ServeMirror, fast_config, tree_bytes
 

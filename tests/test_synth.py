@@ -1,4 +1,4 @@
-"""File-level checks of the synthetic mirror builder (crawler/synth.py) and the sample mirror."""
+"""File-level checks of the synthetic mirror builder (bench/synth.py) and the sample mirror."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from crawler.synth import (
+from bench.synth import (
     FLAGS,
     SynthRef,
     SynthSpec,

@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 import yaml
 
-import crawler.verify
-from crawler.cli import main_async
-from crawler.lock import RunLock
-from crawler.synth import SynthRef, SynthSpec, build_mirror
-from crawler.verify import MAX_SCHEMA_ERRORS, verify_branch
-from crawler.write import encode_json
+import crawler.ops.verify
+from bench.synth import SynthRef, SynthSpec, build_mirror
+from crawler.cli.command import main_async
+from crawler.ops.verify import MAX_SCHEMA_ERRORS, verify_branch
+from crawler.output.lock import RunLock
+from crawler.output.write import encode_json
 
 from .conftest import SAMPLE_MIRROR, fast_config
 
@@ -419,7 +419,7 @@ async def test_a_branch_published_while_it_is_verified_is_verified_again(
         assert await main_async(argv) == 0
         outputs.append(out / "develop")
     folder, newer = outputs
-    check_pages = crawler.verify._page_problems
+    check_pages = crawler.ops.verify._page_problems
     swaps = {"done": 0, "wanted": 1}
 
     def publish_meanwhile(*args: Any) -> list[str]:
@@ -432,7 +432,7 @@ async def test_a_branch_published_while_it_is_verified_is_verified_again(
             shutil.rmtree(old)
         return check_pages(*args)
 
-    monkeypatch.setattr(crawler.verify, "_page_problems", publish_meanwhile)
+    monkeypatch.setattr(crawler.ops.verify, "_page_problems", publish_meanwhile)
     assert verify_branch(folder, schema=False) == []
     assert swaps["done"] == 1
 

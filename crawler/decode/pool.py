@@ -26,7 +26,7 @@ from multiprocessing import resource_tracker
 from multiprocessing.process import BaseProcess
 from typing import NamedTuple
 
-from .errors import OutOfMemory, PoolError, WorkerError, out_of_memory
+from ..errors import OutOfMemory, PoolError, WorkerError, out_of_memory
 
 log = logging.getLogger("crawler")
 
@@ -45,7 +45,7 @@ def _decode_pool(workers: int) -> concurrent.futures.ProcessPoolExecutor:
     _start_resource_tracker()
     # forkserver: the event loop's threads are never forked; workers import the decoder once.
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["crawler.summarize"])
+    context.set_forkserver_preload(["crawler.decode.summarize"])
     pool = concurrent.futures.ProcessPoolExecutor(
         max_workers=workers,
         mp_context=context,

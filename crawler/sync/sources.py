@@ -1,11 +1,11 @@
 """Sources: bring one index of a branch from the mirror to a validated summary.
 
 For each source, :class:`SourceReader` first tries to prove that a cached summary is current
-(see :mod:`crawler.state`), and otherwise downloads the index (at most ``concurrency`` at a time)
-and has it decoded by a pool of worker processes, so that a 300 MB index never stalls the event
-loop or the other downloads; a root index is decoded while it downloads
-(:mod:`crawler.progressive`). Every outcome, good or bad, is returned as a :class:`SourceOutcome`;
-only cancellation propagates.
+(see :mod:`crawler.output.state`), and otherwise downloads the index (at most ``concurrency`` at a
+time) and has it decoded by a pool of worker processes, so that a 300 MB index never stalls the
+event loop or the other downloads; a root index is decoded while it downloads
+(:mod:`crawler.decode.progressive`). Every outcome, good or bad, is returned as a
+:class:`SourceOutcome`; only cancellation propagates.
 """
 
 from __future__ import annotations
@@ -22,12 +22,22 @@ from typing import Any, Literal
 
 import msgspec
 
-from .chunks import BadCut
-from .config import Config
-from .consolidate import paused_gc
-from .decodepool import ROOT_FIRST, STACKS_AFTER, DecodeQueue
-from .discovery import Source
-from .errors import (
+from ..build.consolidate import paused_gc
+from ..cli.display import Reporter
+from ..config import Config
+from ..decode.chunks import BadCut
+from ..decode.pool import ROOT_FIRST, STACKS_AFTER, DecodeQueue
+from ..decode.progressive import RootParts
+from ..decode.summarize import (
+    RootShard,
+    load_root_shard,
+    merge_root,
+    root_gaps,
+    summarize_root_shard,
+    summarize_stack,
+)
+from ..decode.validate import Kind, SourceSummary
+from ..errors import (
     ChecksumError,
     CrawlerError,
     FetchError,
@@ -37,19 +47,9 @@ from .errors import (
     SourceChanged,
     out_of_memory,
 )
-from .fetch import Fetched, Fetcher, usable_etag
-from .progress import Reporter
-from .progressive import RootParts
-from .state import BranchState, SourceFacts, SourceState, Store, summary_of
-from .summarize import (
-    RootShard,
-    load_root_shard,
-    merge_root,
-    root_gaps,
-    summarize_root_shard,
-    summarize_stack,
-)
-from .validate import Kind, SourceSummary
+from ..mirror.discovery import Source
+from ..mirror.fetch import Fetched, Fetcher, usable_etag
+from ..output.state import BranchState, SourceFacts, SourceState, Store, summary_of
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ class SourceOutcome:
     ``fetched``: downloaded (and decoded, unless a cached summary had the same SHA-256);
     ``unchanged``: a validator proved the cached summary current, nothing was downloaded;
     ``missing``: 404; ``failed``: anything else, with ``error``; ``not_read``: as the
-    branch's root index is missing or unusable (see :func:`crawler.sync._read_all`).
+    branch's root index is missing or unusable (see :func:`crawler.sync.run._read_all`).
     """
 
     source: Source
@@ -439,7 +439,7 @@ class SourceReader:
         """A v2 ``index.json.hash`` if there is one (None if absent or unreadable).
 
         It is recorded in the report and compared with the index's SHA-256; as a validator it
-        can spare a download (see :mod:`crawler.state`).
+        can spare a download (see :mod:`crawler.output.state`).
         """
         try:
             text = (await fetcher.read(location, sidecar=True)).decode("ascii", "replace").strip()
@@ -453,13 +453,13 @@ class SourceReader:
     async def _root_summary(
         self, path: Path, url: str, size: int
     ) -> tuple[list[bytes], SourceSummary]:
-        """Summarise a root index on every worker at once (see :mod:`crawler.summarize`); returns
-        what the workers encoded, and the summary.
+        """Summarise a root index on every worker at once (see :mod:`crawler.decode.summarize`);
+        returns what the workers encoded, and the summary.
 
         The root is the largest index and everything waits for it: its jobs go ahead of any
         stack still queued. A root downloaded from a server was cut into parts that were
-        decoding while it downloaded (:mod:`crawler.progressive`); otherwise each worker takes
-        a shard. Parts or shards read in pieces are read again whole if a piece does not
+        decoding while it downloaded (:mod:`crawler.decode.progressive`); otherwise each worker
+        takes a shard. Parts or shards read in pieces are read again whole if a piece does not
         decode or two pieces hold the same key, and again with the missing hashes if records
         point at dependencies that none of them holds.
         """

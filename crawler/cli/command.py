@@ -4,7 +4,7 @@ The codes are :class:`~crawler.errors.ExitCode`; an error that stops a run carri
 (``exit_code``), and :func:`exit_code` gives a finished run's, from its branches' outcomes:
 when several branches end differently, the most serious wins: 4, then 5, then 0, then 6. A
 signal gives 128 + its number (129 SIGHUP, 130 SIGINT, 143 SIGTERM; see
-:mod:`crawler.stopping`), and ``branches`` whose reader closed the pipe 141, as SIGPIPE would.
+:mod:`crawler.cli.stopping`), and ``branches`` whose reader closed the pipe 141, as SIGPIPE would.
 """
 
 from __future__ import annotations
@@ -24,18 +24,18 @@ from typing import Any
 
 import msgspec
 
-from . import __version__
-from .changes import counted
-from .config import NO_WORKING_FOLDER, Config, load_config, with_overrides
-from .discovery import Mirror, is_safe_name
-from .errors import ConfigError, CrawlerError, ExitCode, UsageError, shown
-from .fetch import Sleep, environment_proxies, local_path
-from .files import too_large
-from .metrics import load_last_success, render_metrics, write_metrics
-from .progress import LiveReporter, LogReporter, setup_logging, wants_live
+from .. import __version__
+from ..build.changes import counted
+from ..config import NO_WORKING_FOLDER, Config, load_config, with_overrides
+from ..errors import ConfigError, CrawlerError, ExitCode, UsageError, shown
+from ..files import too_large
+from ..mirror.discovery import Mirror, is_safe_name
+from ..mirror.fetch import Sleep, environment_proxies, local_path
+from ..ops.metrics import load_last_success, render_metrics, write_metrics
+from ..output.write import STATE_DIR
+from ..sync.run import RunResult, Syncer
+from .display import LiveReporter, LogReporter, setup_logging, wants_live
 from .stopping import GRACE, Stopper, timer
-from .sync import RunResult, Syncer
-from .write import STATE_DIR
 
 log = logging.getLogger("crawler")
 _M_MMAP_THRESHOLD = -3  # glibc malloc.h
@@ -408,7 +408,7 @@ def _write_metrics(config: Config, result: RunResult | None, code: int, seconds:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from .verify import verify_branch  # jsonschema is slow to import and only needed here
+    from ..ops.verify import verify_branch  # jsonschema is slow to import and only needed here
 
     path: Path = args.path
     try:

@@ -29,8 +29,8 @@ What is checked, in this order:
    list where an object belongs...) is reported once and the checks are skipped, the schema
    errors saying why.
 4. When ``pages/`` exists: exactly one ``pages/<package>/specs.md`` per package, each
-   byte-identical to what :func:`crawler.write.render_page` makes of the index's package, and no
-   other file. A folder of ``pages/`` that cannot be listed is reported as such, once, rather
+   byte-identical to what :func:`crawler.output.write.render_page` makes of the index's package, and
+   no other file. A folder of ``pages/`` that cannot be listed is reported as such, once, rather
    than every page under it as missing.
 5. When ``changes.json`` and ``report.json`` exist: each is a JSON object for the same branch.
 
@@ -52,12 +52,12 @@ from typing import Any
 import msgspec
 from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 
-from .changes import counted
-from .consolidate import PackageSummary
-from .files import read_regular
-from .write import COMPANIONS, OS_LITTER, companion_problem, foreign_entries, render_page
+from ..build.changes import counted
+from ..build.consolidate import PackageSummary
+from ..files import read_regular
+from ..output.write import COMPANIONS, OS_LITTER, companion_problem, foreign_entries, render_page
 
-SCHEMA_PATH = Path(__file__).resolve().parent / "schema" / "index.schema.json"
+SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schema" / "index.schema.json"
 MAX_SCHEMA_ERRORS = 20
 #: How many times a branch replaced while it is verified is verified (see verify_branch).
 VERIFY_ATTEMPTS = 3

@@ -1,8 +1,8 @@
 """Sync: the branches of a mirror, each fetched, consolidated, checked and published whole.
 
-A run holds the output folder's lock (:mod:`crawler.lock`) from start to end, reads the mirror's
-discovery document, then syncs the requested branches one after the other with one HTTP session
-and one pool of decoding processes (:mod:`crawler.sources`).
+A run holds the output folder's lock (:mod:`crawler.output.lock`) from start to end, reads the
+mirror's discovery document, then syncs the requested branches one after the other with one HTTP
+session and one pool of decoding processes (:mod:`crawler.sync.sources`).
 
 What happens to a branch, as ``status`` in its report and in :class:`BranchResult`:
 
@@ -44,10 +44,9 @@ from typing import Any, Literal
 
 import msgspec
 
-from . import __version__
-from .changes import SpecStacks, changes_between, counted, summary_line
-from .config import Config, normal_formats
-from .consolidate import (
+from .. import __version__
+from ..build.changes import SpecStacks, changes_between, counted, summary_line
+from ..build.consolidate import (
     Conflict,
     Consolidator,
     PackageSummary,
@@ -55,8 +54,11 @@ from .consolidate import (
     paused_gc,
     prepare_root,
 )
-from .discovery import Discovery, Mirror, Source, is_safe_name, parse_discovery
-from .errors import (
+from ..build.report import branch_stats, findings, published_spec_stacks, spec_stacks_of
+from ..cli.display import Reporter
+from ..config import Config, normal_formats
+from ..decode.validate import SourceSummary
+from ..errors import (
     BranchError,
     CrawlerError,
     IndexFormatError,
@@ -65,16 +67,13 @@ from .errors import (
     UsageError,
     shown,
 )
-from .fetch import Fetcher, Sleep
-from .files import read_regular
-from .lock import RunLock, replaced_error
-from .progress import Reporter
-from .report import branch_stats, findings, published_spec_stacks, spec_stacks_of
-from .sources import SourceOutcome, SourceReader
-from .state import BranchState, PagesDigest, Store, fingerprint
-from .urls import redacted
-from .validate import SourceSummary
-from .write import (
+from ..files import read_regular
+from ..mirror.discovery import Discovery, Mirror, Source, is_safe_name, parse_discovery
+from ..mirror.fetch import Fetcher, Sleep
+from ..mirror.urls import redacted
+from ..output.lock import RunLock, replaced_error
+from ..output.state import BranchState, PagesDigest, Store, fingerprint
+from ..output.write import (
     COMPANIONS,
     BranchStage,
     atomic_write,
@@ -86,6 +85,7 @@ from .write import (
     render_page,
     state_dir,
 )
+from .sources import SourceOutcome, SourceReader
 
 log = logging.getLogger(__name__)
 
@@ -123,7 +123,7 @@ class RunResult:
 
 class _EarlyConsolidation:
     """Hands a branch's sources to its consolidation as they come in, while others still
-    download or decode (see :class:`~crawler.consolidate.Consolidator`).
+    download or decode (see :class:`~crawler.build.consolidate.Consolidator`).
 
     Only summaries decoded by this run are handed over early (a summary proven unchanged is
     not even loaded unless the branch must be rebuilt); :meth:`finish` adds the rest. Nothing
@@ -148,7 +148,7 @@ class _EarlyConsolidation:
     def finish(
         self, root: SourceSummary, stacks: dict[str, SourceSummary]
     ) -> tuple[dict[str, PackageSummary], list[Conflict]]:
-        """:func:`crawler.consolidate.consolidate` of the final summaries."""
+        """:func:`crawler.build.consolidate.consolidate` of the final summaries."""
         consolidator = self._consolidator
         # A decoded stack is never read again: these are the summaries folded in (whose
         # hashes were freed since, so that they could not be folded in anew).
@@ -210,7 +210,7 @@ def _package_names(index: bytes) -> set[str] | None:
 
 def _companions_intact(folder: Path, branch: str) -> bool:
     """Whether the companions of a published ``index.json`` are sound, or absent, as
-    :mod:`crawler.verify` wants them (a damaged one must not pass as current for ever)."""
+    :mod:`crawler.ops.verify` wants them (a damaged one must not pass as current for ever)."""
     for name in COMPANIONS:
         problem = companion_problem(folder, name)
         if problem:
@@ -815,7 +815,7 @@ class Syncer:
         with_pages: bool,
     ) -> tuple[str, str | None, bool]:
         """Stage and publish a branch, with its pages or not; returns the SHA-256 of its
-        index.json, the :class:`~crawler.state.PagesDigest` of its pages (None without), and
+        index.json, the :class:`~crawler.output.state.PagesDigest` of its pages (None without), and
         whether it was swapped in.
 
         It is not when the published folder already holds exactly these ``index.json`` and

@@ -25,7 +25,7 @@ import threading
 from collections.abc import Iterator
 from types import FrameType
 
-from .errors import ExitCode
+from ..errors import ExitCode
 
 log = logging.getLogger("crawler")
 

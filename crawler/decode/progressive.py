@@ -2,8 +2,8 @@
 
 The root index is the largest file of a ref, and everything else waits for it. Rather than
 decode it once it is all on disk, :class:`RootParts` cuts it into parts of about
-:data:`PART_BYTES` as the download writes it (:mod:`crawler.chunks` finds record boundaries in
-what is already written) and hands each part to a decoding worker at once, ahead of any stack
+:data:`PART_BYTES` as the download writes it (:mod:`crawler.decode.chunks` finds record boundaries
+in what is already written) and hands each part to a decoding worker at once, ahead of any stack
 still queued; when the last byte lands, most of the file is decoded already.
 
 Parts are only kept from the first attempt that writes any bytes (an attempt answered 503
@@ -12,8 +12,8 @@ parts are abandoned before the file is replaced, and the complete file is decode
 other; each part job also checks that the file is still the one it was cut from. Parts are
 abandoned too when the file does not start with Spack's usual envelope, names a DB version
 this tool does not read, or does not end like one. The caller checks the parts' results as it
-checks a root's shards (:func:`crawler.summarize.root_gaps`): a part that does not decode or a
-key in two parts sends it back to reading the file whole.
+checks a root's shards (:func:`crawler.decode.summarize.root_gaps`): a part that does not decode or
+a key in two parts sends it back to reading the file whole.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ import os
 from pathlib import Path
 
 from . import chunks
-from .decode import SUPPORTED_VERSIONS
-from .decodepool import ROOT_FIRST, DecodeQueue
+from .pool import ROOT_FIRST, DecodeQueue
+from .records import SUPPORTED_VERSIONS
 from .summarize import summarize_root_part
 
 #: Target size of a part: a few per worker for a develop root, each a few pieces.

@@ -2,10 +2,10 @@
 
 Pure functions of the sources' outcomes and the consolidated packages: the findings (invalid
 records, conflicts, missing and failed stacks), the branch's ``stats``, and the specs as
-:func:`crawler.changes.changes_between` compares them (new output, and the published index).
+:func:`crawler.build.changes.changes_between` compares them (new output, and the published index).
 
 The findings are bounded, whatever the mirror sends: each source lists at most
-:data:`crawler.validate.INVALID_SHOWN` invalid records, a branch at most
+:data:`crawler.decode.validate.INVALID_SHOWN` invalid records, a branch at most
 :data:`INVALID_SHOWN` (the first by source order, then hash) and :data:`CONFLICTS_SHOWN`
 conflicts; ``invalid_records_total`` and ``conflicts_total`` count them all, as do ``stats``
 and each source's ``invalid_records``.
@@ -18,11 +18,11 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from ..errors import CrawlerError
+from ..files import read_regular
+from ..sync.sources import SourceOutcome
 from .changes import SpecStacks, load_spec_stacks
 from .consolidate import Conflict, PackageSummary
-from .errors import CrawlerError
-from .files import read_regular
-from .sources import SourceOutcome
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ def branch_stats(
 
 
 def spec_stacks_of(packages: dict[str, PackageSummary]) -> SpecStacks:
-    """Every spec of new output as :func:`crawler.changes.changes_between` compares them."""
+    """Every spec of new output as :func:`crawler.build.changes.changes_between` compares them."""
     shared: dict[tuple[str, ...], frozenset[str]] = {}
     result: SpecStacks = {}
     for name, package in packages.items():

@@ -42,9 +42,9 @@ from aiohttp.http_exceptions import (
 )
 from tenacity import AsyncRetrying, RetryCallState, stop_after_attempt, wait_random_exponential
 
-from . import __version__
-from .config import Config, check_http_url
-from .errors import (
+from .. import __version__
+from ..config import Config, check_http_url
+from ..errors import (
     ConfigError,
     FetchError,
     HTTPStatusError,
@@ -53,7 +53,7 @@ from .errors import (
     SourceChanged,
     shown,
 )
-from .files import open_regular
+from ..files import open_regular
 from .urls import credentials, credentials_for, file_path, redacted
 
 log = logging.getLogger(__name__)

@@ -1,13 +1,14 @@
 """Summarize: reduce one index file to what its branch needs, in a decoding worker.
 
 :func:`summarize_stack` and :func:`summarize_root_shard` run in worker processes (see
-:mod:`crawler.decodepool`): they read an index file, decode its records (:mod:`crawler.decode`),
-check each one (:mod:`crawler.validate`) and return a compact summary as msgpack bytes, cheap
-to send back. A root index is shared by every worker and joined by :func:`merge_root`.
+:mod:`crawler.decode.pool`): they read an index file, decode its records
+(:mod:`crawler.decode.records`), check each one (:mod:`crawler.decode.validate`) and return a
+compact summary as msgpack bytes, cheap to send back. A root index is shared by every worker and
+joined by :func:`merge_root`.
 
 Reading. An index with Spack's usual envelope is read in pieces of whole records
-(:mod:`crawler.chunks`): a root shard reads only its share of the file, a few MB at a time, and
-each piece is decoded in one pass straight into typed records. When a piece holds a record of
+(:mod:`crawler.decode.chunks`): a root shard reads only its share of the file, a few MB at a time,
+and each piece is decoded in one pass straight into typed records. When a piece holds a record of
 the wrong shape, that piece alone is decoded again record by record, so the bad record is
 listed and the others kept. Anything else (gzip data, another envelope, a cut that turns out to
 fall inside a record, a key repeated across pieces) is read whole (:func:`read_whole`): by one
@@ -16,7 +17,7 @@ never one dict of every record; it gives the same summary.
 
 Memory. What a worker keeps grows with valid records only: an invalid record leaves the digest
 of its key (8 bytes), and its reason only while it is among the first listed; an index with
-more than :data:`crawler.validate.MAX_INVALID` fails at once. A record longer than
+more than :data:`crawler.decode.validate.MAX_INVALID` fails at once. A record longer than
 :data:`chunks.MAX_RECORD_BYTES` (or whose key is over :data:`chunks.MAX_KEY_BYTES`) is refused
 without being decoded.
 
@@ -41,8 +42,10 @@ from typing import BinaryIO, Generic, TypeVar, cast
 
 import msgspec
 
+from ..errors import IndexFormatError, UnsupportedVersionError
+from ..files import open_regular
 from . import chunks
-from .decode import (
+from .records import (
     DEFAULT_MAX_INDEX_MB,
     SUPPORTED_VERSIONS,
     Buffer,
@@ -57,8 +60,6 @@ from .decode import (
     decode_envelope,
     decode_mending,
 )
-from .errors import IndexFormatError, UnsupportedVersionError
-from .files import open_regular
 from .validate import (
     FLAGS,
     HASH,
@@ -215,7 +216,8 @@ def _gunzip(file: BinaryIO, url: str, limit: int) -> bytearray:
 def _pieces(
     fd: int, ranges: list[tuple[int, int]], version: str, url: str, decoders: _Decoders[R]
 ) -> Iterator[Records[R]]:
-    """The records of these ranges of a file (see :mod:`crawler.chunks`), a piece at a time."""
+    """The records of these ranges of a file (see :mod:`crawler.decode.chunks`), a piece at a
+    time."""
     if version not in SUPPORTED_VERSIONS:
         raise UnsupportedVersionError(url, version)
     for piece in chunks.subdivide(fd, ranges):
@@ -301,10 +303,10 @@ class RootShard(msgspec.Struct, frozen=True, gc=False):
     variants: bytes  # ``array("I")`` bytes: the variants of every spec, one after the other
     counts: bytes  # ``array("I")`` bytes: how many variants each spec has
     edges: list[tuple[int, str, str]]  # (index in specs, edge hash, edge name)
-    invalid: list[InvalidRecord]  # the first of them (see :func:`crawler.validate.first_invalid`)
+    invalid: list[InvalidRecord]  # the first of them (see :func:`.validate.first_invalid`)
     foreign: list[str]  # dependency hashes not among this shard's records
     invalid_unlisted: int  # invalid records beyond ``invalid``
-    rejected: bytes  # ``array("Q")`` bytes: :func:`crawler.validate.key_digest` of each invalid key
+    rejected: bytes  # ``array("Q")`` bytes: :func:`.validate.key_digest` of each invalid key
 
 
 class _RootPart:
@@ -427,7 +429,7 @@ class _RootPart:
 
     def _number(self, name: str, value: ParamValue | PlainValue) -> int:
         """The number of a variant's text in ``strings``, :data:`_FLAG` for a flag, or
-        :data:`_TOO_LONG` for a text over :data:`~crawler.validate.MAX_VARIANT` (not kept)."""
+        :data:`_TOO_LONG` for a text over :data:`.validate.MAX_VARIANT` (not kept)."""
         if name in FLAGS:
             return _FLAG
         text = render_variant(name, value)
@@ -533,7 +535,7 @@ def summarize_root_part(
     file_id: tuple[int, int] | None = None,
 ) -> bytes:
     """Check and reduce the records ``[start, stop)`` of a root index of DB ``version`` (a
-    worker's job): a part cut while the file was downloading (see :mod:`crawler.progressive`).
+    worker's job): a part cut while the file was downloading (see :mod:`.progressive`).
 
     ``file_id`` is the ``(st_dev, st_ino)`` of the file the part was cut from: a download that
     starts over replaces the file, and a job still queued then must not read the new one.
@@ -616,7 +618,7 @@ def _root_read(
 @contextlib.contextmanager
 def _at_most_invalid(url: str) -> Iterator[None]:
     """Fail the index when it holds more invalid records than a Spack index could
-    (:data:`crawler.validate.MAX_INVALID`), as soon as it does."""
+    (:data:`crawler.decode.validate.MAX_INVALID`), as soon as it does."""
     try:
         yield
     except TooManyInvalid as err:

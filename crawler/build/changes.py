@@ -44,7 +44,7 @@ from typing import Any
 
 import msgspec
 
-from .errors import ChangesInputError
+from ..errors import ChangesInputError
 
 
 class _Spec(msgspec.Struct, frozen=True, gc=False):

@@ -14,7 +14,7 @@ How it works, and why:
   The kernel drops it when the descriptor is closed, which includes the process dying in any
   way (``SIGKILL``, out of memory, power loss of a container): there is never a lock that only a
   human can clear. ``flock`` is advisory, so only crawlers honour it; other readers of the output
-  are unaffected (they are protected by the atomic publish of :mod:`crawler.write`).
+  are unaffected (they are protected by the atomic publish of :mod:`crawler.output.write`).
 * Once locked, the file's content is replaced by ``{"pid", "host", "started_at"}`` (JSON, one
   line). The content is informational only: it lets a run that finds the folder busy say *who*
   holds it, and lets the next run notice that a previous one did not end cleanly. The ``flock``
@@ -38,7 +38,7 @@ How it works, and why:
 * The lock is in the folder the run opened, and the run writes there only: :class:`RunLock`
   opens the output folder once (by its resolved path, never through a link), makes and locks
   ``.crawler/lock`` relative to that descriptor, and keeps it open. What the run writes into
-  the output (:mod:`crawler.write`: staged branches, the swap, states, reports, caches) goes
+  the output (:mod:`crawler.output.write`: staged branches, the swap, states, reports, caches) goes
   through :func:`held_folder`, which refuses, with an :class:`~crawler.errors.OutputError`,
   once the output's path no longer leads to that folder (moved, or replaced by a link or
   another folder during the run). A second run started after such a swap locks the folder
@@ -72,7 +72,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 
-from .errors import LockBusyError, OutputError, shown
+from ..errors import LockBusyError, OutputError, shown
 
 LOCK_FILE = Path(".crawler") / "lock"
 POLL_SECONDS = 0.1

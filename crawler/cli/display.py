@@ -14,7 +14,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Protocol, TextIO
 
-from .changes import counted
+from ..build.changes import counted
 
 if TYPE_CHECKING:  # rich is imported only when a terminal gets the live display
     from rich.progress import TaskID

@@ -1,6 +1,6 @@
 """Validate: the checks every record of an index goes through, and the rows they produce.
 
-The decoding workers (:mod:`crawler.summarize`) check each record they decode with
+The decoding workers (:mod:`crawler.decode.summarize`) check each record they decode with
 :class:`_Checker` and reduce it to the types below. A record is left out, and listed in
 ``invalid`` with its hash and reason, when
 
@@ -39,7 +39,7 @@ What a report quotes is bounded too: a key at most :data:`SHOWN_KEY` characters,
 (:attr:`SourceSummary.invalid_total`). Which ones are listed does not depend on how the index
 was cut into pieces or shards. An index with more than :data:`MAX_INVALID` invalid records is
 no Spack index: :class:`TooManyInvalid` fails it at once. (A record's JSON is bounded apart,
-see :mod:`crawler.chunks`.)
+see :mod:`crawler.decode.chunks`.)
 
 A stack index only contributes which hashes it holds and what it says they are (name, version,
 arch, compared with the root's), so its records' edges are not read.
@@ -68,8 +68,8 @@ from typing import Literal
 
 import msgspec
 
-from .decode import Dependency, Node, ParamValue, PlainValue
-from .discovery import is_safe_name
+from ..mirror.discovery import is_safe_name
+from .records import Dependency, Node, ParamValue, PlainValue
 
 HASH = re.compile(r"[a-z2-7]{32}")
 _FIELDS = ("name", "version", "platform", "os", "target")

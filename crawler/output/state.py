@@ -6,7 +6,7 @@ Next to the output, under ``<output>/.crawler/``:
   SHA-256 (a pure function of the bytes, of whether it is a root or a stack index, and of the
   tool's version, so it can be reused whenever the same bytes come back to the same version),
   stored as the decoding workers returned it (the parts of a root index, the
-  :class:`~crawler.validate.SourceSummary` of a stack), so that saving it costs no encoding;
+  :class:`~crawler.decode.validate.SourceSummary` of a stack), so that saving it costs no encoding;
 * ``state/<branch>.json``: per source of the last published sync, its URL, SHA-256, size, ETag
   and counts, plus a fingerprint of the inputs and digests of the published ``index.json`` and
   pages (a branch whose files were deleted or altered since is published again).
@@ -31,12 +31,12 @@ from typing import Any
 
 import msgspec
 
-from . import __version__
-from .errors import OutputError
-from .files import read_regular
+from .. import __version__
+from ..decode.summarize import load_root_shard, load_summary, merge_root
+from ..decode.validate import Kind, SourceSummary
+from ..errors import OutputError
+from ..files import read_regular
 from .lock import REPLACED, held_folder
-from .summarize import load_root_shard, load_summary, merge_root
-from .validate import Kind, SourceSummary
 from .write import atomic_write, encode_json, state_dir
 
 log = logging.getLogger(__name__)

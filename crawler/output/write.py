@@ -13,8 +13,8 @@ The old copy is removed afterwards. Single files (run reports) are written to a 
 the same folder, flushed, ``fsync``-ed and renamed over the target.
 
 Inside an output folder whose lock this process holds, staging, the swap and single files are
-done relative to the folder's descriptor (:class:`crawler.lock.OutputFolder`), and refused once
-its path leads elsewhere: a run never writes through a link put in its output's place.
+done relative to the folder's descriptor (:class:`crawler.output.lock.OutputFolder`), and refused
+once its path leads elsewhere: a run never writes through a link put in its output's place.
 """
 
 from __future__ import annotations
@@ -35,9 +35,9 @@ from typing import Any
 
 import msgspec
 
-from .consolidate import PackageSummary
-from .errors import OutputError
-from .files import read_regular
+from ..build.consolidate import PackageSummary
+from ..errors import OutputError
+from ..files import read_regular
 from .lock import OutputFolder, held_folder
 
 log = logging.getLogger("crawler")
@@ -102,9 +102,9 @@ def atomic_write(
     costs only a re-download. ``make_folder=False`` fails where the folder is missing rather
     than making it (a file the user names: a typo must not go unnoticed).
 
-    A file in an output folder this process holds the lock of (:func:`crawler.lock.held_folder`)
-    is written relative to that folder's descriptor, and not at all once the output's path
-    leads elsewhere: what the lock protects is what is written.
+    A file in an output folder this process holds the lock of
+    (:func:`crawler.output.lock.held_folder`) is written relative to that folder's descriptor, and
+    not at all once the output's path leads elsewhere: what the lock protects is what is written.
     """
     try:
         parent = _open_parent(path, make_folder)
@@ -289,7 +289,7 @@ def check_work_folders(output: Path) -> list[str]:
 
 def _still_locked(output: Path) -> None:
     """Refuse to work by path in ``output`` if this process locked it and its path now leads
-    elsewhere (see :func:`crawler.lock.held_folder`)."""
+    elsewhere (see :func:`crawler.output.lock.held_folder`)."""
     held = held_folder(output)
     if held is not None:
         held.check()
@@ -307,8 +307,8 @@ def recover(output: Path) -> list[str]:
     """Clean up after runs that died: restore a branch left renamed aside, drop staging folders
     and partial downloads. Returns what was done, for the log.
 
-    Called while holding the run lock (:mod:`crawler.lock`), so whatever is found belongs to a
-    run that is gone, whatever its pid (pids are reused, and are meaningless across hosts).
+    Called while holding the run lock (:mod:`crawler.output.lock`), so whatever is found belongs to
+    a run that is gone, whatever its pid (pids are reused, and are meaningless across hosts).
     """
     _still_locked(output)
     done: list[str] = []
@@ -439,7 +439,7 @@ def foreign_entries(branch: Path, unlisted: Callable[[OSError], None] | None = N
     """What in a branch folder a publish did not write (paths relative to it).
 
     A folder that cannot be listed raises its OSError; with ``unlisted``, that is given the
-    error instead and the rest is listed (for :mod:`crawler.verify`, which reports it all).
+    error instead and the rest is listed (for :mod:`crawler.ops.verify`, which reports it all).
     """
     foreign: list[str] = []
 
@@ -480,7 +480,7 @@ class BranchStage:
     """A branch's next output, assembled off to the side and then published as a whole.
 
     Everything is done relative to descriptors of the output folder (the one whose lock this
-    process holds, see :func:`crawler.lock.held_folder`, else the folder opened here), of its
+    process holds, see :func:`crawler.output.lock.held_folder`, else the folder opened here), of its
     staging folder and of the staged folder: if the output's path is swapped for a link during
     the run, nothing is staged or published through it, and :meth:`publish` refuses.
     """

@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 import msgspec
 
-from .validate import IDENTITY_FIELDS, IDENTITY_SEPARATOR, SourceSummary, SpecRow
+from ..decode.validate import IDENTITY_FIELDS, IDENTITY_SEPARATOR, SourceSummary, SpecRow
 
 SIZE_UNKNOWN = "-"
 

@@ -21,9 +21,9 @@ from urllib.parse import quote, urlsplit
 
 import msgspec
 
-from .config import Config
-from .errors import IndexFormatError, shown
-from .files import as_given
+from ..config import Config
+from ..errors import IndexFormatError, shown
+from ..files import as_given
 from .urls import file_path, without_credentials
 
 DISCOVERY_FILE = "cache_spack_io_index.json"

@@ -65,8 +65,8 @@ from typing import Any
 
 import msgspec
 
-from .files import read_regular
-from .write import atomic_write
+from ..files import read_regular
+from ..output.write import atomic_write
 
 PREFIX = "spack_cache_crawler_"
 BRANCH_STATUSES = ("published", "partial", "unchanged", "skipped", "refused", "failed")

@@ -1,0 +1,1 @@
+"""Building a branch's output from its summaries: consolidation by hash, changes, the report."""

@@ -1,0 +1,1 @@
+"""The command line: arguments, exit codes, signals and the deadline, the live display."""

@@ -1,0 +1,1 @@
+"""For operators: verifying a published branch, and the metrics file."""
