@@ -31,6 +31,10 @@ from crawler.cli.command import main_async
 
 from .conftest import REPO, tree_bytes
 
+# Slow (whole benchmarks on small mirrors):
+# not in the fast loop, pytest -m "not slow".
+pytestmark = pytest.mark.slow
+
 
 @pytest.mark.parametrize(
     "params",

@@ -55,6 +55,10 @@ from .conftest import (
     tree_bytes,
 )
 
+# Slow (the command line as a user runs it: mostly real CLI processes):
+# not in the fast loop, pytest -m "not slow".
+pytestmark = pytest.mark.slow
+
 
 def run_cli(
     *args: str, cwd: Path, prefix: Sequence[str] = (), stdout: int = subprocess.PIPE

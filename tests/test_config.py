@@ -574,6 +574,7 @@ def test_a_character_yaml_refuses_is_a_yaml_error(tmp_path: Path) -> None:
     assert f'in "{path}", position 14' in err
 
 
+@pytest.mark.slow
 def test_a_document_nested_too_deeply_is_a_yaml_error(tmp_path: Path) -> None:
     error = config_error(write(tmp_path / "c.yaml", "mirror: " + "[" * 5000 + "\n"))
     assert error.reason == "not valid YAML: nested too deeply"

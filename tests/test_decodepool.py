@@ -23,6 +23,10 @@ from crawler.errors import OutOfMemory, PoolError, WorkerError
 
 from .conftest import dead_pid
 
+# Slow (real worker processes, killed and restarted):
+# not in the fast loop, pytest -m "not slow".
+pytestmark = pytest.mark.slow
+
 
 def _echo(text: str, url: str) -> bytes:
     return f"{text} from {url}".encode()

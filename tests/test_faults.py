@@ -362,6 +362,7 @@ async def test_truncated_body_on_every_attempt_fails(
     assert tree_bytes(sc.out / "a") == before
 
 
+@pytest.mark.slow
 async def test_stall_after_headers_times_out_and_is_retried(
     mirror_server: ServeMirror, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -401,6 +402,7 @@ async def test_200_with_truncated_json_is_not_retried(
     assert tree_bytes(sc.out / "a") == before
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("body", "problem"),
     [

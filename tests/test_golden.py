@@ -97,6 +97,7 @@ async def _sync(config: Path, *flags: str) -> int:
     return await main_async(["sync", "--branch", REF, "--config", str(config), "-q", *flags])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("transport", ["http", "file"])
 @pytest.mark.parametrize(("db_version", "layout"), [(7, "v2"), (7, "v3"), (8, "v2"), (8, "v3")])
 async def test_reference_pages_reproduced_byte_for_byte(

@@ -740,6 +740,7 @@ def truncate(path: Path) -> None:
 DAMAGE: dict[str, Callable[[Path], None]] = {"deleted": delete, "truncated": truncate}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("layout", "what", "how", "code", "outcomes"),
     [
@@ -1143,6 +1144,7 @@ async def test_a_run_stopped_after_its_swap_is_not_published_again(tmp_path: Pat
     assert verify_branch(site.out / BRANCH, schema=False) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["changes.json", "report.json"])
 @pytest.mark.parametrize(
     "damage",

@@ -179,6 +179,7 @@ async def test_a_report_lists_the_first_invalid_records_and_counts_them_all(
     assert published["conflicts_total"] == 0
 
 
+@pytest.mark.slow
 async def test_an_index_with_too_many_invalid_records_fails_at_once(tmp_path: Path) -> None:
     """No Spack index holds 100,000 invalid records: the root fails, nothing published changes."""
     root = tmp_path / "mirror"

@@ -45,6 +45,7 @@ def sample_config(tmp_path: Path, output: str = "out") -> Path:
 # --- the config file ------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["/dev/zero", "named pipe"])
 def test_a_config_that_is_a_device_or_a_pipe_is_refused_at_once(tmp_path: Path, kind: str) -> None:
     """``/dev/zero`` was read without end (400 MB/s), a named pipe waited on for ever."""

@@ -37,6 +37,10 @@ from .conftest import (
     tree_bytes,
 )
 
+# Slow (real runs while the output folder is swapped):
+# not in the fast loop, pytest -m "not slow".
+pytestmark = pytest.mark.slow
+
 SPECS = (
     SynthSpec("zlib", "1.3.1", stacks=("s1",)),
     SynthSpec("hdf5", "1.14.3", variants=(("mpi", True),), stacks=("s1", "s2")),

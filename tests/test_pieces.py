@@ -385,6 +385,7 @@ def _assert_cover(path: str, installs: Installs, parts: int, size: int) -> int:
     return len(flat)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("style", list(STYLES))
 @pytest.mark.parametrize("size", [200, 1500, 6000, 4 << 20])
 def test_pieces_cover_every_record_exactly_once(
@@ -404,6 +405,7 @@ def test_pieces_cover_every_record_exactly_once(
             assert count >= (span.end - span.start) // (size + 2000)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("style", list(STYLES))
 @pytest.mark.parametrize("records", [0, 1, 4])
 def test_pieces_of_an_empty_or_tiny_installs(
@@ -573,6 +575,7 @@ async def test_broken_files_raise_the_error_a_whole_read_raises(
 # --- pieces or whole: the same summaries -------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("db", [6, 7, 8])
 @pytest.mark.parametrize("size", [300, 2500, 4 << 20])
 def test_a_root_read_in_pieces_equals_a_whole_read(
@@ -604,6 +607,7 @@ def test_a_root_read_in_pieces_equals_a_whole_read(
     assert whole["in_buildcache"] == len(built)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("db", [6, 8])
 @pytest.mark.parametrize("size", [300, 2500, 4 << 20])
 def test_a_stack_read_in_pieces_equals_a_whole_read(
@@ -662,6 +666,7 @@ def _identity(spec: dict[str, Any]) -> tuple[str, str, str, str, str]:
 # --- a boundary-like pattern inside a record ---------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_a_cut_inside_a_record_is_never_trusted(
     tmp_path: Path, piece_bytes: Callable[[int], None]
 ) -> None:
@@ -704,6 +709,7 @@ async def test_a_cut_inside_a_record_is_never_trusted(
     assert rounds == [((), False), ((), True)]
 
 
+@pytest.mark.slow
 def test_a_string_cannot_hold_a_record_boundary(
     tmp_path: Path, piece_bytes: Callable[[int], None]
 ) -> None:
@@ -1002,6 +1008,7 @@ def _make_scenario(path: Path, scenario: str) -> None:
         assert scenario == "plain"
 
 
+@pytest.mark.slow
 async def test_a_sync_with_three_workers_publishes_what_a_whole_read_gives(
     mirror_server: ServeMirror, tmp_path: Path
 ) -> None:

@@ -121,6 +121,7 @@ def _content(index: dict[str, Any]) -> dict[str, Any]:
     return {"packages": index["packages"], "stats": index["stats"], "sources": sources}
 
 
+@pytest.mark.slow
 async def test_a_root_decoded_while_it_downloads_equals_one_read_from_disk(
     aiohttp_server: Callable[[web.Application], Awaitable[TestServer]],
     tmp_path: Path,
@@ -147,6 +148,7 @@ async def test_a_root_decoded_while_it_downloads_equals_one_read_from_disk(
     assert over_http["stats"]["specs"] == len(SPECS)
 
 
+@pytest.mark.slow
 async def test_a_download_that_starts_over_abandons_its_parts(
     aiohttp_server: Callable[[web.Application], Awaitable[TestServer]],
     tmp_path: Path,

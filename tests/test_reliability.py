@@ -54,6 +54,10 @@ from .conftest import (
 )
 from .conftest import start_cli as conftest_start_cli
 
+# Slow (whole runs, many as real processes: locks, signals, SIGKILL):
+# not in the fast loop, pytest -m "not slow".
+pytestmark = pytest.mark.slow
+
 BUCKET = "s3://spack-binaries/"
 Discovery = dict[str, list[dict[str, str]]]
 #: Timeouts for tests whose server holds answers back (longer than fast_config's 2 s reads).

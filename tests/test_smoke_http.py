@@ -13,6 +13,7 @@ from crawler.cli.command import main_async
 from .conftest import SAMPLE_MIRROR, ServeMirror, fast_config, tree_bytes
 
 
+@pytest.mark.slow
 async def test_http_and_folder_give_identical_indexes(
     mirror_server: ServeMirror, tmp_path: Path
 ) -> None:
