@@ -42,7 +42,6 @@ import yaml
 from bench.synth import SynthRef, SynthSpec, build_mirror, generate_specs, index_document
 from bench.synth import make_hash as _hash
 from crawler.cli.command import main_async
-from crawler.cli.display import LogReporter
 from crawler.config import Config
 from crawler.decode import chunks
 from crawler.decode.pool import DecodeQueue
@@ -62,6 +61,7 @@ from crawler.errors import IndexFormatError, UnsupportedVersionError
 from crawler.mirror.discovery import Source
 from crawler.mirror.fetch import Fetcher
 from crawler.output.state import Store
+from crawler.sync.reporting import LogReporter
 from crawler.sync.sources import SourceOutcome, SourceReader
 
 from .conftest import ServeMirror, fast_config

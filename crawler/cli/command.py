@@ -33,8 +33,9 @@ from ..mirror.discovery import Mirror, is_safe_name
 from ..mirror.fetch import Sleep, environment_proxies, local_path
 from ..ops.metrics import load_last_success, render_metrics, write_metrics
 from ..output.write import STATE_DIR
+from ..sync.reporting import LogReporter
 from ..sync.run import RunResult, Syncer
-from .display import LiveReporter, LogReporter, setup_logging, wants_live
+from .display import LiveReporter, setup_logging, wants_live
 from .stopping import GRACE, Stopper, timer
 
 log = logging.getLogger("crawler")

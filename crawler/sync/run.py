@@ -55,7 +55,6 @@ from ..build.consolidate import (
     prepare_root,
 )
 from ..build.report import branch_stats, findings, published_spec_stacks, spec_stacks_of
-from ..cli.display import Reporter
 from ..config import Config, normal_formats
 from ..decode.validate import SourceSummary
 from ..errors import (
@@ -67,24 +66,23 @@ from ..errors import (
     UsageError,
     shown,
 )
-from ..files import read_regular
 from ..mirror.discovery import Discovery, Mirror, Source, is_safe_name, parse_discovery
 from ..mirror.fetch import Fetcher, Sleep
 from ..mirror.urls import redacted
 from ..output.lock import RunLock, replaced_error
+from ..output.published import PublishedBranch
 from ..output.state import BranchState, PagesDigest, Store, fingerprint
 from ..output.write import (
-    COMPANIONS,
     BranchStage,
     atomic_write,
     check_replaceable,
     check_work_folders,
-    companion_problem,
     encode_json,
     recover,
     render_page,
     state_dir,
 )
+from .reporting import Reporter
 from .sources import SourceOutcome, SourceReader
 
 log = logging.getLogger(__name__)
@@ -194,68 +192,6 @@ async def _read_all(
     if unread:
         log.info("%s: root index %s: %s not read", branch, root.status, counted(unread, "source"))
     return outcomes
-
-
-class _Packages(msgspec.Struct):
-    packages: dict[str, msgspec.Raw]
-
-
-def _package_names(index: bytes) -> set[str] | None:
-    """The package names of a published ``index.json`` (None when it does not decode)."""
-    try:
-        return set(msgspec.json.decode(index, type=_Packages).packages)
-    except msgspec.DecodeError:
-        return None
-
-
-def _companions_intact(folder: Path, branch: str) -> bool:
-    """Whether the companions of a published ``index.json`` are sound, or absent, as
-    :mod:`crawler.ops.verify` wants them (a damaged one must not pass as current for ever)."""
-    for name in COMPANIONS:
-        problem = companion_problem(folder, name)
-        if problem:
-            log.debug("%s: published %s", branch, problem)
-            return False
-    return True
-
-
-def _has_pages(folder: Path) -> bool:
-    """Whether a published branch holds pages: a ``pages`` folder of its own (not a link, which
-    the crawler did not write and will not replace) with something in it."""
-    pages = folder / "pages"
-    try:
-        if pages.is_symlink() or not pages.is_dir():
-            return False
-        with os.scandir(pages) as entries:
-            return next(entries, None) is not None
-    except OSError:
-        return False
-
-
-def _published_index(folder: Path, branch: str, index_sha256: str) -> bytes | None:
-    """The bytes of the ``index.json`` published in ``folder`` when they have this SHA-256
-    and its companions are intact; else None."""
-    try:
-        index = read_regular(folder / "index.json")
-    except OSError:
-        index = None
-    if index is None:
-        log.debug("%s: no published index.json can be read", branch)
-        return None
-    if hashlib.sha256(index).hexdigest() != index_sha256:
-        log.debug("%s: published index.json has other bytes than expected", branch)
-        return None
-    return index if _companions_intact(folder, branch) else None
-
-
-def _published_as(folder: Path, branch: str, index_sha256: str, pages_sha256: str | None) -> bool:
-    """Whether ``folder`` holds, intact, an ``index.json`` of this SHA-256 and these pages (a
-    :class:`PagesDigest`; None: no ``pages/`` at all)."""
-    if _published_index(folder, branch, index_sha256) is None:
-        return False
-    if pages_sha256 is None:
-        return not os.path.lexists(folder / "pages")
-    return Store.published_pages_sha256(folder / "pages") == pages_sha256
 
 
 def _published_count(previous: BranchState | None) -> int | None:
@@ -416,19 +352,20 @@ class Syncer:
             formats: list[str] = list(self.config.formats)
             immutable = self.config.is_immutable(branch)
             # Pages in the folder, whatever the state says (deleting .crawler/ is allowed).
-            had_pages = _has_pages(self.output / branch)
+            published_branch = PublishedBranch(self.output, branch)
+            had_pages = published_branch.has_pages()
             if immutable:
                 # It stays put: a rebuild (a repair, even of a deleted index.json) keeps the
                 # formats it was published in too.
                 was = [*(record.formats if record else []), *(["pages"] if had_pages else [])]
                 formats = normal_formats([*formats, *was])
             if immutable and published.is_file():
-                without = self._published_without(branch, previous)
+                without = published_branch.published_without(previous)
                 asked: list[str] = list(self.config.formats)
                 damaged = not (
-                    self._intact(branch, record, asked, exact=False)
+                    published_branch.intact(record, asked, exact=False)
                     if record is not None
-                    else self._whole(branch, asked)
+                    else published_branch.whole(asked)
                 )
                 if without is None and not damaged and not self.force:
                     back = await self._missing_back(reader.fetcher, discovery.refs[branch], record)
@@ -572,49 +509,6 @@ class Syncer:
         self.reporter.branch_done(branch, message, ok=not failing)
         return BranchResult(branch, status, message, report)
 
-    def _published_without(
-        self, branch: str, previous: BranchState | None
-    ) -> frozenset[str] | None:
-        """The stacks a published branch was published without (``partial``), by its state,
-        or else by its ``report.json``; None when it is complete.
-
-        An immutable ref published without some stacks is synced again until they are in; if
-        they all fail again, it stays partial (exit 5), as published. When the report does not
-        say which stacks (no state, no readable report), the ref is synced again all the same,
-        and none is excused.
-        """
-        if previous is not None:
-            failed = frozenset(s.label for s in previous.sources if s.status == "failed")
-            return failed or None
-        try:
-            published = msgspec.json.decode(read_regular(self.output / branch / "report.json"))
-        except (OSError, msgspec.DecodeError):
-            return frozenset()
-        if not isinstance(published, dict):
-            return frozenset()
-        if published.get("status") == "published":
-            return None
-        labels = published.get("failed_stacks")
-        if published.get("status") != "partial" or not isinstance(labels, list):
-            return frozenset()
-        return frozenset(label for label in labels if isinstance(label, str))
-
-    def _whole(self, branch: str, asked: list[str]) -> bool:
-        """Without a record of its publish (``.crawler/`` deleted, or a run killed between its
-        swap and the save), whether a published branch looks whole: its ``index.json`` and
-        companions decode, and it has pages if ``asked`` for them, one for each package.
-        Weaker than :meth:`_intact`, but it catches a cut or deleted file without the mirror."""
-        folder = self.output / branch
-        try:
-            names = _package_names(read_regular(folder / "index.json"))
-        except OSError:
-            names = None
-        if names is None or not _companions_intact(folder, branch):
-            return False
-        if not _has_pages(folder):
-            return "pages" not in asked
-        return self.store.published_pages_names(folder / "pages") == names
-
     async def _missing_back(
         self, fetcher: Fetcher, sources: Sequence[Source], published: BranchState | None
     ) -> list[str]:
@@ -700,45 +594,7 @@ class Syncer:
         if previous.fingerprint != inputs:
             log.debug("%s: inputs differ from the last publish's", branch)
             return False
-        return self._intact(branch, previous, formats)
-
-    def _intact(
-        self, branch: str, previous: BranchState, asked: list[str], exact: bool = True
-    ) -> bool:
-        """True when the published branch is as its last publish wrote it, in the formats
-        ``asked``: its ``index.json`` and its pages (if it has pages; else it holds none) are
-        the bytes published.
-
-        Not ``exact`` (an immutable ref, which stays put): it has at least the formats asked
-        for (pages published before stay), and its pages are only listed, not read (a nightly
-        ``--all`` would otherwise read every page of every release): one for each package of
-        its ``index.json``.
-        """
-        published = normal_formats(previous.formats)
-        if asked != published if exact else not set(asked) <= set(published):
-            log.debug("%s: published in other formats", branch)
-            return False
-        folder = self.output / branch
-        index = _published_index(folder, branch, previous.index_sha256)
-        if index is None:
-            return False
-        if "pages" not in published:
-            held = folder / "pages"  # a link is not the crawler's (it refuses to replace one)
-            if exact and not held.is_symlink() and self.store.published_pages_names(held):
-                log.debug("%s: it holds pages, but none were published", branch)
-                return False
-            return True
-        if not exact:
-            names = self.store.published_pages_names(folder / "pages")
-            if names is None or names != _package_names(index):
-                log.debug("%s: published pages are not those of its packages", branch)
-                return False
-            return True
-        pages = self.store.published_pages_sha256(folder / "pages")
-        if pages is None or pages != previous.pages_sha256:
-            log.debug("%s: published pages are not the ones published", branch)
-            return False
-        return True
+        return PublishedBranch(self.output, branch).intact(previous, formats)
 
     def _check(
         self, branch: str, outcomes: list[SourceOutcome], excused: Collection[str] = ()
@@ -843,7 +699,7 @@ class Syncer:
                     pages.add(name, page)
             digest = hashlib.sha256(encoded).hexdigest()
             pages_digest = pages.hexdigest() if pages else None
-            if _published_as(self.output / branch, branch, digest, pages_digest):
+            if PublishedBranch(self.output, branch).holds(digest, pages_digest):
                 return digest, pages_digest, False
             self._finish(report, clock)
             stage.write("report.json", encode_json(report))

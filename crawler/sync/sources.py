@@ -23,7 +23,6 @@ from typing import Any, Literal
 import msgspec
 
 from ..build.consolidate import paused_gc
-from ..cli.display import Reporter
 from ..config import Config
 from ..decode.chunks import BadCut
 from ..decode.pool import ROOT_FIRST, STACKS_AFTER, DecodeQueue
@@ -50,6 +49,7 @@ from ..errors import (
 from ..mirror.discovery import Source
 from ..mirror.fetch import Fetched, Fetcher, usable_etag
 from ..output.state import BranchState, SourceFacts, SourceState, Store, summary_of
+from .reporting import Reporter
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,203 @@
+"""A published branch folder, and whether it is as a publish left it.
+
+A sync asks ``<output>/<branch>/`` four questions before it decides a branch's fate; they are
+answered here, in one place, from the folder and the state of the last publish:
+
+* :meth:`PublishedBranch.intact`: is it as its last publish (recorded in the state) wrote it?
+* :meth:`PublishedBranch.whole`: without that record, does it look whole?
+* :meth:`PublishedBranch.holds`: does it hold exactly these files (a rebuild to the very
+  files published is no publish)?
+* :meth:`PublishedBranch.published_without`: which stacks was it published without?
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from pathlib import Path
+
+import msgspec
+
+from ..config import normal_formats
+from ..files import read_regular
+from .state import BranchState, PagesDigest
+from .write import COMPANIONS, companion_problem
+
+log = logging.getLogger("crawler")
+
+
+class _Packages(msgspec.Struct):
+    packages: dict[str, msgspec.Raw]
+
+
+def package_names(index: bytes) -> set[str] | None:
+    """The package names of a published ``index.json`` (None when it does not decode)."""
+    try:
+        return set(msgspec.json.decode(index, type=_Packages).packages)
+    except msgspec.DecodeError:
+        return None
+
+
+def page_names(pages: Path) -> set[str] | None:
+    """The packages a published ``pages/`` folder has a page for, by looking at its entries
+    only (no folder: no pages); None when it cannot be looked at.
+
+    A page is ``<package>/specs.md``, a regular file in a folder. Anything else there is not a
+    page and does not count: Finder's ``.DS_Store``, a note someone left (a branch that is
+    rebuilt keeps refusing to delete those; an unchanged one does not mind them).
+    """
+    try:
+        with os.scandir(pages) as entries:
+            folders = [e.name for e in entries if e.is_dir(follow_symlinks=False)]
+        return {
+            p
+            for p in folders
+            if (pages / p / "specs.md").is_file() and not (pages / p / "specs.md").is_symlink()
+        }
+    except FileNotFoundError:
+        return set()
+    except OSError:
+        return None
+
+
+def pages_sha256(pages: Path) -> str | None:
+    """:class:`PagesDigest` of the pages (see :func:`page_names`) in a published ``pages/``
+    folder, None when one cannot be read."""
+    names = page_names(pages)
+    if names is None:
+        return None
+    digest = PagesDigest()
+    try:
+        for package in sorted(names):
+            digest.add(package, read_regular(pages / package / "specs.md"))
+    except OSError:
+        return None
+    return digest.hexdigest()
+
+
+class PublishedBranch:
+    """``<output>/<branch>/`` as the last publish may have left it."""
+
+    def __init__(self, output: Path, branch: str) -> None:
+        self.branch = branch
+        self.folder = output / branch
+        self.pages = self.folder / "pages"
+
+    def has_pages(self) -> bool:
+        """Whether it holds pages: a ``pages`` folder of its own (not a link, which the
+        crawler did not write and will not replace) with something in it."""
+        try:
+            if self.pages.is_symlink() or not self.pages.is_dir():
+                return False
+            with os.scandir(self.pages) as entries:
+                return next(entries, None) is not None
+        except OSError:
+            return False
+
+    def _companions_intact(self) -> bool:
+        """Whether the companions of its ``index.json`` are sound, or absent, as
+        :mod:`crawler.ops.verify` wants them (a damaged one must not pass as current for ever)."""
+        for name in COMPANIONS:
+            problem = companion_problem(self.folder, name)
+            if problem:
+                log.debug("%s: published %s", self.branch, problem)
+                return False
+        return True
+
+    def index(self, sha256: str) -> bytes | None:
+        """The bytes of its ``index.json`` when they have this SHA-256 and its companions are
+        intact; else None."""
+        try:
+            index = read_regular(self.folder / "index.json")
+        except OSError:
+            log.debug("%s: no published index.json can be read", self.branch)
+            return None
+        if hashlib.sha256(index).hexdigest() != sha256:
+            log.debug("%s: published index.json has other bytes than expected", self.branch)
+            return None
+        return index if self._companions_intact() else None
+
+    def holds(self, index_sha256: str, pages_digest: str | None) -> bool:
+        """Whether it holds, intact, an ``index.json`` of this SHA-256 and these pages (a
+        :class:`PagesDigest`; None: no ``pages/`` at all)."""
+        if self.index(index_sha256) is None:
+            return False
+        if pages_digest is None:
+            return not os.path.lexists(self.pages)
+        return pages_sha256(self.pages) == pages_digest
+
+    def whole(self, asked: list[str]) -> bool:
+        """Without a record of its publish (``.crawler/`` deleted, or a run killed between its
+        swap and the save), whether it looks whole: its ``index.json`` and companions decode,
+        and it has pages if ``asked`` for them, one for each package. Weaker than
+        :meth:`intact`, but it catches a cut or deleted file without the mirror."""
+        try:
+            names = package_names(read_regular(self.folder / "index.json"))
+        except OSError:
+            names = None
+        if names is None or not self._companions_intact():
+            return False
+        if not self.has_pages():
+            return "pages" not in asked
+        return page_names(self.pages) == names
+
+    def intact(self, previous: BranchState, asked: list[str], exact: bool = True) -> bool:
+        """True when it is as its last publish wrote it, in the formats ``asked``: its
+        ``index.json`` and its pages (if it has pages; else it holds none) are the bytes
+        published.
+
+        Not ``exact`` (an immutable ref, which stays put): it has at least the formats asked
+        for (pages published before stay), and its pages are only listed, not read (a nightly
+        ``--all`` would otherwise read every page of every release): one for each package of
+        its ``index.json``.
+        """
+        published = normal_formats(previous.formats)
+        if asked != published if exact else not set(asked) <= set(published):
+            log.debug("%s: published in other formats", self.branch)
+            return False
+        index = self.index(previous.index_sha256)
+        if index is None:
+            return False
+        if "pages" not in published:
+            # A link is not the crawler's (it refuses to replace one).
+            if exact and not self.pages.is_symlink() and page_names(self.pages):
+                log.debug("%s: it holds pages, but none were published", self.branch)
+                return False
+            return True
+        if not exact:
+            names = page_names(self.pages)
+            if names is None or names != package_names(index):
+                log.debug("%s: published pages are not those of its packages", self.branch)
+                return False
+            return True
+        digest = pages_sha256(self.pages)
+        if digest is None or digest != previous.pages_sha256:
+            log.debug("%s: published pages are not the ones published", self.branch)
+            return False
+        return True
+
+    def published_without(self, previous: BranchState | None) -> frozenset[str] | None:
+        """The stacks it was published without (``partial``), by its state, or else by its
+        ``report.json``; None when it is complete.
+
+        An immutable ref published without some stacks is synced again until they are in; if
+        they all fail again, it stays partial (exit 5), as published. When the report does not
+        say which stacks (no state, no readable report), the ref is synced again all the same,
+        and none is excused.
+        """
+        if previous is not None:
+            failed = frozenset(s.label for s in previous.sources if s.status == "failed")
+            return failed or None
+        try:
+            published = msgspec.json.decode(read_regular(self.folder / "report.json"))
+        except (OSError, msgspec.DecodeError):
+            return frozenset()
+        if not isinstance(published, dict):
+            return frozenset()
+        if published.get("status") == "published":
+            return None
+        labels = published.get("failed_stacks")
+        if published.get("status") != "partial" or not isinstance(labels, list):
+            return frozenset()
+        return frozenset(label for label in labels if isinstance(label, str))
