@@ -13,9 +13,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from crawler.cli.command import MAX_METRICS_BYTES, SYSTEM_FOLDERS, main
+from crawler.cli.checks import SYSTEM_FOLDERS
+from crawler.cli.command import main
 from crawler.config import MAX_CONFIG_BYTES, load_config
 from crawler.errors import ConfigError
+from crawler.ops.metrics import MAX_METRICS_BYTES
 
 from .conftest import REPO, SAMPLE_MIRROR, cli_env, fast_config
 
@@ -158,6 +160,19 @@ def test_an_output_leading_to_a_system_folder_is_refused_and_one_inside_is_not(
     inside = sample_config(tmp_path)  # under /tmp: fine
     assert main(["sync", "--branch", "develop", "--config", str(inside)]) == 0
     assert (tmp_path / "out" / "develop" / "index.json").is_file()
+
+
+def test_an_output_inside_proc_or_sys_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--output /proc/self`` failed only as it was written, saying '.crawler: not a folder'."""
+    monkeypatch.chdir(tmp_path)
+    config = sample_config(tmp_path)
+    code = main(["sync", "--branch", "develop", "--config", str(config), "--output", "/proc/1"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: config error in command line: key 'output': /proc/1 is inside")
+    assert "/proc, a folder of the kernel" in err
 
 
 def test_every_system_folder_named_has_a_reason() -> None:

@@ -1,4 +1,5 @@
-"""The ``crawler`` command line: its arguments, and the exit code of each outcome.
+"""The ``crawler`` command line: each command run, and the exit code of each outcome (its
+arguments are :mod:`.arguments`, the checks of its paths :mod:`.checks`).
 
 The codes are :class:`~crawler.errors.ExitCode`; an error that stops a run carries its own
 (``exit_code``), and :func:`exit_code` gives a finished run's, from its branches' outcomes:
@@ -18,23 +19,21 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
-
-import msgspec
 
 from .. import __version__
 from ..build.changes import counted
-from ..config import NO_WORKING_FOLDER, Config, load_config, with_overrides
-from ..errors import ConfigError, CrawlerError, ExitCode, UsageError, shown
-from ..files import too_large
-from ..mirror.discovery import Mirror, is_safe_name
-from ..mirror.fetch import Sleep, environment_proxies, local_path
+from ..config import Config
+from ..errors import CrawlerError, ExitCode, UsageError, shown
+from ..mirror.discovery import is_safe_name
+from ..mirror.fetch import Sleep, environment_proxies
 from ..ops.metrics import load_last_success, render_metrics, write_metrics
 from ..output.write import STATE_DIR
 from ..sync.reporting import LogReporter
 from ..sync.run import RunResult, Syncer
+from .arguments import build_parser, settings
+from .checks import check_metrics, check_output, leave_a_deleted_working_folder
 from .display import LiveReporter, setup_logging, wants_live
 from .stopping import GRACE, Stopper, timer
 
@@ -43,332 +42,6 @@ _M_MMAP_THRESHOLD = -3  # glibc malloc.h
 
 EXIT_SIGINT = 128 + signal.SIGINT
 EXIT_SIGPIPE = 128 + signal.SIGPIPE
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse that raises instead of exiting, so :func:`main` owns the exit code, and takes
-    no abbreviated option (``--bran``): a crontab line using one would break, or change its
-    meaning, the day an option sharing its start is added."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs.setdefault("allow_abbrev", False)
-        super().__init__(*args, **kwargs)
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise UsageError(f"{self.prog}: {message}")
-
-
-def _int_between(low: int, high: int) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"must be from {low} to {high}, got {value}")
-        return value
-
-    return parse
-
-
-def _seconds(text: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-
-
-def _formats(text: str) -> tuple[str, ...]:
-    items = tuple(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))
-    bad = [f for f in items if f not in ("json", "pages")]
-    if bad or not items:
-        raise argparse.ArgumentTypeError(f"expected json and/or pages, got {text!r}")
-    return items
-
-
-def _path(text: str) -> Path:
-    """A path argument, which may not be blank: `crawler verify "$UNSET"` must not mean the
-    working directory, nor `--config "$UNSET"` a config file named ".", which is one."""
-    if not text.strip():
-        raise argparse.ArgumentTypeError("must not be empty or blank")
-    return Path(text)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of every command."""
-    parser = _Parser(
-        prog="crawler",
-        description="Crawl Spack build-cache mirrors into consolidated JSON indexes.",
-    )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    # Not required=True: argparse would only say "the following arguments are required".
-    commands = parser.add_subparsers(dest="command", parser_class=_Parser)
-
-    def common(sub: argparse.ArgumentParser) -> None:
-        sub.add_argument(
-            "--config",
-            type=_path,
-            help="YAML config file (default: ./config/crawler.yaml if present)",
-        )
-        sub.add_argument("--mirror", help="mirror URL or folder (overrides the config)")
-        sub.add_argument(
-            "--deadline",
-            type=_seconds,
-            metavar="SECONDS",
-            help="stop the run after this long, as if interrupted (exit 9; default: the "
-            "config's deadline, 14400)",
-        )
-        noise = sub.add_mutually_exclusive_group()
-        noise.add_argument("-q", "--quiet", action="store_true", help="only warnings and errors")
-        noise.add_argument("-v", "--verbose", action="store_true", help="debug details too")
-
-    sync = commands.add_parser(
-        "sync",
-        help="sync branches into the output folder",
-        description="Fetch, validate and consolidate the indexes of branches, then publish them.",
-        epilog="exit codes: 0 published, 1 internal error, 2 usage or config error, 3 mirror "
-        "unusable, 4 a branch failed or was refused, 5 partial, 6 nothing changed, "
-        "7 output locked by another run, 9 deadline passed, 129/130/143 interrupted "
-        "(SIGHUP/SIGINT/SIGTERM)",
-    )
-    sync.add_argument(
-        "--branch", action="append", metavar="NAME", help="a ref to sync (repeatable)"
-    )
-    sync.add_argument("--all", action="store_true", help="sync every ref the mirror lists")
-    common(sync)
-    sync.add_argument("--output", help="output folder (overrides the config)")
-    sync.add_argument(
-        "--format", type=_formats, metavar="json,pages", help="outputs to write (json is always)"
-    )
-    sync.add_argument(
-        "--concurrency",
-        type=_int_between(1, 256),
-        metavar="N",
-        help="sources downloaded at once, 1-256 (default: the config's concurrency, 8)",
-    )
-    sync.add_argument(
-        "--max-failed-stacks",
-        type=_int_between(0, 10_000),
-        metavar="N",
-        help=(
-            "publish a branch with up to N failed stacks, as partial "
-            "(default: the config's publish.max_failed_stacks, 0)"
-        ),
-    )
-    sync.add_argument(
-        "--force",
-        action="store_true",
-        help="lift the publish gate and re-sync immutable refs that are already published",
-    )
-    sync.add_argument("--metrics", metavar="FILE", help="write an OpenMetrics file after the run")
-
-    branches = commands.add_parser(
-        "branches",
-        help="list the refs of the mirror and their stacks",
-        description="List the refs of the mirror's discovery document with their stack labels.",
-        epilog="exit codes: 0 listed, 1 internal error, 2 usage or config error, 3 mirror "
-        "unusable, 4 the list could not be written, 9 deadline passed, 129/130/143 "
-        "interrupted, 141 its reader closed the pipe",
-    )
-    common(branches)
-
-    verify = commands.add_parser(
-        "verify",
-        help="re-check a published branch folder",
-        description="Check <output>/<branch>: schema, hash uniqueness, meta against "
-        "spec_details, stacks against sources, pages against index.json, the branch named in "
-        "its files, and that it holds nothing a publish does not write.",
-        epilog="exit codes: 0 all checks hold, 1 internal error, 2 usage error (no branch "
-        "folder), 8 problems found (one per line on stdout)",
-    )
-    verify.add_argument("path", type=_path, help="a published branch folder, e.g. output/develop")
-    verify.add_argument("-q", "--quiet", action="store_true", help="print problems only")
-    verify.add_argument(
-        "--no-schema",
-        action="store_true",
-        help="skip the JSON Schema check (the slowest one: ~15 s for a 60,000-spec index)",
-    )
-    verify.add_argument("-v", "--verbose", action="store_true", help=argparse.SUPPRESS)
-    return parser
-
-
-def _config(args: argparse.Namespace) -> Config:
-    config = load_config(args.config)
-    formats = getattr(args, "format", None)
-    if formats is not None and "json" not in formats:
-        formats = ("json", *formats)
-    budget = getattr(args, "max_failed_stacks", None)
-    config = with_overrides(
-        config,
-        mirror=args.mirror,
-        output=getattr(args, "output", None),
-        formats=formats,
-        concurrency=getattr(args, "concurrency", None),
-        metrics=getattr(args, "metrics", None),
-        deadline=args.deadline,
-    )
-    if budget is not None:
-        publish = msgspec.structs.replace(config.publish, max_failed_stacks=budget)
-        config = msgspec.structs.replace(config, publish=publish)
-    return config
-
-
-def _check_output(config: Config) -> None:
-    """Refuse an output folder that cannot be one: it, or the nearest of its parents that
-    exists, is a file; it is a local mirror's folder or lies inside it (its branch folders
-    would be the mirror's ref folders), by its path or as the same folder (a bind mount); or it
-    lies inside a branch folder of another output folder, or its ``.crawler`` (a branch folder
-    given for the output: its runs would fill it with what a publish refuses to replace); or
-    its parent folder does not exist (the crawler makes the output folder, not the folders
-    above it: a mistyped path fails rather than publishing somewhere nobody looks).
-    Anything else the filesystem refuses, a folder this user may not look into among them,
-    fails the run when it happens, naming the path."""
-    where = config.where("output")
-    output = config.output_dir.resolve()
-    system = _system_folder(output)
-    if system is not None:
-        reason = f"{output} is {system}: give a folder for the crawler's output alone"
-        raise ConfigError(where, reason, "output")
-    root = _local_mirror(config)
-    if root is not None and output.is_relative_to(root):
-        inside = "the mirror folder" if output == root else f"inside the mirror {root}"
-        raise ConfigError(where, f"{output} is {inside}", "output")
-    for folder in output.parents:
-        with contextlib.suppress(OSError):
-            if _inside_published(folder, output.relative_to(folder).parts[0]):
-                reason = f"{output} lies inside the output folder {folder} of other runs"
-                raise ConfigError(where, reason, "output")
-    for folder in (output, *output.parents):
-        try:
-            if not folder.exists():
-                continue
-            if root is not None and os.path.samefile(folder, root):
-                raise ConfigError(
-                    where, f"{output} is in the mirror {root} (the same folder)", "output"
-                )
-            if folder.is_dir():
-                break
-        except OSError:
-            return
-        raise ConfigError(where, f"{folder} is a file, not a folder", "output")
-    if folder not in (output, output.parent):
-        # A mistyped path (after a config edit, say) would publish where nobody reads, and
-        # succeed night after night while the real output goes stale.
-        given = config.output_dir
-        named = "" if given.parent == output.parent else f" ({given.parent} leads there)"
-        reason = (
-            f"{output.parent} does not exist{named} (the crawler makes the output folder, "
-            "not the folders above it)"
-        )
-        raise ConfigError(where, reason, "output")
-
-
-_OS = "a folder of the operating system, which its package manager owns"
-_KERNEL = "a folder of the kernel or of the running system (devices, processes, runtime state)"
-_SHARED = "writable by every user, who could put a .crawler or a branch folder there first"
-#: The folders no output may be, and why: a run makes ``.crawler`` and a folder per branch in
-#: its output, beside what is there. Only these, not what they hold: /var/www, /srv/x or a home
-#: folder are fine (a publish never deletes a file it did not write).
-SYSTEM_FOLDERS = {
-    "/": "the root folder (branch folders would sit beside /etc and /usr)",
-    **dict.fromkeys(
-        ("/bin", "/boot", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/sbin", "/usr"), _OS
-    ),
-    **dict.fromkeys(("/dev", "/proc", "/run", "/sys"), _KERNEL),
-    "/home": "the folder of every user's home (a branch folder would sit among them)",
-    "/var": "the folder of every service's data, logs and caches",
-    "/tmp": _SHARED,
-    "/var/tmp": _SHARED,
-}
-
-
-def _system_folder(output: Path) -> str | None:
-    """Why the resolved ``output`` may not be an output folder, if it is one of
-    :data:`SYSTEM_FOLDERS`, by its path or as the same folder (a bind mount of ``/``)."""
-    if str(output) in SYSTEM_FOLDERS:
-        return SYSTEM_FOLDERS[str(output)]
-    try:
-        found = os.stat(output)
-    except OSError:  # not there (yet): not one of those, which are
-        return None
-    for folder, reason in SYSTEM_FOLDERS.items():
-        with contextlib.suppress(OSError):
-            if os.path.samestat(found, os.stat(folder)):
-                return reason
-    return None
-
-
-def _inside_published(folder: Path, child: str) -> bool:
-    """Whether ``folder/child`` is the crawler's own folder or a branch folder of an output
-    folder ``folder`` (one that holds the crawler's state: a ``.crawler`` folder alone may be
-    another tool's)."""
-    state = folder / STATE_DIR
-    if not (state / "state").is_dir():
-        return False
-    return (
-        child == STATE_DIR
-        or (folder / child / "index.json").exists()
-        or (state / "state" / f"{child}.json").exists()
-    )
-
-
-def _local_mirror(config: Config) -> Path | None:
-    mirror = Mirror.parse(config.mirror)
-    return local_path(mirror.base) if mirror.is_local else None
-
-
-def _leave_a_deleted_working_folder(config: Config, check: bool) -> None:
-    """Work from ``/`` if the folder the run was started in has been deleted (starting the
-    decoding processes needs a working folder), once sure (``check``) that no path the command
-    uses is relative to it: a flag's or a file's would have been refused, but the built-in
-    ``output`` is relative."""
-    try:
-        os.getcwd()
-        return
-    except FileNotFoundError:
-        pass
-    for key in ("output", "metrics") if check else ():
-        value = getattr(config, key)
-        if value and not Path(value).is_absolute():
-            reason = f"{value!r} is {NO_WORKING_FOLDER}"
-            raise ConfigError(config.where(key), reason, key)
-    os.chdir("/")
-
-
-#: The most bytes an existing metrics file may hold: the crawler writes about 2 KB per branch
-#: (5,860 bytes for the sample's three refs), so some 8,000 branches; a larger file is
-#: something else, named by mistake.
-MAX_METRICS_BYTES = 16 << 20
-
-
-def _check_metrics(config: Config) -> None:
-    """Refuse a metrics file the crawler must not replace: one inside the output folder (a
-    branch folder, the crawler's own) or the mirror, the config file itself, anything but a
-    regular file (``/dev/null`` would be replaced by a file; a named pipe would block), or a
-    file larger than :data:`MAX_METRICS_BYTES` (not one the crawler wrote)."""
-    if not config.metrics:
-        return
-    where = config.where("metrics")
-    metrics = Path(config.metrics)
-    try:
-        resolved = metrics.resolve()
-        output = config.output_dir.resolve()
-        is_other = metrics.exists() and not metrics.is_file()
-        size = metrics.stat().st_size if metrics.is_file() else 0
-    except (RuntimeError, OSError) as err:
-        raise ConfigError(where, f"cannot resolve {metrics}: {err}", "metrics") from None
-    if resolved.is_relative_to(output):
-        raise ConfigError(where, f"{metrics} is inside the output folder {output}", "metrics")
-    root = _local_mirror(config)
-    if root is not None and resolved.is_relative_to(root):
-        raise ConfigError(where, f"{metrics} is inside the mirror {root}", "metrics")
-    if config.origin != "<defaults>" and resolved == Path(config.origin).resolve():
-        raise ConfigError(where, f"{metrics} is the config file", "metrics")
-    if is_other:
-        raise ConfigError(where, f"{metrics} is not a regular file", "metrics")
-    if size > MAX_METRICS_BYTES:
-        reason = f"{metrics} is {too_large(MAX_METRICS_BYTES)}: not a metrics file it wrote"
-        raise ConfigError(where, reason, "metrics")
 
 
 def exit_code(result: RunResult) -> int:
@@ -528,11 +201,11 @@ async def main_async(
         if args.command == "sync" and bool(args.branch) == bool(args.all):
             which = "not both" if args.all else "to say which branches"
             raise UsageError(f"crawler sync: give --branch NAME (repeatable) or --all, {which}")
-        loaded = _config(args)
+        loaded = settings(args)
         # Only sync has an output and a metrics file, which may be relative.
-        _leave_a_deleted_working_folder(loaded, check=args.command == "sync")
+        leave_a_deleted_working_folder(loaded, check=args.command == "sync")
         if args.command == "sync":
-            _check_metrics(loaded)  # before `config` is set: a refused file is not written
+            check_metrics(loaded)  # before `config` is set: a refused file is not written
         config = loaded
         environment_proxies(config.urls)  # a bad proxy is a usage error before anything runs
         stopper = held.enter_context(Stopper(config.deadline, hard=hard).installed())
@@ -540,7 +213,7 @@ async def main_async(
         try:
             if args.command == "branches":
                 return await _branches(config, sleep)
-            _check_output(config)
+            check_output(config)
             syncer = Syncer(config, LogReporter(), sleep=sleep, force=args.force)
             result = await _sync(syncer, args)
         except asyncio.CancelledError:

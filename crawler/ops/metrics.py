@@ -240,6 +240,11 @@ _LAST_SUCCESS_LINE = re.compile(
 )
 
 
+#: The most bytes a metrics file may hold: the crawler writes about 2 KB per branch; a larger
+#: file is something else, named by mistake (refused before a run, see crawler.cli.checks).
+MAX_METRICS_BYTES = 16 << 20
+
+
 def load_last_success(path: Path) -> dict[str, float]:
     """The ``last_success_timestamp_seconds`` of each branch in a previous metrics file.
 
@@ -247,7 +252,7 @@ def load_last_success(path: Path) -> dict[str, float]:
     outcome of a damaged file is that branches look never synced until their next success.
     """
     try:
-        text = read_regular(path).decode("utf-8", errors="replace")
+        text = read_regular(path, MAX_METRICS_BYTES).decode("utf-8", errors="replace")
     except OSError:
         return {}
     found: dict[str, float] = {}

@@ -1,0 +1,183 @@
+"""The command line's arguments: the parser of every command, and the settings they give."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from .. import __version__
+from ..config import Config, load_config, with_overrides
+from ..errors import UsageError
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises instead of exiting, so :func:`main` owns the exit code, and takes
+    no abbreviated option (``--bran``): a crontab line using one would break, or change its
+    meaning, the day an option sharing its start is added."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def _int_between(low: int, high: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be from {low} to {high}, got {value}")
+        return value
+
+    return parse
+
+
+def _seconds(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+
+
+def _formats(text: str) -> tuple[str, ...]:
+    items = tuple(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))
+    bad = [f for f in items if f not in ("json", "pages")]
+    if bad or not items:
+        raise argparse.ArgumentTypeError(f"expected json and/or pages, got {text!r}")
+    return items
+
+
+def _path(text: str) -> Path:
+    """A path argument, which may not be blank: `crawler verify "$UNSET"` must not mean the
+    working directory, nor `--config "$UNSET"` a config file named ".", which is one."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty or blank")
+    return Path(text)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every command."""
+    parser = _Parser(
+        prog="crawler",
+        description="Crawl Spack build-cache mirrors into consolidated JSON indexes.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    # Not required=True: argparse would only say "the following arguments are required".
+    commands = parser.add_subparsers(dest="command", parser_class=_Parser)
+
+    def common(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument(
+            "--config",
+            type=_path,
+            help="YAML config file (default: ./config/crawler.yaml if present)",
+        )
+        sub.add_argument("--mirror", help="mirror URL or folder (overrides the config)")
+        sub.add_argument(
+            "--deadline",
+            type=_seconds,
+            metavar="SECONDS",
+            help="stop the run after this long, as if interrupted (exit 9; default: the "
+            "config's deadline, 14400)",
+        )
+        noise = sub.add_mutually_exclusive_group()
+        noise.add_argument("-q", "--quiet", action="store_true", help="only warnings and errors")
+        noise.add_argument("-v", "--verbose", action="store_true", help="debug details too")
+
+    sync = commands.add_parser(
+        "sync",
+        help="sync branches into the output folder",
+        description="Fetch, validate and consolidate the indexes of branches, then publish them.",
+        epilog="exit codes: 0 published, 1 internal error, 2 usage or config error, 3 mirror "
+        "unusable, 4 a branch failed or was refused, 5 partial, 6 nothing changed, "
+        "7 output locked by another run, 9 deadline passed, 129/130/143 interrupted "
+        "(SIGHUP/SIGINT/SIGTERM)",
+    )
+    sync.add_argument(
+        "--branch", action="append", metavar="NAME", help="a ref to sync (repeatable)"
+    )
+    sync.add_argument("--all", action="store_true", help="sync every ref the mirror lists")
+    common(sync)
+    sync.add_argument("--output", help="output folder (overrides the config)")
+    sync.add_argument(
+        "--format", type=_formats, metavar="json,pages", help="outputs to write (json is always)"
+    )
+    sync.add_argument(
+        "--concurrency",
+        type=_int_between(1, 256),
+        metavar="N",
+        help="sources downloaded at once, 1-256 (default: the config's concurrency, 8)",
+    )
+    sync.add_argument(
+        "--max-failed-stacks",
+        type=_int_between(0, 10_000),
+        metavar="N",
+        help=(
+            "publish a branch with up to N failed stacks, as partial "
+            "(default: the config's publish.max_failed_stacks, 0)"
+        ),
+    )
+    sync.add_argument(
+        "--force",
+        action="store_true",
+        help="lift the publish gate and re-sync immutable refs that are already published",
+    )
+    sync.add_argument("--metrics", metavar="FILE", help="write an OpenMetrics file after the run")
+
+    branches = commands.add_parser(
+        "branches",
+        help="list the refs of the mirror and their stacks",
+        description="List the refs of the mirror's discovery document with their stack labels.",
+        epilog="exit codes: 0 listed, 1 internal error, 2 usage or config error, 3 mirror "
+        "unusable, 4 the list could not be written, 9 deadline passed, 129/130/143 "
+        "interrupted, 141 its reader closed the pipe",
+    )
+    common(branches)
+
+    verify = commands.add_parser(
+        "verify",
+        help="re-check a published branch folder",
+        description="Check <output>/<branch>: schema, hash uniqueness, meta against "
+        "spec_details, stacks against sources, pages against index.json, the branch named in "
+        "its files, and that it holds nothing a publish does not write.",
+        epilog="exit codes: 0 all checks hold, 1 internal error, 2 usage error (no branch "
+        "folder), 8 problems found (one per line on stdout)",
+    )
+    verify.add_argument("path", type=_path, help="a published branch folder, e.g. output/develop")
+    verify.add_argument("-q", "--quiet", action="store_true", help="print problems only")
+    verify.add_argument(
+        "--no-schema",
+        action="store_true",
+        help="skip the JSON Schema check (the slowest one: ~15 s for a 60,000-spec index)",
+    )
+    verify.add_argument("-v", "--verbose", action="store_true", help=argparse.SUPPRESS)
+    return parser
+
+
+def settings(args: argparse.Namespace) -> Config:
+    """The config file named (or found), with the flags given applied on top."""
+    config = load_config(args.config)
+    formats = getattr(args, "format", None)
+    if formats is not None and "json" not in formats:
+        formats = ("json", *formats)
+    budget = getattr(args, "max_failed_stacks", None)
+    config = with_overrides(
+        config,
+        mirror=args.mirror,
+        output=getattr(args, "output", None),
+        formats=formats,
+        concurrency=getattr(args, "concurrency", None),
+        metrics=getattr(args, "metrics", None),
+        deadline=args.deadline,
+    )
+    if budget is not None:
+        publish = msgspec.structs.replace(config.publish, max_failed_stacks=budget)
+        config = msgspec.structs.replace(config, publish=publish)
+    return config
