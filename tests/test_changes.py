@@ -9,7 +9,9 @@ from typing import Any
 import pytest
 
 from crawler.build.changes import compute_changes, summary_line
+from crawler.documents import Changes
 from crawler.errors import ChangesInputError
+from crawler.output.write import encode_json
 
 A = "a" * 32
 B = "b" * 32
@@ -32,19 +34,32 @@ def spec(hash: str, *stacks: str) -> dict[str, Any]:
     }
 
 
+def meta(specs: list[dict[str, Any]]) -> dict[str, Any]:
+    """A package's meta (the comparison reads none of it, the index must have it)."""
+    lists = ("compilers", "oss", "platforms", "stacks", "targets", "versions")
+    return {"num_specs": len(specs), "num_specs_by_stack": {}, **{key: [] for key in lists}}
+
+
 def index(packages: dict[str, list[dict[str, Any]]], branch: str = "develop") -> dict[str, Any]:
-    """A minimal index.json document (only what the comparison reads, plus some noise)."""
+    """A small index.json document (the comparison reads the specs' hashes and stacks)."""
+    count = sum(len(s) for s in packages.values())
     return {
         "schema_version": 1,
         "branch": branch,
         "mirror": "https://binaries.spack.io",
         "sources": [{"label": "root", "status": "ok"}],
-        "stats": {"specs": sum(len(s) for s in packages.values())},
+        "stats": {"packages": len(packages), "specs": count, "sources": 1, "sources_missing": 0},
         "packages": {
-            name: {"meta": {"num_specs": len(specs)}, "spec_details": specs}
+            name: {"meta": meta(specs), "spec_details": specs}
             for name, specs in sorted(packages.items())
         },
     }
+
+
+def document(changes: Changes) -> dict[str, Any]:
+    """changes.json as a parsed document."""
+    found: dict[str, Any] = json.loads(encode_json(changes))
+    return found
 
 
 OLD = index(
@@ -63,7 +78,7 @@ NEW = index(
 
 def test_changes_between_two_publishes() -> None:
     changes = compute_changes(OLD, NEW)
-    assert changes == {
+    assert document(changes) == {
         "branch": "develop",
         "first_publish": False,
         "added": {"curl": [E], "zlib": [D]},
@@ -91,30 +106,37 @@ def test_output_is_deterministic_and_sorted() -> None:
     for package in shuffled_new["packages"].values():
         package["spec_details"].reverse()
     again = compute_changes(OLD, shuffled_new)
-    assert json.dumps(again) == json.dumps(changes)  # same keys in the same order
-    assert list(changes["added"]) == sorted(changes["added"])
-    assert list(changes["by_stack"]) == sorted(changes["by_stack"])
+    assert encode_json(again) == encode_json(changes)
+    assert list(changes.added) == sorted(changes.added)
+    assert list(changes.by_stack) == sorted(changes.by_stack)
 
 
 def test_first_publish() -> None:
     changes = compute_changes(None, NEW)
-    assert changes["first_publish"] is True
-    assert changes["added"] == {"curl": [E], "zlib": [A, D]}
-    assert changes["removed"] == {}
-    assert changes["packages_added"] == ["curl", "zlib"]
-    assert changes["packages_removed"] == []
-    assert changes["by_stack"] == {
+    doc = document(changes)
+    assert doc["first_publish"] is True
+    assert doc["added"] == {"curl": [E], "zlib": [A, D]}
+    assert doc["removed"] == {}
+    assert doc["packages_added"] == ["curl", "zlib"]
+    assert doc["packages_removed"] == []
+    assert doc["by_stack"] == {
         "e4s": {"added": 2, "removed": 0},
         "ml": {"added": 1, "removed": 0},
         "root": {"added": 3, "removed": 0},
     }
-    assert changes["totals"] == {"specs_before": 0, "specs_after": 3, "added": 3, "removed": 0}
+    assert doc["totals"] == {
+        "specs_before": 0,
+        "specs_after": 3,
+        "added": 3,
+        "removed": 0,
+    }
     assert summary_line(changes) == "develop: first publish, 3 specs in 2 packages"
 
 
 def test_nothing_changed() -> None:
     changes = compute_changes(OLD, copy.deepcopy(OLD))
-    assert changes["added"] == {} and changes["removed"] == {} and changes["by_stack"] == {}
+    doc = document(changes)
+    assert doc["added"] == {} and doc["removed"] == {} and doc["by_stack"] == {}
     assert summary_line(changes) == (
         "develop: +0 specs, -0 specs (3 -> 3), 0 packages added, 0 removed"
     )
@@ -123,13 +145,14 @@ def test_nothing_changed() -> None:
 def test_only_stack_membership_changed() -> None:
     new = index({"zlib": [spec(A), spec(B, "ml")], "cmake": [spec(C, "e4s", "ml", "xsdk")]})
     changes = compute_changes(OLD, new)
-    assert changes["added"] == {} and changes["removed"] == {}
-    assert changes["by_stack"] == {
+    doc = document(changes)
+    assert doc["added"] == {} and doc["removed"] == {}
+    assert doc["by_stack"] == {
         "e4s": {"added": 0, "removed": 1},  # A left e4s
         "ml": {"added": 1, "removed": 0},  # B joined ml
         "xsdk": {"added": 1, "removed": 0},  # C joined xsdk
     }
-    assert "root" not in changes["by_stack"]
+    assert "root" not in doc["by_stack"]
     assert summary_line(changes) == (
         "develop: +0 specs, -0 specs (3 -> 3), 0 packages added, 0 removed, "
         "3 stack memberships changed"
@@ -139,9 +162,10 @@ def test_only_stack_membership_changed() -> None:
 def test_a_hash_moving_package_is_removed_and_added() -> None:
     new = index({"zlib-ng": [spec(A, "e4s")], "zlib": [spec(B)], "cmake": [spec(C, "e4s", "ml")]})
     changes = compute_changes(OLD, new)
-    assert changes["added"] == {"zlib-ng": [A]}
-    assert changes["removed"] == {"zlib": [A]}
-    assert changes["by_stack"] == {
+    doc = document(changes)
+    assert doc["added"] == {"zlib-ng": [A]}
+    assert doc["removed"] == {"zlib": [A]}
+    assert doc["by_stack"] == {
         "e4s": {"added": 1, "removed": 1},
         "root": {"added": 1, "removed": 1},
     }
@@ -158,7 +182,8 @@ def test_large_numbers_use_thousands_separators() -> None:
 
 def test_branch_comes_from_the_new_index() -> None:
     changes = compute_changes(index({}, "develop-2025-04-13"), index({}, "develop-2025-04-20"))
-    assert changes["branch"] == "develop-2025-04-20"
+    doc = document(changes)
+    assert doc["branch"] == "develop-2025-04-20"
     assert summary_line(changes).startswith("develop-2025-04-20: +0 specs")
 
 
@@ -169,7 +194,7 @@ def test_branch_comes_from_the_new_index() -> None:
         ({"branch": "x", "packages": []}, NEW, "the previous index is not a branch index: "),
         (
             None,
-            index({"zlib": [{"hash": A, "stacks": "root"}]}),
+            index({"zlib": [dict(spec(A), stacks="root")]}),
             "Expected `array`, got `str` - at `$.packages[...].spec_details[0].stacks`",
         ),
     ],

@@ -1,7 +1,8 @@
 """Changes: what a publish changed in a branch, compared with the index it replaces.
 
-:func:`compute_changes` compares two parsed ``index.json`` documents (the one being replaced,
-or None for a branch's first publish, and the new one) and returns a deterministic document::
+:func:`compute_changes` compares two ``index.json`` documents (the one being replaced, or None
+for a branch's first publish, and the new one) and returns a deterministic
+:class:`~crawler.documents.Changes`, which ``changes.json`` holds::
 
     {
       "branch": "develop",
@@ -40,67 +41,56 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Mapping
-from typing import Any
 
 import msgspec
 
+from ..documents import Changes, ChangeTotals, Index, PackageSummary, StackChanges
 from ..errors import ChangesInputError
-
-
-class _Spec(msgspec.Struct, frozen=True, gc=False):
-    hash: str
-    stacks: frozenset[str]
-
-
-class _Package(msgspec.Struct, frozen=True, gc=False):
-    spec_details: list[_Spec]
-
-
-class _Index(msgspec.Struct, frozen=True, gc=False):
-    branch: str
-    packages: dict[str, _Package]
-
 
 #: ``(package, hash) -> stacks`` of every spec of an index.
 SpecStacks = dict[tuple[str, str], frozenset[str]]
 _NONE: frozenset[str] = frozenset()
-_Specs = SpecStacks
 
 
-def _spec_stacks(index: _Index) -> SpecStacks:
-    return {
-        (name, spec.hash): spec.stacks
-        for name, package in index.packages.items()
-        for spec in package.spec_details
-    }
+def spec_stacks_of(packages: Mapping[str, PackageSummary]) -> SpecStacks:
+    """Every spec of an index's ``packages`` as :func:`changes_between` compares them."""
+    shared: dict[tuple[str, ...], frozenset[str]] = {}  # few distinct stack lists: one set each
+    result: SpecStacks = {}
+    for name, package in packages.items():
+        for d in package.spec_details:
+            stacks = shared.get(d.stacks)
+            if stacks is None:
+                stacks = shared[d.stacks] = frozenset(d.stacks)
+            result[name, d.hash] = stacks
+    return result
 
 
-def _specs(document: Mapping[str, Any], which: str) -> tuple[str, _Specs]:
+def _index(document: object, which: str) -> Index[PackageSummary]:
     try:
-        index = msgspec.convert(document, _Index)
+        return msgspec.convert(document, Index[PackageSummary])
     except msgspec.ValidationError as err:
         raise ChangesInputError(which, str(err)) from None
-    return index.branch, _spec_stacks(index)
 
 
 def load_spec_stacks(data: bytes) -> SpecStacks:
-    """The specs of a serialised ``index.json``, read straight from its bytes (only hashes and
-    stacks are decoded). Raises :class:`ChangesInputError` if it is not an index."""
+    """The specs of a serialised ``index.json``, read straight from its bytes. Raises
+    :class:`ChangesInputError` if it is not an index."""
     try:
-        return _spec_stacks(msgspec.json.decode(data, type=_Index))
+        return spec_stacks_of(msgspec.json.decode(data, type=Index[PackageSummary]).packages)
     except (msgspec.DecodeError, msgspec.ValidationError) as err:
         raise ChangesInputError("previous", str(err)) from None
 
 
-def compute_changes(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> dict[str, Any]:
-    """What changed from ``old`` to ``new`` (parsed ``index.json`` documents; ``old`` None on a
-    first publish). Raises :class:`ChangesInputError` for a document that is not an index."""
-    branch, after = _specs(new, "new")
-    before = _specs(old, "previous")[1] if old is not None else None
-    return changes_between(branch, before, after)
+def compute_changes(old: object | None, new: object) -> Changes:
+    """What changed from ``old`` to ``new`` (``index.json`` documents, parsed or as
+    :class:`~crawler.documents.Index`; ``old`` None on a first publish). Raises
+    :class:`ChangesInputError` for a document that is not an index."""
+    index = _index(new, "new")
+    before = spec_stacks_of(_index(old, "previous").packages) if old is not None else None
+    return changes_between(index.branch, before, spec_stacks_of(index.packages))
 
 
-def changes_between(branch: str, before: SpecStacks | None, after: SpecStacks) -> dict[str, Any]:
+def changes_between(branch: str, before: SpecStacks | None, after: SpecStacks) -> Changes:
     """:func:`compute_changes` for specs already keyed ``(package, hash) -> stacks``.
 
     ``before`` is None on a first publish. The sync builds these straight from its summaries,
@@ -124,29 +114,29 @@ def changes_between(branch: str, before: SpecStacks | None, after: SpecStacks) -
         if key not in after:
             removed[key[0]].append(key[1])
             moves[stacks, _NONE] += 1
-    by_stack: dict[str, dict[str, int]] = defaultdict(lambda: {"added": 0, "removed": 0})
+    by_stack: dict[str, StackChanges] = defaultdict(StackChanges)
     for (old, new), count in moves.items():
         for label in new - old:
-            by_stack[label]["added"] += count
+            by_stack[label].added += count
         for label in old - new:
-            by_stack[label]["removed"] += count
+            by_stack[label].removed += count
     packages_before = {name for name, _ in before}
     packages_after = {name for name, _ in after}
-    return {
-        "branch": branch,
-        "first_publish": first_publish,
-        "added": {name: sorted(hashes) for name, hashes in sorted(added.items())},
-        "removed": {name: sorted(hashes) for name, hashes in sorted(removed.items())},
-        "by_stack": dict(sorted(by_stack.items())),
-        "packages_added": sorted(packages_after - packages_before),
-        "packages_removed": sorted(packages_before - packages_after),
-        "totals": {
-            "specs_before": len(before),
-            "specs_after": len(after),
-            "added": sum(len(hashes) for hashes in added.values()),
-            "removed": sum(len(hashes) for hashes in removed.values()),
-        },
-    }
+    return Changes(
+        branch=branch,
+        first_publish=first_publish,
+        added={name: sorted(hashes) for name, hashes in sorted(added.items())},
+        removed={name: sorted(hashes) for name, hashes in sorted(removed.items())},
+        by_stack=dict(sorted(by_stack.items())),
+        packages_added=sorted(packages_after - packages_before),
+        packages_removed=sorted(packages_before - packages_after),
+        totals=ChangeTotals(
+            specs_before=len(before),
+            specs_after=len(after),
+            added=sum(len(hashes) for hashes in added.values()),
+            removed=sum(len(hashes) for hashes in removed.values()),
+        ),
+    )
 
 
 def counted(n: int, word: str) -> str:
@@ -154,26 +144,28 @@ def counted(n: int, word: str) -> str:
     return f"{n:,} {word}{'' if n == 1 else 's'}"
 
 
-def summary_line(changes: Mapping[str, Any]) -> str:
-    """One line for a log or a commit message.
+def summary_line(changes: Changes | object) -> str:
+    """One line for a log or a commit message, of a :class:`~crawler.documents.Changes` or of
+    a parsed ``changes.json`` (decoded here: a reader of published files).
 
     ``develop: +12 specs, -3 specs (60,012 -> 60,021), 2 packages added, 1 removed``;
     ``develop: first publish, 58 specs in 30 packages`` the first time;
     ``develop: +0 specs, -0 specs (58 -> 58), 0 packages added, 0 removed, 2 stack memberships
     changed`` when only stacks changed.
     """
-    totals = changes["totals"]
-    branch = changes["branch"]
-    if changes["first_publish"]:
-        packages = counted(len(changes["packages_added"]), "package")
-        return f"{branch}: first publish, {counted(totals['specs_after'], 'spec')} in {packages}"
+    if not isinstance(changes, Changes):
+        changes = msgspec.convert(changes, Changes)
+    totals, branch = changes.totals, changes.branch
+    if changes.first_publish:
+        packages = counted(len(changes.packages_added), "package")
+        return f"{branch}: first publish, {counted(totals.specs_after, 'spec')} in {packages}"
     line = (
-        f"{branch}: +{counted(totals['added'], 'spec')}, -{counted(totals['removed'], 'spec')} "
-        f"({totals['specs_before']:,} -> {totals['specs_after']:,}), "
-        f"{counted(len(changes['packages_added']), 'package')} added, "
-        f"{len(changes['packages_removed']):,} removed"
+        f"{branch}: +{counted(totals.added, 'spec')}, -{counted(totals.removed, 'spec')} "
+        f"({totals.specs_before:,} -> {totals.specs_after:,}), "
+        f"{counted(len(changes.packages_added), 'package')} added, "
+        f"{len(changes.packages_removed):,} removed"
     )
-    if not totals["added"] and not totals["removed"] and changes["by_stack"]:
-        moved = sum(c["added"] + c["removed"] for c in changes["by_stack"].values())
+    if not totals.added and not totals.removed and changes.by_stack:
+        moved = sum(c.added + c.removed for c in changes.by_stack.values())
         line += f", {counted(moved, 'stack membership')} changed"
     return line

@@ -21,42 +21,9 @@ from typing import NamedTuple
 import msgspec
 
 from ..decode.validate import IDENTITY_FIELDS, IDENTITY_SEPARATOR, SourceSummary, SpecRow
+from ..documents import PackageMeta, PackageSummary, SpecDetail
 
 SIZE_UNKNOWN = "-"
-
-
-class SpecDetail(msgspec.Struct, frozen=True, gc=False):
-    """One entry of ``spec_details``; field names are the JSON keys."""
-
-    compiler: str
-    hash: str
-    os: str
-    platform: str
-    size: str
-    stacks: tuple[str, ...]
-    target: str
-    variants: tuple[str, ...]
-    versions: tuple[str]
-
-
-class PackageMeta(msgspec.Struct, frozen=True, gc=False):
-    """A package's ``meta``; field names are the JSON keys."""
-
-    compilers: list[str]
-    num_specs: int
-    num_specs_by_stack: dict[str, int]
-    oss: list[str]
-    platforms: list[str]
-    stacks: list[str]
-    targets: list[str]
-    versions: list[str]
-
-
-class PackageSummary(msgspec.Struct, frozen=True, gc=False):
-    """What a downstream consumer reads for one package of one ref."""
-
-    meta: PackageMeta
-    spec_details: list[SpecDetail]
 
 
 class Conflict(msgspec.Struct, frozen=True, gc=False):

@@ -1,8 +1,8 @@
 """Report: what a branch's run found, as ``report.json`` and ``index.json`` state it.
 
 Pure functions of the sources' outcomes and the consolidated packages: the findings (invalid
-records, conflicts, missing and failed stacks), the branch's ``stats``, and the specs as
-:func:`crawler.build.changes.changes_between` compares them (new output, and the published index).
+records, conflicts, missing and failed stacks), the branch's ``stats``, and the specs of the
+published index as :func:`crawler.build.changes.changes_between` compares them.
 
 The findings are bounded, whatever the mirror sends: each source lists at most
 :data:`crawler.decode.validate.INVALID_SHOWN` invalid records, a branch at most
@@ -18,11 +18,12 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from ..documents import IndexStats, PackageSummary
 from ..errors import CrawlerError
 from ..files import read_regular
 from ..sync.sources import SourceOutcome
 from .changes import SpecStacks, load_spec_stacks
-from .consolidate import Conflict, PackageSummary
+from .consolidate import Conflict
 
 log = logging.getLogger(__name__)
 
@@ -54,32 +55,19 @@ def findings(outcomes: list[SourceOutcome], conflicts: list[Conflict]) -> dict[s
 
 def branch_stats(
     outcomes: list[SourceOutcome], packages: dict[str, PackageSummary], conflicts: list[Conflict]
-) -> dict[str, int]:
+) -> IndexStats:
     """The ``stats`` of ``index.json`` (root first in ``outcomes``)."""
     root = outcomes[0].summary
-    return {
-        "packages": len(packages),
-        "specs": sum(p.meta.num_specs for p in packages.values()),
-        "root_records": root.records if root else 0,
-        "sources": len(outcomes),
-        "sources_missing": sum(o.status == "missing" for o in outcomes),
-        "sources_failed": sum(o.status == "failed" for o in outcomes),
-        "invalid_records": sum(o.summary.invalid_total for o in outcomes if o.summary),
-        "conflicts": len(conflicts),
-    }
-
-
-def spec_stacks_of(packages: dict[str, PackageSummary]) -> SpecStacks:
-    """Every spec of new output as :func:`crawler.build.changes.changes_between` compares them."""
-    shared: dict[tuple[str, ...], frozenset[str]] = {}
-    result: SpecStacks = {}
-    for name, package in packages.items():
-        for d in package.spec_details:
-            stacks = shared.get(d.stacks)
-            if stacks is None:
-                stacks = shared[d.stacks] = frozenset(d.stacks)
-            result[name, d.hash] = stacks
-    return result
+    return IndexStats(
+        packages=len(packages),
+        specs=sum(p.meta.num_specs for p in packages.values()),
+        root_records=root.records if root else 0,
+        sources=len(outcomes),
+        sources_missing=sum(o.status == "missing" for o in outcomes),
+        sources_failed=sum(o.status == "failed" for o in outcomes),
+        invalid_records=sum(o.summary.invalid_total for o in outcomes if o.summary),
+        conflicts=len(conflicts),
+    )
 
 
 def published_spec_stacks(path: Path) -> SpecStacks | None:

@@ -142,7 +142,9 @@ def render_metrics(
     last_success: Mapping[str, float],
 ) -> str:
     """The metrics file for a run: one report per branch synced (as ``report.json`` holds it)."""
-    runs = sorted((msgspec.convert(r, _Report) for r in reports), key=lambda r: r.branch)
+    # from_attributes: a run's report holds structs (its stats, its changes' totals).
+    converted = (msgspec.convert(r, _Report, from_attributes=True) for r in reports)
+    runs = sorted(converted, key=lambda r: r.branch)
     success = dict(last_success)
     for run in runs:
         if run.status in SUCCESS_STATUSES:

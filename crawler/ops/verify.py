@@ -53,7 +53,7 @@ import msgspec
 from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 
 from ..build.changes import counted
-from ..build.consolidate import PackageSummary
+from ..documents import Index, PackageSummary
 from ..files import read_regular
 from ..output.write import COMPANIONS, OS_LITTER, companion_problem, foreign_entries, render_page
 
@@ -62,27 +62,6 @@ MAX_SCHEMA_ERRORS = 20
 #: How many times a branch replaced while it is verified is verified (see verify_branch).
 VERIFY_ATTEMPTS = 3
 _MAX_MESSAGE = 200
-
-
-class _Source(msgspec.Struct, frozen=True):
-    label: str
-    status: str
-    in_buildcache: int | None = None
-
-
-class _Stats(msgspec.Struct, frozen=True):
-    packages: int
-    specs: int
-    sources: int
-    sources_missing: int
-    sources_failed: int | None = None
-
-
-class _Index(msgspec.Struct, frozen=True):
-    branch: str
-    sources: list[_Source]
-    stats: _Stats
-    packages: dict[str, PackageSummary]
 
 
 @cache
@@ -167,12 +146,12 @@ def _package_problems(name: str, package: PackageSummary, readable: set[str]) ->
     return problems
 
 
-def _count_status(index: _Index, status: str) -> int:
+def _count_status(index: Index[PackageSummary], status: str) -> int:
     """How many sources of the index have this status."""
     return sum(s.status == status for s in index.sources)
 
 
-def _index_problems(index: _Index, folder: str) -> list[str]:
+def _index_problems(index: Index[PackageSummary], folder: str) -> list[str]:
     problems = []
     if index.branch != folder:
         problems.append(f"index.json: branch is {index.branch!r} but the folder is {folder!r}")
@@ -308,9 +287,9 @@ def _verify_once(folder: Path, schema: bool) -> list[str]:
     except (OSError, ValueError) as err:
         return [f"index.json: not readable JSON: {_short(str(err))}"]
     problems = _schema_problems(document) if schema else []
-    index: _Index | None = None
+    index: Index[PackageSummary] | None = None
     try:
-        index = msgspec.convert(document, _Index)
+        index = msgspec.convert(document, Index[PackageSummary])
     except msgspec.ValidationError as err:
         problems.append(f"index.json: consistency checks skipped: {_short(str(err))}")
     if index is not None:

@@ -20,6 +20,7 @@ from pathlib import Path
 import msgspec
 
 from ..config import normal_formats
+from ..documents import Index
 from ..files import read_regular
 from .state import BranchState, PagesDigest
 from .write import COMPANIONS, companion_problem
@@ -27,14 +28,11 @@ from .write import COMPANIONS, companion_problem
 log = logging.getLogger("crawler")
 
 
-class _Packages(msgspec.Struct):
-    packages: dict[str, msgspec.Raw]
-
-
 def package_names(index: bytes) -> set[str] | None:
     """The package names of a published ``index.json`` (None when it does not decode)."""
     try:
-        return set(msgspec.json.decode(index, type=_Packages).packages)
+        # Raw: the names are enough, the specs (tens of MB for develop) are not decoded.
+        return set(msgspec.json.decode(index, type=Index[msgspec.Raw]).packages)
     except msgspec.DecodeError:
         return None
 

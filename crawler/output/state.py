@@ -27,13 +27,13 @@ import os
 import re
 from collections.abc import Collection
 from pathlib import Path
-from typing import Any
 
 import msgspec
 
 from .. import __version__
 from ..decode.summarize import load_root_shard, load_summary, merge_root
 from ..decode.validate import Kind, SourceSummary
+from ..documents import IndexSource, IndexStats
 from ..errors import OutputError
 from ..files import read_regular
 from .lock import REPLACED, held_folder
@@ -105,7 +105,7 @@ class BranchState(msgspec.Struct, frozen=True, gc=False):
     index_sha256: str
     formats: list[str]
     sources: list[SourceState]
-    stats: dict[str, int] = {}
+    stats: IndexStats | None = None  # None: a state written before they were kept
     pages_sha256: str | None = None  # :class:`PagesDigest` of the pages, if any were written
 
     def source(self, label: str, url: str, location: str) -> SourceState | None:
@@ -133,7 +133,7 @@ def _cache_suffix() -> str:
 
 
 def fingerprint(
-    entries: list[dict[str, Any]], formats: list[str], mirror: str, locations: list[str]
+    entries: list[IndexSource], formats: list[str], mirror: str, locations: list[str]
 ) -> str:
     """A digest of everything the published files are computed from (the tool's version, the
     formats, the mirror and where each source was read, and what each source held)."""

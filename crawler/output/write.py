@@ -35,7 +35,7 @@ from typing import Any
 
 import msgspec
 
-from ..build.consolidate import PackageSummary
+from ..documents import PackageSummary
 from ..errors import OutputError
 from ..files import read_regular
 from .lock import OutputFolder, held_folder

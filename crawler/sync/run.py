@@ -45,18 +45,18 @@ from typing import Any, Literal
 import msgspec
 
 from .. import __version__
-from ..build.changes import SpecStacks, changes_between, counted, summary_line
+from ..build.changes import SpecStacks, changes_between, counted, spec_stacks_of, summary_line
 from ..build.consolidate import (
     Conflict,
     Consolidator,
-    PackageSummary,
     consolidate,
     paused_gc,
     prepare_root,
 )
-from ..build.report import branch_stats, findings, published_spec_stacks, spec_stacks_of
+from ..build.report import branch_stats, findings, published_spec_stacks
 from ..config import Config, normal_formats
 from ..decode.validate import SourceSummary
+from ..documents import Changes, Index, PackageSummary
 from ..errors import (
     BranchError,
     CrawlerError,
@@ -87,7 +87,6 @@ from .sources import SourceOutcome, SourceReader
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
 BranchStatus = Literal["published", "partial", "unchanged", "skipped", "refused", "failed"]
 
 
@@ -199,7 +198,7 @@ def _published_count(previous: BranchState | None) -> int | None:
     the published ``index.json`` cannot be read (damaged, say), rather than none at all."""
     if previous is None:
         return None
-    return previous.stats.get("specs")
+    return previous.stats.specs if previous.stats is not None else None
 
 
 #: Pages written between two checks for a signal (a few milliseconds' work).
@@ -344,7 +343,7 @@ class Syncer:
                 raise BranchError(branch, discovery.problems[branch])
             published = self.output / branch / "index.json"
             previous = self.store.branch(branch)
-            if previous is not None:
+            if previous is not None and previous.stats is not None:
                 report["stats"] = previous.stats  # replaced below if the branch is rebuilt
             # What the last publish wrote, whichever version did (after an upgrade too).
             record = previous or self.store.branch(branch, any_version=True)
@@ -434,20 +433,19 @@ class Syncer:
                 if old is None and previous is not None:  # a repair: compare with what it was
                     old = self._recorded_spec_stacks(branch, previous)
                 before = len(old) if old is not None else _published_count(record)
-                self._gate(branch, before, stats["specs"])
+                self._gate(branch, before, stats.specs)
                 await _checkpoint()
                 changes = changes_between(branch, old, spec_stacks_of(packages))
                 await _checkpoint()
-                index = {
-                    "schema_version": SCHEMA_VERSION,
-                    "branch": branch,
-                    "mirror": self.mirror.base,
-                    "sources": entries,
-                    "stats": stats,
-                    "packages": packages,
-                }
+                index = Index(
+                    branch=branch,
+                    mirror=self.mirror.base,
+                    sources=entries,
+                    stats=stats,
+                    packages=packages,
+                )
                 status: BranchStatus = "partial" if failed else "published"
-                report.update(status=status, error=None, changes=changes["totals"])
+                report.update(status=status, error=None, changes=changes.totals)
                 digest, pages, swapped = await self._publish(
                     branch, index, packages, changes, report, clock, "pages" in formats
                 )
@@ -663,9 +661,9 @@ class Syncer:
     async def _publish(
         self,
         branch: str,
-        index: dict[str, Any],
+        index: Index[PackageSummary],
         packages: dict[str, PackageSummary],
-        changes: dict[str, Any],
+        changes: Changes,
         report: dict[str, Any],
         clock: float,
         with_pages: bool,

@@ -36,6 +36,7 @@ from ..decode.summarize import (
     summarize_stack,
 )
 from ..decode.validate import Kind, SourceSummary
+from ..documents import IndexSource
 from ..errors import (
     ChecksumError,
     CrawlerError,
@@ -154,26 +155,26 @@ class SourceOutcome:
             line += f"; its index.json.hash disagrees ({self.sidecar})"
         return line
 
-    def index_entry(self) -> dict[str, Any]:
+    def index_entry(self) -> IndexSource:
         """The source as ``index.json`` lists it: only facts about the mirror's content."""
         facts = self.facts
-        return {
-            "label": self.source.label,
-            "url": self.source.url,
-            "layout": self.source.layout,
-            "status": "ok" if facts is not None else self.status,
-            "sha256": self.sha256 if facts else None,
-            "bytes": self.size if facts else None,
-            "db_version": facts.db_version if facts else None,
-            "records": facts.records if facts else None,
-            "in_buildcache": facts.in_buildcache if facts else None,
-            "invalid_records": facts.invalid_records if facts else None,
-        }
+        return IndexSource(
+            label=self.source.label,
+            url=self.source.url,
+            layout=self.source.layout,
+            status="ok" if facts is not None else self.status,
+            sha256=self.sha256 if facts else None,
+            bytes=self.size if facts else None,
+            db_version=facts.db_version if facts else None,
+            records=facts.records if facts else None,
+            in_buildcache=facts.in_buildcache if facts else None,
+            invalid_records=facts.invalid_records if facts else None,
+        )
 
     def report_entry(self) -> dict[str, Any]:
         """The source as ``report.json`` lists it, with how it was fetched."""
         return {
-            **self.index_entry(),
+            **msgspec.structs.asdict(self.index_entry()),
             "status": self.status,
             "location": self.source.location,
             "sidecar_sha256": self.sidecar,

@@ -1,0 +1,135 @@
+"""Documents: ``index.json`` and ``changes.json``, as the typed structs that the writers fill
+and the readers decode (nothing past decoding or before the final encoding is a ``dict``).
+
+They are encoded by :func:`crawler.output.write.encode_json`, which sorts keys: the order the
+fields are declared in does not change a byte (they follow ``docs/``'s descriptions). A field
+name is its JSON key.
+
+Some fields of ``index.json`` have defaults although every writer sets them: indexes written
+by earlier versions lack them (``stats.sources_failed``), and :mod:`crawler.ops.verify` checks
+what it can of a damaged index (one lacking its ``mirror``, say) rather than nothing; the JSON
+Schema is what says every key is there.
+"""
+
+from __future__ import annotations
+
+from typing import Generic, TypeVar
+
+import msgspec
+
+#: ``schema_version`` of the ``index.json`` this version writes.
+SCHEMA_VERSION = 1
+
+
+# --- index.json ------------------------------------------------------------------------------
+
+
+class SpecDetail(msgspec.Struct, frozen=True, gc=False):
+    """One entry of a package's ``spec_details``."""
+
+    compiler: str
+    hash: str
+    os: str
+    platform: str
+    size: str
+    stacks: tuple[str, ...]
+    target: str
+    variants: tuple[str, ...]
+    versions: tuple[str]
+
+
+class PackageMeta(msgspec.Struct, frozen=True, gc=False):
+    """A package's ``meta``."""
+
+    compilers: list[str]
+    num_specs: int
+    num_specs_by_stack: dict[str, int]
+    oss: list[str]
+    platforms: list[str]
+    stacks: list[str]
+    targets: list[str]
+    versions: list[str]
+
+
+class PackageSummary(msgspec.Struct, frozen=True, gc=False):
+    """What a downstream consumer reads for one package of one ref (a value of ``packages``)."""
+
+    meta: PackageMeta
+    spec_details: list[SpecDetail]
+
+
+class IndexSource(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """One entry of ``sources``: only facts about the mirror's content. ``status`` is ``ok``
+    (read), ``missing``, ``failed`` or ``not_read``; the counts are None unless it was read."""
+
+    label: str
+    url: str = ""
+    layout: str = ""
+    status: str
+    sha256: str | None = None
+    bytes: int | None = None
+    db_version: str | None = None
+    records: int | None = None
+    in_buildcache: int | None = None
+    invalid_records: int | None = None
+
+
+class IndexStats(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """``stats``: counts over the whole branch."""
+
+    packages: int
+    specs: int
+    root_records: int = 0
+    sources: int
+    sources_missing: int
+    sources_failed: int | None = None  # None: an index written before it was counted
+    invalid_records: int = 0
+    conflicts: int = 0
+
+
+#: What a reader decodes ``packages``' values as: :class:`PackageSummary`, or ``msgspec.Raw``
+#: to learn the package names without decoding tens of MB of specs.
+P = TypeVar("P")
+
+
+class Index(msgspec.Struct, Generic[P], frozen=True, kw_only=True, gc=False):
+    """``index.json``: one branch, its sources and its packages (sorted by name)."""
+
+    schema_version: int = SCHEMA_VERSION
+    branch: str
+    mirror: str = ""
+    sources: list[IndexSource]
+    stats: IndexStats
+    packages: dict[str, P]
+
+
+# --- changes.json ----------------------------------------------------------------------------
+
+
+class StackChanges(msgspec.Struct, gc=False):
+    """A stack's entry in ``by_stack``: memberships gained and lost (mutable while counted)."""
+
+    added: int = 0
+    removed: int = 0
+
+
+class ChangeTotals(msgspec.Struct, frozen=True, gc=False):
+    """``totals`` of ``changes.json`` (also a publish's ``changes`` in ``report.json``)."""
+
+    specs_before: int
+    specs_after: int
+    added: int
+    removed: int
+
+
+class Changes(msgspec.Struct, frozen=True, gc=False):
+    """``changes.json``: what a publish changed (see :mod:`crawler.build.changes`)."""
+
+    branch: str
+    first_publish: bool
+    added: dict[str, list[str]]
+    removed: dict[str, list[str]]
+    by_stack: dict[str, StackChanges]
+    packages_added: list[str]
+    packages_removed: list[str]
+    totals: ChangeTotals
