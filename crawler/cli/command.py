@@ -182,6 +182,7 @@ async def main_async(
     # The signal handlers, kept until a sync's metrics are written: a signal once the outcome is
     # known must neither kill the process before then (the default action) nor change the code.
     held = contextlib.ExitStack()
+    stopper: Stopper | None = None
     try:
         try:
             parser = build_parser()
@@ -236,6 +237,8 @@ async def main_async(
         log.exception("internal error (a bug in crawler %s)", __version__)
         code = ExitCode.INTERNAL
     finally:
+        if stopper is not None:
+            stopper.settle(code)
         try:
             if config is not None and args.command == "sync" and code != ExitCode.LOCKED:
                 _write_metrics(config, result, code, time.monotonic() - started)
@@ -292,8 +295,10 @@ def main(argv: Sequence[str] | None = None, *, hard: bool = False) -> int:
                 runner.close()  # a Ctrl-C here is caught below, as with asyncio.run()
             except RuntimeError as err:  # a last thread to stop its executor (ulimit -v)
                 _tell(f"warning: while exiting: {err}")
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # before the handlers were installed, or after
         _tell("interrupted")
+        if hard:
+            timer(GRACE, EXIT_SIGINT, "warning: the process did not end by itself; ended at once")
         return EXIT_SIGINT
 
 

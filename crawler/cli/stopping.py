@@ -67,6 +67,7 @@ class Stopper:
         self._hard = hard
         self._deadline = deadline
         self.reason: signal.Signals | str | None = None
+        self._settled: int | None = None  # the run's exit code, once known (see settle)
         self._timers: list[threading.Timer | asyncio.TimerHandle] = []
 
     @property
@@ -75,12 +76,21 @@ class Stopper:
             return 128 + self.reason
         return ExitCode.DEADLINE
 
+    def settle(self, code: int) -> None:
+        """The run's outcome is known: a signal from now on changes nothing (see
+        :meth:`installed`)."""
+        self._settled = code
+
     @contextlib.contextmanager
     def installed(self) -> Iterator[Stopper]:
-        """Handle the signals and arm the deadline until the run's outcome is known (a signal
-        that comes once it is, as the metrics are written, must neither kill the process with
-        the default action nor change the code). SIGHUP is left alone when it is ignored, as
-        under ``nohup``."""
+        """Handle the signals and arm the deadline while the run goes on. SIGHUP is left alone
+        when it is ignored, as under ``nohup``.
+
+        Once the outcome is known (:meth:`settle`), a signal neither kills the process with the
+        default action nor changes the code: it is ignored while the metrics are written; then,
+        in a command-line run (``hard``), it ends the process at once with that code, as the
+        process ends anyway (Python's exit joins threads); in-process, the caller's handlers
+        are put back."""
         previous: dict[signal.Signals, signal._HANDLER] = {}
         for signum in SIGNALS:
             handler = signal.getsignal(signum)
@@ -99,33 +109,52 @@ class Stopper:
         try:
             yield self
         finally:
-            for signum, handler in previous.items():
-                signal.signal(signum, signal.SIG_DFL if handler is None else handler)
             for armed in self._timers:
                 armed.cancel()
+            for signum, handler in previous.items():
+                if self._hard and self._settled is not None:
+                    signal.signal(signum, self._received_at_the_end)
+                else:
+                    signal.signal(signum, signal.SIG_DFL if handler is None else handler)
 
     def _received(self, signum: int, frame: FrameType | None) -> None:
+        """The handler, run in the main thread between two bytecodes, whatever the loop does:
+        it arms the watchdog itself, and hands the stop to the loop."""
         received = signal.Signals(signum)
+        if self._settled is not None:
+            return
         if self.reason is not None:
             if self._hard:
-                exit_now(self.code, f"received {received.name} again: exiting at once")
+                when = "again" if isinstance(self.reason, signal.Signals) else "while stopping"
+                exit_now(self.code, f"received {received.name} {when}: exiting at once")
             return
         self.reason = received
+        self._watch(received.name)
         self._loop.call_soon_threadsafe(self._stop, f"received {received.name}, stopping")
 
+    def _received_at_the_end(self, signum: int, frame: FrameType | None) -> None:
+        assert self._settled is not None
+        exit_now(self._settled, f"received {signal.Signals(signum).name} as the run ended")
+
     def _deadline_passed(self) -> None:
-        if self.reason is None:
+        if self.reason is None and self._settled is None:
             self.reason = "deadline"
+            self._watch("its deadline")
             self._stop(f"the run's deadline ({self._deadline:g} s) passed, stopping")
 
+    def _watch(self, what: str) -> None:
+        """In a command-line run, end the process :data:`GRACE` seconds from now unless the
+        clean stop is done by then."""
+        if self._hard:
+            ended = f"error: the run did not stop within {GRACE:g} s of {what}; ended at once"
+            self._arm(GRACE, self.code, ended)
+
     def _stop(self, line: str) -> None:
+        if self._settled is not None:  # the outcome came first
+            return
         log.warning("%s", line)
         if self._task is not None:
             self._task.cancel()
-        if self._hard:
-            what = self.reason.name if isinstance(self.reason, signal.Signals) else "its deadline"
-            ended = f"error: the run did not stop within {GRACE:g} s of {what}; ended at once"
-            self._arm(GRACE, self.code, ended)
 
     def _arm(self, seconds: float, code: int, line: str) -> None:
         armed = timer(seconds, code, line)

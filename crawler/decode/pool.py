@@ -22,7 +22,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from multiprocessing import resource_tracker
+from multiprocessing import forkserver, resource_tracker
 from multiprocessing.process import BaseProcess
 from typing import NamedTuple
 
@@ -42,10 +42,10 @@ _STOP_GRACE = 1.0
 
 
 def _decode_pool(workers: int) -> concurrent.futures.ProcessPoolExecutor:
-    _start_resource_tracker()
     # forkserver: the event loop's threads are never forked; workers import the decoder once.
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(["crawler.decode.summarize"])
+    _start_helper_processes()
     pool = concurrent.futures.ProcessPoolExecutor(
         max_workers=workers,
         mp_context=context,
@@ -61,18 +61,25 @@ def _decode_pool(workers: int) -> concurrent.futures.ProcessPoolExecutor:
     return pool
 
 
-def _start_resource_tracker() -> None:
-    """Start multiprocessing's resource tracker (the pool's semaphores start it anyway) with
-    SIGHUP blocked, as Python blocks SIGINT and SIGTERM for it: a SIGHUP sent to the whole
-    process group (a closed terminal) killed it, and it printed tracebacks as the run
-    stopped cleanly. It still ends with the crawler."""
+#: What Ctrl-C, a closed terminal or ``systemctl stop`` send to the whole process group.
+_GROUP_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+
+
+def _start_helper_processes() -> None:
+    """Start multiprocessing's resource tracker and the forkserver (the pool would start them
+    anyway) with the signals sent to the whole group blocked, so that they inherit them
+    blocked: Python blocks SIGINT and SIGTERM for the tracker, not SIGHUP, which killed it,
+    and nothing for the forkserver, which a signal during its start-up ended with a "Fatal
+    Python error". Both still end with the crawler. The workers the forkserver forks inherit
+    the mask too, and unblock the signals first thing (:func:`_start_worker`)."""
     if not hasattr(signal, "pthread_sigmask"):
         return
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGHUP})
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, _GROUP_SIGNALS)
     try:
         resource_tracker.ensure_running()
+        forkserver.ensure_running()
     finally:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGHUP})
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 
 
 def _processes(pool: concurrent.futures.ProcessPoolExecutor) -> list[BaseProcess]:
@@ -103,6 +110,8 @@ def _start_worker(crawler_pid: int) -> None:
     gc.disable()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):  # blocked by the forkserver (see _decode_pool)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _GROUP_SIGNALS)
     threading.Thread(
         target=_exit_with, args=(crawler_pid,), name="exit-with-crawler", daemon=True
     ).start()
