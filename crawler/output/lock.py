@@ -35,14 +35,15 @@ How it works, and why:
   (one holding the deleted file, one a newly created one). An empty file therefore means "the
   last run ended cleanly".
 
-* The lock is in the folder the run opened, and the run writes there only: :class:`RunLock`
-  opens the output folder once (by its resolved path, never through a link), makes and locks
-  ``.crawler/lock`` relative to that descriptor, and keeps it open. What the run writes into
-  the output (:mod:`crawler.output.write`: staged branches, the swap, states, reports, caches) goes
-  through :func:`held_folder`, which refuses, with an :class:`~crawler.errors.OutputError`,
-  once the output's path no longer leads to that folder (moved, or replaced by a link or
-  another folder during the run). A second run started after such a swap locks the folder
-  the path now leads to; the first one never writes there.
+* The lock is in the folder the run opened: :class:`RunLock` opens the output folder once (by
+  its resolved path, never through a link), makes and locks ``.crawler/lock`` relative to that
+  descriptor, and keeps it open. A branch is staged and swapped in relative to it
+  (:mod:`crawler.output.write`); the run's other writes into the output (states, reports,
+  caches, clean-ups) ask :func:`held_folder` first, which refuses, with an
+  :class:`~crawler.errors.OutputError`, once the output's path no longer leads to that folder
+  (moved, or replaced by a link or another folder during the run), and then act by path: a
+  swap between the check and the write is not caught. A second run started after such a swap
+  locks the folder the path now leads to.
 
 The lock can be used with ``async with`` (waiting with ``asyncio.sleep``, so the event loop
 keeps running), with ``with``, or with :meth:`RunLock.acquire` / :meth:`RunLock.release`. Locks
