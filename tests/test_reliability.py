@@ -33,6 +33,7 @@ import yaml
 
 import crawler.output.write
 import crawler.sync.run
+from bench.interrupts import describe_process, session_members
 from bench.synth import SynthRef, SynthSpec, build_mirror, generate_specs
 from crawler import __version__
 from crawler.build.changes import counted, summary_line
@@ -224,31 +225,9 @@ async def until(
         await asyncio.sleep(every)
 
 
-def group_members(pgid: int) -> list[int]:
-    """Live (not zombie) processes of a process group, from ``/proc``."""
-    members = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            members.append(int(stat.parent.name))
-    return sorted(members)
-
-
-def describe_process(pid: int) -> str:
-    """``pid: command line`` (shortened), for messages."""
-    try:
-        command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        command = "?"
-    return f"{pid}: {command[:90]}"
-
-
 def end_group(pgid: int) -> None:
     """SIGKILL, one pid at a time, whatever is left of a crawler's process group."""
-    for pid in group_members(pgid):
+    for pid in session_members(pgid):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
 
@@ -271,8 +250,8 @@ async def kill9(proc: asyncio.subprocess.Process) -> tuple[Done, list[str]]:
     # not proc.wait(): it also waits for the output pipes, which survivors may hold open
     await until(lambda: proc.returncode is not None, "the killed process to be reaped")
     with contextlib.suppress(AssertionError):
-        await until(lambda: not group_members(proc.pid), "its processes to end", 1.0, every=0.05)
-    survivors = [describe_process(pid) for pid in group_members(proc.pid)]
+        await until(lambda: not session_members(proc.pid), "its processes to end", 1.0, every=0.05)
+    survivors = [describe_process(pid) for pid in session_members(proc.pid)]
     end_group(proc.pid)
     return await finish(proc), survivors
 
@@ -1098,7 +1077,7 @@ async def test_sigkill_leaves_no_decoding_processes_behind(site: MakeSite, tmp_p
     await until(lambda: s.server.arrivals(s.path("a", "s2")) > 0, "the download of s2")
     # give the decoding of root and s1 (and so the worker processes) time to start
     with contextlib.suppress(AssertionError):
-        await until(lambda: len(group_members(proc.pid)) >= 4, "decoding workers", 3)
+        await until(lambda: len(session_members(proc.pid)) >= 4, "decoding workers", 3)
 
     done, survivors = await kill9(proc)
 
@@ -1126,12 +1105,12 @@ async def test_sigkill_leaves_no_decoding_processes_behind_before_it_is_reaped(
     _GROUPS.append(proc.pid)
     try:
         await until(lambda: s.server.arrivals(s.path("a", "s2")) > 0, "the download of s2")
-        await until(lambda: len(group_members(proc.pid)) >= 4, "decoding workers", 10)
+        await until(lambda: len(session_members(proc.pid)) >= 4, "decoding workers", 10)
 
         os.kill(proc.pid, signal.SIGKILL)
 
         # group_members leaves zombies out: the crawler itself, not reaped yet
-        await until(lambda: not group_members(proc.pid), "its processes to end", 5, every=0.05)
+        await until(lambda: not session_members(proc.pid), "its processes to end", 5, every=0.05)
         assert Path(f"/proc/{proc.pid}").exists()  # still unreaped: the case at hand
     finally:
         end_group(proc.pid)
@@ -1164,7 +1143,7 @@ async def test_a_signal_during_downloads_stops_cleanly(
     proc = await start_cli(*s.argv("a"), cwd=tmp_path)
     await until(lambda: s.server.arrivals(s.path("a", "s2")) > 0, "the download of s2")
     if group:  # the decoding processes are under way
-        await until(lambda: len(group_members(proc.pid)) >= 3, "the decoding processes", 10)
+        await until(lambda: len(session_members(proc.pid)) >= 3, "the decoding processes", 10)
 
     if group:
         os.killpg(proc.pid, signum)
@@ -1321,7 +1300,7 @@ async def test_a_stop_that_does_not_end_is_ended_after_its_grace(
         "error: the run did not stop within 5 s of SIGTERM; ended at once" in done.err.splitlines()
     )
     assert _lock_free(s.out)
-    await until(lambda: group_members(proc.pid) == [], "the run's processes to end", 5)
+    await until(lambda: session_members(proc.pid) == [], "the run's processes to end", 5)
     assert tree_bytes(s.out / "a") == before
     assert (await s.sync("a")).code == 0
     assert s.leftovers() == []
@@ -1345,7 +1324,7 @@ async def test_a_second_signal_ends_a_stopping_run_at_once(site: MakeSite, tmp_p
     assert done.code == 143, done.err
     assert "\nreceived SIGINT again: exiting at once\n" in done.err
     assert _lock_free(s.out)
-    await until(lambda: group_members(proc.pid) == [], "the run's processes to end", 5)
+    await until(lambda: session_members(proc.pid) == [], "the run's processes to end", 5)
     assert tree_bytes(s.out / "a") == before
 
 
