@@ -1,14 +1,16 @@
-"""Documents: ``index.json`` and ``changes.json``, as the typed structs that the writers fill
-and the readers decode (nothing past decoding or before the final encoding is a ``dict``).
+"""Documents: ``index.json``, ``report.json`` and ``changes.json``, as the typed structs that
+the writers fill and the readers decode (nothing past decoding or before the final encoding is
+a ``dict``).
 
 They are encoded by :func:`crawler.output.write.encode_json`, which sorts keys: the order the
 fields are declared in does not change a byte (they follow ``docs/``'s descriptions). A field
 name is its JSON key.
 
-Some fields of ``index.json`` have defaults although every writer sets them: indexes written
-by earlier versions lack them (``stats.sources_failed``), and :mod:`crawler.ops.verify` checks
-what it can of a damaged index (one lacking its ``mirror``, say) rather than nothing; the JSON
-Schema is what says every key is there.
+Some fields of ``index.json`` (and of a report's sources, which extend its sources) have
+defaults although every writer sets them: indexes written by earlier versions lack them
+(``stats.sources_failed``), and :mod:`crawler.ops.verify` checks what it can of a damaged
+index (one lacking its ``mirror``, say) rather than nothing; the JSON Schema is what says
+every key is there.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 from typing import Generic, TypeVar
 
 import msgspec
+from msgspec import UNSET, UnsetType
 
 #: ``schema_version`` of the ``index.json`` this version writes.
 SCHEMA_VERSION = 1
@@ -133,3 +136,80 @@ class Changes(msgspec.Struct, frozen=True, gc=False):
     packages_added: list[str]
     packages_removed: list[str]
     totals: ChangeTotals
+
+
+# --- what report.json and changes.json have in common -------------------------------------
+
+
+class Companion(msgspec.Struct, frozen=True, gc=False):
+    """What every sync checks of the two companions of a published ``index.json`` (see
+    :func:`crawler.output.write.companion_problem`): a JSON object naming its branch. Only that:
+    a companion written by another version is still sound, and a ``branch`` of any type is
+    decoded, to be named in the problem."""
+
+    branch: object = None
+
+
+# --- report.json -----------------------------------------------------------------------------
+
+
+class ReportSource(IndexSource, frozen=True, kw_only=True, gc=False):
+    """One entry of a report's ``sources``: the index's entry, with how it was fetched.
+    ``status`` is the outcome: ``fetched``, ``unchanged``, ``missing``, ``failed``,
+    ``not_read``. (Its defaults: see the module docstring.)"""
+
+    location: str = ""
+    sidecar_sha256: str | None = None
+    sidecar_matches: bool | None = None
+    attempts: int = 0
+    retries: int = 0
+    decoded: bool = False
+    fetch_seconds: float = 0.0
+    decode_seconds: float = 0.0
+    error: str | None = None
+
+
+class InvalidRecord(msgspec.Struct, frozen=True, gc=False):
+    """A record of a source that failed validation, and why."""
+
+    source: str
+    hash: str
+    reason: str
+
+
+class Conflict(msgspec.Struct, frozen=True, gc=False):
+    """A stack disagreeing with the root about a spec; the root's value is kept."""
+
+    hash: str
+    source: str
+    field: str
+    root: str
+    stack: str
+
+
+class Report(msgspec.Struct, kw_only=True, gc=False):
+    """``report.json`` (and ``.crawler/reports/<branch>.json``): one attempt at a branch.
+
+    Filled as the branch goes, so mutable. A field left UNSET is not written: a failed branch
+    has no ``stats``, only a publish has ``changes``, only a rebuild has the findings.
+    ``status``, ``error``, ``finished_at`` and ``duration_seconds`` are set before any
+    report is written.
+    """
+
+    tool: str
+    branch: str
+    mirror: str
+    started_at: str
+    status: str = ""
+    error: str | None = None
+    stats: IndexStats | UnsetType = UNSET
+    sources: list[ReportSource] | UnsetType = UNSET
+    invalid_records: list[InvalidRecord] | UnsetType = UNSET
+    invalid_records_total: int | UnsetType = UNSET
+    conflicts: list[Conflict] | UnsetType = UNSET
+    conflicts_total: int | UnsetType = UNSET
+    missing_stacks: list[str] | UnsetType = UNSET
+    failed_stacks: list[str] | UnsetType = UNSET
+    changes: ChangeTotals | UnsetType = UNSET
+    finished_at: str = ""
+    duration_seconds: float = 0.0

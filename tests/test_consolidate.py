@@ -12,9 +12,9 @@ from collections.abc import Iterator
 import pytest
 
 from bench.synth import make_hash
-from crawler.build.consolidate import Conflict, Consolidator, consolidate, prepare_root
+from crawler.build.consolidate import Consolidator, consolidate, prepare_root
 from crawler.decode.validate import SourceSummary, SpecRow
-from crawler.documents import PackageSummary
+from crawler.documents import Conflict, PackageSummary
 
 A, B, C, ONLY_IN_STACK = (make_hash(x) for x in ("a", "b", "c", "stack only"))
 

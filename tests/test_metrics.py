@@ -8,11 +8,13 @@ import stat
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 import yaml
 
 from bench.synth import SynthRef, SynthSpec, build_mirror
 from crawler.cli.command import main_async
+from crawler.documents import Report
 from crawler.ops.metrics import load_last_success, render_metrics, write_metrics
 from crawler.output.lock import RunLock
 
@@ -23,7 +25,8 @@ EARLIER = 1_745_029_800.0
 
 
 def source(label: str, status: str, size: int | None, retries: int = 0) -> dict[str, Any]:
-    """A source entry as report.json holds it (only some of its keys matter here)."""
+    """A source entry as report.json holds it (only some of its keys matter here; the others
+    have their defaults)."""
     return {
         "label": label,
         "status": status,
@@ -38,7 +41,7 @@ PUBLISHED: dict[str, Any] = {
     "branch": "develop",
     "status": "published",
     "duration_seconds": 12.5,
-    "stats": {"specs": 60021, "packages": 2101, "sources": 4},
+    "stats": {"specs": 60021, "packages": 2101, "sources": 4, "sources_missing": 1},
     "changes": {"specs_before": 60012, "specs_after": 60021, "added": 12, "removed": 3},
     "sources": [
         source("root", "fetched", 300_000_000, retries=2),
@@ -51,7 +54,7 @@ PARTIAL: dict[str, Any] = {
     "branch": "develop-2025-04-20",
     "status": "partial",
     "duration_seconds": 0.25,
-    "stats": {"specs": 58, "packages": 30},
+    "stats": {"specs": 58, "packages": 30, "sources": 2, "sources_missing": 0},
     "changes": {"specs_before": 0, "specs_after": 58, "added": 58, "removed": 0},
     "sources": [source("root", "unchanged", 59305), source("e4s", "failed", None, retries=2)],
 }
@@ -70,8 +73,20 @@ FAILED: dict[str, Any] = {
 }
 
 
+def report(document: dict[str, Any]) -> Report:
+    """A run's report from a report.json document (what a sync writes first, added)."""
+    first = {"tool": "spack-cache-crawler 0", "mirror": "https://mirror", "started_at": "now"}
+    return msgspec.convert({**first, **document}, Report)
+
+
 def render(reports: list[dict[str, Any]], last: dict[str, float] | None = None) -> str:
-    return render_metrics(reports, exit_code=5, run_seconds=15.75, now=NOW, last_success=last or {})
+    return render_metrics(
+        [report(r) for r in reports],
+        exit_code=5,
+        run_seconds=15.75,
+        now=NOW,
+        last_success=last or {},
+    )
 
 
 EXPECTED = """\
@@ -279,7 +294,7 @@ def test_a_failed_run_keeps_the_previous_success_across_runs(tmp_path: Path) -> 
     assert first == {"develop": NOW}
     failed = dict(FAILED, branch="develop")
     later = render_metrics(
-        [failed], exit_code=4, run_seconds=1.0, now=NOW + 86400, last_success=first
+        [report(failed)], exit_code=4, run_seconds=1.0, now=NOW + 86400, last_success=first
     )
     write_metrics(path, later)
     assert load_last_success(path) == {"develop": NOW}

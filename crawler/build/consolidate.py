@@ -18,22 +18,10 @@ from collections.abc import Iterator, Mapping
 from operator import attrgetter
 from typing import NamedTuple
 
-import msgspec
-
 from ..decode.validate import IDENTITY_FIELDS, IDENTITY_SEPARATOR, SourceSummary, SpecRow
-from ..documents import PackageMeta, PackageSummary, SpecDetail
+from ..documents import Conflict, PackageMeta, PackageSummary, SpecDetail
 
 SIZE_UNKNOWN = "-"
-
-
-class Conflict(msgspec.Struct, frozen=True, gc=False):
-    """A stack disagreeing with the root about a spec; the root's value is kept."""
-
-    hash: str
-    source: str
-    field: str
-    root: str
-    stack: str
 
 
 @contextlib.contextmanager

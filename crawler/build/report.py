@@ -1,8 +1,9 @@
 """Report: what a branch's run found, as ``report.json`` and ``index.json`` state it.
 
-Pure functions of the sources' outcomes and the consolidated packages: the findings (invalid
-records, conflicts, missing and failed stacks), the branch's ``stats``, and the specs of the
-published index as :func:`crawler.build.changes.changes_between` compares them.
+From the sources' outcomes and the consolidated packages: the findings (invalid records,
+conflicts, missing and failed stacks, set on the :class:`~crawler.documents.Report`), the
+branch's ``stats``, and the specs of the published index as
+:func:`crawler.build.changes.changes_between` compares them.
 
 The findings are bounded, whatever the mirror sends: each source lists at most
 :data:`crawler.decode.validate.INVALID_SHOWN` invalid records, a branch at most
@@ -16,14 +17,12 @@ from __future__ import annotations
 import itertools
 import logging
 from pathlib import Path
-from typing import Any
 
-from ..documents import IndexStats, PackageSummary
+from ..documents import Conflict, IndexStats, InvalidRecord, PackageSummary, Report
 from ..errors import CrawlerError
 from ..files import read_regular
 from ..sync.sources import SourceOutcome
 from .changes import SpecStacks, load_spec_stacks
-from .consolidate import Conflict
 
 log = logging.getLogger(__name__)
 
@@ -32,25 +31,24 @@ INVALID_SHOWN = 1000
 CONFLICTS_SHOWN = 1000
 
 
-def findings(outcomes: list[SourceOutcome], conflicts: list[Conflict]) -> dict[str, Any]:
-    """Invalid records (with their source), conflicts, missing and failed stacks: the first of
-    each (see the module docstring), and their totals."""
+def record_findings(
+    report: Report, outcomes: list[SourceOutcome], conflicts: list[Conflict]
+) -> None:
+    """Set the report's invalid records (with their source), conflicts, missing and failed
+    stacks: the first of each (see the module docstring), and their totals."""
     summaries = [(o.source.label, o.summary) for o in outcomes if o.summary is not None]
     listed = itertools.chain.from_iterable(
         ((label, r) for r in summary.invalid) for label, summary in summaries
     )
-    invalid = [
-        {"source": label, "hash": r.hash, "reason": r.reason}
+    report.invalid_records = [
+        InvalidRecord(label, r.hash, r.reason)
         for label, r in itertools.islice(listed, INVALID_SHOWN)
     ]
-    return {
-        "invalid_records": invalid,
-        "invalid_records_total": sum(summary.invalid_total for _, summary in summaries),
-        "conflicts": conflicts[:CONFLICTS_SHOWN],
-        "conflicts_total": len(conflicts),
-        "missing_stacks": [o.source.label for o in outcomes if o.status == "missing"],
-        "failed_stacks": [o.source.label for o in outcomes if o.status == "failed"],
-    }
+    report.invalid_records_total = sum(summary.invalid_total for _, summary in summaries)
+    report.conflicts = conflicts[:CONFLICTS_SHOWN]
+    report.conflicts_total = len(conflicts)
+    report.missing_stacks = [o.source.label for o in outcomes if o.status == "missing"]
+    report.failed_stacks = [o.source.label for o in outcomes if o.status == "failed"]
 
 
 def branch_stats(

@@ -61,10 +61,8 @@ import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
-import msgspec
-
+from ..documents import Report
 from ..files import read_regular
 from ..output.write import atomic_write
 
@@ -76,31 +74,6 @@ LAST_SUCCESS = f"{PREFIX}last_success_timestamp_seconds"
 
 Labels = tuple[tuple[str, str], ...]
 Sample = tuple[Labels, float]
-
-
-class _Source(msgspec.Struct, frozen=True):
-    status: str
-    bytes: int | None = None
-    retries: int = 0
-
-
-class _Stats(msgspec.Struct, frozen=True):
-    specs: int
-    packages: int
-
-
-class _Changes(msgspec.Struct, frozen=True):
-    added: int
-    removed: int
-
-
-class _Report(msgspec.Struct, frozen=True):
-    branch: str
-    status: str
-    duration_seconds: float | None = None
-    stats: _Stats | None = None
-    changes: _Changes | None = None
-    sources: list[_Source] = []
 
 
 def _escape_label(value: str) -> str:
@@ -134,17 +107,15 @@ def _family(name: str, help: str, samples: Iterable[Sample]) -> list[str]:
 
 
 def render_metrics(
-    reports: Sequence[Mapping[str, Any]],
+    reports: Sequence[Report],
     *,
     exit_code: int,
     run_seconds: float,
     now: float,
     last_success: Mapping[str, float],
 ) -> str:
-    """The metrics file for a run: one report per branch synced (as ``report.json`` holds it)."""
-    # from_attributes: a run's report holds structs (its stats, its changes' totals).
-    converted = (msgspec.convert(r, _Report, from_attributes=True) for r in reports)
-    runs = sorted(converted, key=lambda r: r.branch)
+    """The metrics file for a run: one report per branch synced."""
+    runs = sorted(reports, key=lambda r: r.branch)
     success = dict(last_success)
     for run in runs:
         if run.status in SUCCESS_STATUSES:
@@ -206,7 +177,7 @@ def render_metrics(
         [
             (
                 (("branch", r.branch), ("outcome", outcome)),
-                sum(s.status == outcome for s in r.sources),
+                sum(s.status == outcome for s in r.sources or ()),
             )
             for r in runs
             for outcome in SOURCE_OUTCOMES
@@ -216,13 +187,14 @@ def render_metrics(
         "downloaded_bytes",
         "Bytes of the branch's indexes downloaded in the last run.",
         per_branch(
-            (r.branch, sum(s.bytes or 0 for s in r.sources if s.status == "fetched")) for r in runs
+            (r.branch, sum(s.bytes or 0 for s in r.sources or () if s.status == "fetched"))
+            for r in runs
         ),
     )
     lines += _family(
         "retries",
         "Requests retried for the branch in the last run.",
-        per_branch((r.branch, sum(s.retries for s in r.sources)) for r in runs),
+        per_branch((r.branch, sum(s.retries for s in r.sources or ())) for r in runs),
     )
     lines.append("# EOF")
     return "\n".join(lines) + "\n"

@@ -20,7 +20,7 @@ from pathlib import Path
 import msgspec
 
 from ..config import normal_formats
-from ..documents import Index
+from ..documents import Index, Report
 from ..files import read_regular
 from .state import BranchState, PagesDigest
 from .write import COMPANIONS, companion_problem
@@ -187,15 +187,12 @@ class PublishedBranch:
         if previous is not None:
             failed = frozenset(s.label for s in previous.sources if s.status == "failed")
             return failed or None
-        try:
-            published = msgspec.json.decode(read_regular(self.folder / "report.json"))
-        except (OSError, msgspec.DecodeError):
+        try:  # a report that does not decode as one tells nothing: synced, nothing excused
+            published = msgspec.json.decode(read_regular(self.folder / "report.json"), type=Report)
+        except (OSError, msgspec.DecodeError):  # ValidationError included
             return frozenset()
-        if not isinstance(published, dict):
-            return frozenset()
-        if published.get("status") == "published":
+        if published.status == "published":
             return None
-        labels = published.get("failed_stacks")
-        if published.get("status") != "partial" or not isinstance(labels, list):
+        if published.status != "partial" or not published.failed_stacks:
             return frozenset()
-        return frozenset(label for label in labels if isinstance(label, str))
+        return frozenset(published.failed_stacks)

@@ -35,7 +35,7 @@ from typing import Any
 
 import msgspec
 
-from ..documents import PackageSummary
+from ..documents import Companion, PackageSummary
 from ..errors import OutputError
 from ..files import read_regular
 from .lock import OutputFolder, held_folder
@@ -428,11 +428,7 @@ def companion_problem(folder: Path, name: str) -> str | None:
     return None
 
 
-class _Companion(msgspec.Struct):
-    branch: Any = None
-
-
-_COMPANION = msgspec.json.Decoder(_Companion)
+_COMPANION = msgspec.json.Decoder(Companion)
 
 
 def foreign_entries(branch: Path, unlisted: Callable[[OSError], None] | None = None) -> list[str]:

@@ -37,26 +37,26 @@ import os
 import shutil
 import time
 from collections.abc import Awaitable, Callable, Collection, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import msgspec
+from msgspec import UNSET
 
 from .. import __version__
 from ..build.changes import SpecStacks, changes_between, counted, spec_stacks_of, summary_line
 from ..build.consolidate import (
-    Conflict,
     Consolidator,
     consolidate,
     paused_gc,
     prepare_root,
 )
-from ..build.report import branch_stats, findings, published_spec_stacks
+from ..build.report import branch_stats, published_spec_stacks, record_findings
 from ..config import Config, normal_formats
 from ..decode.validate import SourceSummary
-from ..documents import Changes, Index, PackageSummary
+from ..documents import Changes, Conflict, Index, PackageSummary, Report
 from ..errors import (
     BranchError,
     CrawlerError,
@@ -97,7 +97,7 @@ class BranchResult:
     branch: str
     status: BranchStatus
     message: str
-    report: dict[str, Any] = field(default_factory=dict)
+    report: Report
 
     @property
     def ok(self) -> bool:
@@ -331,12 +331,12 @@ class Syncer:
         work: Path,
     ) -> BranchResult:
         clock = time.monotonic()
-        report: dict[str, Any] = {
-            "tool": f"spack-cache-crawler {__version__}",
-            "branch": branch,
-            "mirror": self.mirror.base,
-            "started_at": _now(),
-        }
+        report = Report(
+            tool=f"spack-cache-crawler {__version__}",
+            branch=branch,
+            mirror=self.mirror.base,
+            started_at=_now(),
+        )
         outcomes: list[SourceOutcome] = []
         try:
             if branch in discovery.problems:  # asked for by name (--all skips it, see run())
@@ -344,7 +344,7 @@ class Syncer:
             published = self.output / branch / "index.json"
             previous = self.store.branch(branch)
             if previous is not None and previous.stats is not None:
-                report["stats"] = previous.stats  # replaced below if the branch is rebuilt
+                report.stats = previous.stats  # replaced below if the branch is rebuilt
             # What the last publish wrote, whichever version did (after an upgrade too).
             record = previous or self.store.branch(branch, any_version=True)
             excused: frozenset[str] = frozenset()  # stacks that may fail beyond the budget
@@ -396,7 +396,7 @@ class Syncer:
                 return outcome
 
             outcomes = await _read_all(branch, sources, read)
-            report["sources"] = [o.report_entry() for o in outcomes]
+            report.sources = [o.report_entry() for o in outcomes]
             failed = self._check(branch, outcomes, excused)
             entries = [o.index_entry() for o in outcomes]
             locations = [o.source.location for o in outcomes]
@@ -406,7 +406,7 @@ class Syncer:
             if previous is not None and self._current(branch, previous, inputs, formats):
                 self._remember(branch, previous, outcomes)
                 if failed:  # still partial: the published output lacks the failing stacks
-                    report["failed_stacks"] = [o.source.label for o in failed]
+                    report.failed_stacks = [o.source.label for o in failed]
                     labels = ", ".join(o.source.label for o in failed)
                     reason = f"output is current, but stacks still fail: {labels}"
                     return self._done(branch, "partial", report, clock, reason)
@@ -425,7 +425,8 @@ class Syncer:
                 packages, conflicts = early.finish(root, stacks)
                 await _checkpoint()
                 stats = branch_stats(outcomes, packages, conflicts)
-                report.update(findings(outcomes, conflicts), stats=stats)
+                record_findings(report, outcomes, conflicts)
+                report.stats = stats
                 del root, stacks
                 for o in outcomes:
                     o.release()  # the summaries are consolidated: free them before serialising
@@ -445,7 +446,7 @@ class Syncer:
                     packages=packages,
                 )
                 status: BranchStatus = "partial" if failed else "published"
-                report.update(status=status, error=None, changes=changes.totals)
+                report.status, report.error, report.changes = status, None, changes.totals
                 digest, pages, swapped = await self._publish(
                     branch, index, packages, changes, report, clock, "pages" in formats
                 )
@@ -479,7 +480,7 @@ class Syncer:
             message = f"branch {branch} failed: out of memory building its output"
             return self._done(branch, "failed", report, clock, message, outcomes)
         line = summary_line(changes).removeprefix(f"{branch}: ")  # the reporter names the branch
-        message = f"{status} {self.output / branch}: {line} ({report['duration_seconds']:.2f}s)"
+        message = f"{status} {self.output / branch}: {line} ({report.duration_seconds:.2f}s)"
         self.reporter.branch_done(branch, message, ok=True)
         return BranchResult(branch, status, message, report)
 
@@ -487,23 +488,24 @@ class Syncer:
         self,
         branch: str,
         status: BranchStatus,
-        report: dict[str, Any],
+        report: Report,
         clock: float,
         message: str,
         outcomes: Sequence[SourceOutcome] = (),
     ) -> BranchResult:
         """Finish a branch that publishes nothing: record why, tell the user."""
-        report.setdefault("sources", [o.report_entry() for o in outcomes])
+        if report.sources is UNSET:  # else as read: a source read again failed
+            report.sources = [o.report_entry() for o in outcomes]
         failing = status in ("failed", "refused")
         if failing and (replaced := replaced_error(self.output)) is not None:
             status, message = "failed", f"branch {branch} failed: {replaced}"  # whatever failed
         if failing:
-            report.pop("stats", None)  # only the stats of what is published are meaningful
-        report.update(status=status, error=message if failing else None)
+            report.stats = UNSET  # only the stats of what is published are meaningful
+        report.status, report.error = status, message if failing else None
         self._finish(report, clock)
         self._keep_report(branch, report)
         if not failing:
-            message = f"{status}: {message} ({report['duration_seconds']:.2f}s)"
+            message = f"{status}: {message} ({report.duration_seconds:.2f}s)"
         self.reporter.branch_done(branch, message, ok=not failing)
         return BranchResult(branch, status, message, report)
 
@@ -641,15 +643,15 @@ class Syncer:
         root = summaries.pop(outcomes[0].source.label)
         return root, summaries
 
-    def _finish(self, report: dict[str, Any], clock: float) -> None:
-        report["finished_at"] = _now()
-        report["duration_seconds"] = round(time.monotonic() - clock, 3)
+    def _finish(self, report: Report, clock: float) -> None:
+        report.finished_at = _now()
+        report.duration_seconds = round(time.monotonic() - clock, 3)
 
-    def _save_report(self, branch: str, report: dict[str, Any]) -> None:
+    def _save_report(self, branch: str, report: Report) -> None:
         if is_safe_name(branch):
             atomic_write(state_dir(self.output) / "reports" / f"{branch}.json", encode_json(report))
 
-    def _keep_report(self, branch: str, report: dict[str, Any]) -> None:
+    def _keep_report(self, branch: str, report: Report) -> None:
         """Save the run report of a branch that publishes nothing. It only tells what happened
         (the log says it too): failing to write it (a full disk) is logged, and neither fails
         the branch nor stops the run before the branches after it."""
@@ -664,7 +666,7 @@ class Syncer:
         index: Index[PackageSummary],
         packages: dict[str, PackageSummary],
         changes: Changes,
-        report: dict[str, Any],
+        report: Report,
         clock: float,
         with_pages: bool,
     ) -> tuple[str, str | None, bool]:

@@ -18,7 +18,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import msgspec
 
@@ -36,7 +36,7 @@ from ..decode.summarize import (
     summarize_stack,
 )
 from ..decode.validate import Kind, SourceSummary
-from ..documents import IndexSource
+from ..documents import IndexSource, ReportSource
 from ..errors import (
     ChecksumError,
     CrawlerError,
@@ -171,21 +171,31 @@ class SourceOutcome:
             invalid_records=facts.invalid_records if facts else None,
         )
 
-    def report_entry(self) -> dict[str, Any]:
-        """The source as ``report.json`` lists it, with how it was fetched."""
-        return {
-            **msgspec.structs.asdict(self.index_entry()),
-            "status": self.status,
-            "location": self.source.location,
-            "sidecar_sha256": self.sidecar,
-            "sidecar_matches": self.sidecar_matches,
-            "attempts": self.attempts,
-            "retries": self.retries,
-            "decoded": self.decoded,
-            "fetch_seconds": round(self.fetch_seconds, 3),
-            "decode_seconds": round(self.decode_seconds, 3),
-            "error": self.error,
-        }
+    def report_entry(self) -> ReportSource:
+        """The source as ``report.json`` lists it: its ``index.json`` entry with the outcome
+        as its status, and how it was fetched."""
+        entry = self.index_entry()
+        return ReportSource(
+            label=entry.label,
+            url=entry.url,
+            layout=entry.layout,
+            status=self.status,
+            sha256=entry.sha256,
+            bytes=entry.bytes,
+            db_version=entry.db_version,
+            records=entry.records,
+            in_buildcache=entry.in_buildcache,
+            invalid_records=entry.invalid_records,
+            location=self.source.location,
+            sidecar_sha256=self.sidecar,
+            sidecar_matches=self.sidecar_matches,
+            attempts=self.attempts,
+            retries=self.retries,
+            decoded=self.decoded,
+            fetch_seconds=round(self.fetch_seconds, 3),
+            decode_seconds=round(self.decode_seconds, 3),
+            error=self.error,
+        )
 
     def state(self) -> SourceState:
         """What the next run needs to know about this source. One that was not read passes on
