@@ -22,6 +22,7 @@ import logging
 import os
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from types import FrameType
 
@@ -54,6 +55,47 @@ def timer(seconds: float, code: int, line: str) -> threading.Timer | None:
     return watchdog
 
 
+class _Watchdog:
+    """A daemon thread, started before any signal, that ends the process at the first alarm
+    due (see :func:`exit_now`).
+
+    A signal handler only appends an alarm to a list: starting a thread there could wait
+    for ever on a lock of :mod:`threading` that the interrupted main thread holds (in the
+    middle of starting a thread of its own), which would hang the very stop it is there for.
+    """
+
+    #: Seconds between two looks at the alarms.
+    TICK = 0.05
+
+    def __init__(self) -> None:
+        self._alarms: list[tuple[float, int, str]] = []  # (when, code, line)
+        self._stopped = False
+        self._thread = threading.Thread(target=self._watch, name="watchdog", daemon=True)
+
+    def start(self) -> bool:
+        """False where no thread can be started (``ulimit -v``): the clean stop is then all
+        there is."""
+        try:
+            self._thread.start()
+        except RuntimeError:
+            return False
+        return True
+
+    def arm(self, seconds: float, code: int, line: str) -> None:
+        self._alarms.append((time.monotonic() + seconds, code, line))
+
+    def stop(self) -> None:
+        self._stopped = True
+
+    def _watch(self) -> None:
+        while not self._stopped:
+            time.sleep(self.TICK)
+            now = time.monotonic()
+            for when, code, line in list(self._alarms):
+                if now >= when and not self._stopped:
+                    exit_now(code, line)
+
+
 class Stopper:
     """Stops one run's task on the first signal or at the deadline (see the module's text).
 
@@ -68,7 +110,8 @@ class Stopper:
         self._deadline = deadline
         self.reason: signal.Signals | str | None = None
         self._settled: int | None = None  # the run's exit code, once known (see settle)
-        self._timers: list[threading.Timer | asyncio.TimerHandle] = []
+        self._deadline_handle: asyncio.TimerHandle | None = None
+        self._watchdog = _Watchdog()
 
     @property
     def code(self) -> int:
@@ -101,16 +144,21 @@ class Stopper:
             except ValueError:  # not the main thread: the caller handles its signals
                 break
             previous[signum] = handler
+        if self._hard:
+            self._watchdog.start()  # no thread to be had (ulimit -v): the clean stop is all
         if self._deadline is not None:
-            self._timers.append(self._loop.call_later(self._deadline, self._deadline_passed))
+            self._deadline_handle = self._loop.call_later(self._deadline, self._deadline_passed)
             if self._hard:  # the loop itself may be what is stuck
                 line = f"error: the run did not stop at its deadline ({self._deadline:g} s)"
-                self._arm(self._deadline + GRACE, ExitCode.DEADLINE, f"{line}; ended at once")
+                self._watchdog.arm(
+                    self._deadline + GRACE, ExitCode.DEADLINE, f"{line}; ended at once"
+                )
         try:
             yield self
         finally:
-            for armed in self._timers:
-                armed.cancel()
+            self._watchdog.stop()
+            if self._deadline_handle is not None:
+                self._deadline_handle.cancel()
             for signum, handler in previous.items():
                 if self._hard and self._settled is not None:
                     signal.signal(signum, self._received_at_the_end)
@@ -147,7 +195,7 @@ class Stopper:
         clean stop is done by then."""
         if self._hard:
             ended = f"error: the run did not stop within {GRACE:g} s of {what}; ended at once"
-            self._arm(GRACE, self.code, ended)
+            self._watchdog.arm(GRACE, self.code, ended)
 
     def _stop(self, line: str) -> None:
         if self._settled is not None:  # the outcome came first
@@ -155,8 +203,3 @@ class Stopper:
         log.warning("%s", line)
         if self._task is not None:
             self._task.cancel()
-
-    def _arm(self, seconds: float, code: int, line: str) -> None:
-        armed = timer(seconds, code, line)
-        if armed is not None:
-            self._timers.append(armed)
