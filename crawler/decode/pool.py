@@ -36,8 +36,8 @@ ROOT_FIRST, STACKS_AFTER = 0, 1
 _IN_FLIGHT = 3
 #: Seconds between checks that the pool's manager thread still runs, while a job waits.
 _MANAGER_CHECK = 1.0
-#: Seconds :meth:`DecodeQueue.close` gives terminated workers, then the pools' manager threads,
-#: to end: a worker that ignores SIGTERM is killed, a thread that does not end is left behind.
+#: Seconds :meth:`DecodeQueue.close` gives killed workers, then the pools' manager threads,
+#: to end: a thread that does not end is left behind.
 _STOP_GRACE = 1.0
 
 
@@ -88,12 +88,14 @@ def _processes(pool: concurrent.futures.ProcessPoolExecutor) -> list[BaseProcess
 
 
 def _start_worker(crawler_pid: int) -> None:
-    """Worker initializer: no cyclic garbage collector, SIGINT and SIGHUP ignored, and exit
-    when the crawler is gone.
+    """Worker initializer: no cyclic garbage collector, SIGINT, SIGTERM and SIGHUP ignored,
+    and exit when the crawler is gone.
 
-    Ctrl-C and a closed terminal signal the whole process group: the crawler then stops its
-    workers itself (SIGTERM), whereas each worker would print its own KeyboardInterrupt
-    traceback.
+    Ctrl-C, a closed terminal and ``systemctl stop`` signal the whole process group: the
+    crawler then stops its workers itself (SIGKILL: they hold nothing to clean up). A worker
+    that took the signal would print its own KeyboardInterrupt traceback, or die and break the
+    pool, which the crawler would replace as it stops (a new worker then fails to rebuild a
+    semaphore already removed, with a traceback).
 
     Decoding a piece of an index allocates tens of thousands of dicts and lists at once, and
     each batch of them starts a collection that walks every live container: with collections,
@@ -108,8 +110,8 @@ def _start_worker(crawler_pid: int) -> None:
     close, and the workers hold them.
     """
     gc.disable()
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    for signum in _GROUP_SIGNALS:
+        signal.signal(signum, signal.SIG_IGN)
     if hasattr(signal, "pthread_sigmask"):  # blocked by the forkserver (see _decode_pool)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, _GROUP_SIGNALS)
     threading.Thread(
@@ -152,7 +154,7 @@ class _Leftovers(NamedTuple):
 
 
 def _retire(pool: concurrent.futures.ProcessPoolExecutor) -> _Leftovers:
-    """Stop a pool without waiting: its workers are terminated and its manager thread freed.
+    """Stop a pool without waiting: its workers are killed and its manager thread freed.
 
     The workers send their results through one pipe that the pool's manager thread reads. A
     worker ended while it sends (SIGTERM, the out-of-memory killer) leaves half a message
@@ -165,7 +167,7 @@ def _retire(pool: concurrent.futures.ProcessPoolExecutor) -> _Leftovers:
     leftovers = _Leftovers(_processes(pool), getattr(pool, "_executor_manager_thread", None))
     for process in leftovers.processes:
         with contextlib.suppress(OSError, ValueError):  # ended and closed meanwhile
-            process.terminate()
+            process.kill()  # it ignores the signals sent to the group (see _start_worker)
     writer = getattr(getattr(pool, "_result_queue", None), "_writer", None)
     if writer is not None:
         with contextlib.suppress(OSError):
