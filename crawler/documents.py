@@ -2,7 +2,7 @@
 the writers fill and the readers decode (nothing past decoding or before the final encoding is
 a ``dict``).
 
-They are encoded by :func:`crawler.output.write.encode_json`, which sorts keys: the order the
+They are encoded by :func:`crawler.output.render.encode_json`, which sorts keys: the order the
 fields are declared in does not change a byte (they follow ``docs/``'s descriptions). A field
 name is its JSON key.
 
@@ -143,7 +143,7 @@ class Changes(msgspec.Struct, frozen=True, gc=False):
 
 class Companion(msgspec.Struct, frozen=True, gc=False):
     """What every sync checks of the two companions of a published ``index.json`` (see
-    :func:`crawler.output.write.companion_problem`): a JSON object naming its branch. Only that:
+    :func:`crawler.output.published.companion_problem`): a JSON object naming its branch. Only that:
     a companion written by another version is still sound, and a ``branch`` of any type is
     decoded, to be named in the problem."""
 

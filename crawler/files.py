@@ -12,10 +12,20 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import stat
 from pathlib import Path
 
 NOT_REGULAR = "not a regular file (a named pipe, a device or a socket)"
+
+#: A name that becomes one path component: no separators, no leading dot, no control characters.
+SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,199}")
+
+
+def is_safe_name(name: str) -> bool:
+    """True when ``name`` can be used as a single file or folder name under the output (a
+    branch, a package's page): both the mirror's refs and an index's package names must be."""
+    return SAFE_NAME.fullmatch(name) is not None
 
 
 def open_regular(path: Path | str) -> int:

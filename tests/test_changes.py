@@ -11,7 +11,7 @@ import pytest
 from crawler.build.changes import compute_changes, summary_line
 from crawler.documents import Changes
 from crawler.errors import ChangesInputError
-from crawler.output.write import encode_json
+from crawler.output.render import encode_json
 
 A = "a" * 32
 B = "b" * 32

@@ -25,6 +25,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -32,14 +33,15 @@ from urllib.parse import quote
 import pytest
 import yaml
 
-import crawler.output.write
+import crawler.ops.metrics
+import crawler.output.workdir
 from bench.synth import SynthRef, SynthSpec, build_mirror
 from crawler import __version__
-from crawler.cli import command as cli
 from crawler.cli.command import main, main_async
 from crawler.errors import OutputError
 from crawler.ops.verify import verify_branch
-from crawler.output.write import BranchStage
+from crawler.output.atomic import FSYNC_EACH_UP_TO, flush_tree
+from crawler.output.stage import BranchStage
 
 from .conftest import (
     CLI_TIMEOUT,
@@ -766,7 +768,7 @@ def test_a_publish_checks_the_folder_it_replaces_again(tmp_path: Path) -> None:
     assert sorted(p.name for p in (tmp_path / "develop").iterdir()) == ["mine.txt"]
 
 
-@pytest.mark.parametrize("pages", [2, crawler.output.write.FSYNC_EACH_UP_TO])
+@pytest.mark.parametrize("pages", [2, FSYNC_EACH_UP_TO])
 def test_a_staged_branch_is_flushed_file_by_file_or_all_at_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pages: int
 ) -> None:
@@ -782,8 +784,7 @@ def test_a_staged_branch_is_flushed_file_by_file_or_all_at_once(
         fsync(fd)
 
     monkeypatch.setattr(os, "fsync", recorded)
-    monkeypatch.setattr(crawler.output.write, "_syncfs", whole.append)
-    stage = BranchStage(tmp_path, "develop")
+    stage = BranchStage(tmp_path, "develop", flush=partial(flush_tree, flush_all=whole.append))
     staged = stage.path
     names = ["index.json", "changes.json", *(f"pages/p{i}/specs.md" for i in range(pages))]
     for name in names:
@@ -795,7 +796,7 @@ def test_a_staged_branch_is_flushed_file_by_file_or_all_at_once(
         names
     )
     mine = {Path(p).relative_to(staged).as_posix() for p in flushed if p.startswith(str(staged))}
-    if len(names) <= crawler.output.write.FSYNC_EACH_UP_TO:
+    if len(names) <= FSYNC_EACH_UP_TO:
         folders = {".", "pages", *(f"pages/p{i}" for i in range(pages))}
         assert mine == {*names, *folders}
         assert whole == []
@@ -817,23 +818,19 @@ def test_a_pipe_or_a_link_in_a_staged_branch_does_not_stop_its_flush(tmp_path: P
     assert sorted(p.name for p in published.iterdir()) == ["index.json", "link", "pipe"]
 
 
-def _publish_written_into(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, write: Callable[[Path], None]
-) -> Path:
+def _publish_written_into(tmp_path: Path, write: Callable[[Path], None]) -> Path:
     """Publish a branch over a published one, ``write`` putting files into the published
     folder while the staged files are flushed, after the folder was checked."""
     old = BranchStage(tmp_path, "develop")
     old.write("index.json", b"{}")
     old.write("pages/zlib/specs.md", b"old")
     old.publish()
-    flush = crawler.output.write._flush_tree
 
     def flush_while_written(path: Path) -> None:
         write(tmp_path / "develop")
-        flush(path)
+        flush_tree(path)
 
-    monkeypatch.setattr(crawler.output.write, "_flush_tree", flush_while_written)
-    new = BranchStage(tmp_path, "develop")
+    new = BranchStage(tmp_path, "develop", flush=flush_while_written)
     new.write("index.json", b'{"new": 1}')
     new.write("pages/zlib/specs.md", b"new")
     new.publish()
@@ -841,7 +838,7 @@ def _publish_written_into(
 
 
 def test_what_is_written_into_a_branch_while_it_is_replaced_is_moved_into_the_new_one(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The folder is checked before its replacement is flushed, which can take a while; what
     was written meanwhile was deleted with the previous folder. It is moved into the new one,
@@ -851,12 +848,12 @@ def test_what_is_written_into_a_branch_while_it_is_replaced_is_moved_into_the_ne
         (branch / "mine.txt").write_text("mine")
         (branch / "pages" / "zlib" / "notes.md").write_text("notes")
 
-    branch = _publish_written_into(tmp_path, monkeypatch, write)
+    branch = _publish_written_into(tmp_path, write)
     assert (branch / "index.json").read_bytes() == b'{"new": 1}'
     assert (branch / "pages" / "zlib" / "specs.md").read_bytes() == b"new"
     assert (branch / "mine.txt").read_text() == "mine"
     assert (branch / "pages" / "zlib" / "notes.md").read_text() == "notes"
-    assert [p.name for p in crawler.output.write.staging_dir(tmp_path).iterdir()] == []
+    assert [p.name for p in crawler.output.workdir.staging_dir(tmp_path).iterdir()] == []
     warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert warned == [
         f"develop: {name} was written into {branch} while it was replaced: moved into the "
@@ -868,7 +865,7 @@ def test_what_is_written_into_a_branch_while_it_is_replaced_is_moved_into_the_ne
 
 
 def test_what_cannot_be_moved_into_the_new_branch_is_kept(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A name the new folder holds too (here a folder written where index.json was) cannot be
     moved back: the previous folder is kept whole, where no run removes it."""
@@ -878,7 +875,7 @@ def test_what_cannot_be_moved_into_the_new_branch_is_kept(
         (branch / "index.json").mkdir()
         (branch / "index.json" / "mine.txt").write_text("mine")
 
-    branch = _publish_written_into(tmp_path, monkeypatch, write)
+    branch = _publish_written_into(tmp_path, write)
     assert (branch / "index.json").read_bytes() == b'{"new": 1}'
     (kept,) = (tmp_path / ".crawler" / "staging").iterdir()
     assert kept.name.startswith("kept-develop.")
@@ -888,7 +885,7 @@ def test_what_cannot_be_moved_into_the_new_branch_is_kept(
         "while it was replaced, and not all of it could be moved into the new one: kept in "
         f"{kept}"
     ]
-    crawler.output.write.recover(tmp_path)
+    crawler.output.workdir.recover(tmp_path)
     assert (kept / "index.json" / "mine.txt").read_text() == "mine"
 
 
@@ -1356,13 +1353,13 @@ def test_a_signal_once_the_outcome_is_known_changes_nothing(
     the published run exit 130. Here the signal comes just before the metrics are written."""
     config = sample_config(tmp_path)
     metrics = tmp_path / "m.prom"
-    write_metrics = cli._write_metrics
+    write_metrics = crawler.ops.metrics.write_metrics
 
     def late(*args: Any) -> None:
         signal.raise_signal(signal.SIGINT)  # as SIGTERM would, but pytest survives without it
         write_metrics(*args)
 
-    monkeypatch.setattr(cli, "_write_metrics", late)
+    monkeypatch.setattr(crawler.ops.metrics, "write_metrics", late)
     argv = ["sync", "--branch", "develop", "--config", str(config), "--metrics", str(metrics)]
     assert main(argv) == 0
     assert "spack_cache_crawler_run_exit_code 0" in metrics.read_text()

@@ -1,7 +1,7 @@
 """Consolidating stacks one by one, in any order, gives what consolidating them at once gives.
 
-A sync folds each stack in as soon as it is decoded, before or after the root (crawler.sync.run's
-early consolidation), so the order depends on which download finishes first.
+A sync folds each stack in as soon as it is decoded, before or after the root (the early
+consolidation of crawler.sync.collect), so the order depends on which download finishes first.
 """
 
 from __future__ import annotations

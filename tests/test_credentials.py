@@ -18,7 +18,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from crawler.cli.command import main_async
-from crawler.mirror.urls import credentials, credentials_for, without_credentials
+from crawler.urls import credentials, credentials_for, without_credentials
 
 from .conftest import SAMPLE_MIRROR, MirrorServer, fast_config, tree_bytes
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-import crawler.decode.pool
-from crawler.decode.pool import DecodeQueue, _processes, _running
+from crawler.decode.pool import DecodeQueue
+from crawler.decode.workers import decode_pool, manager_thread, processes, running
 from crawler.errors import OutOfMemory, PoolError, WorkerError
 
 from .conftest import dead_pid
@@ -114,6 +114,16 @@ async def _settled(
         queue.close()
 
 
+def _recorded(pools: list[concurrent.futures.ProcessPoolExecutor], workers: int = 1) -> DecodeQueue:
+    """A queue whose pools are appended to ``pools`` as they are made."""
+
+    def new_pool(workers: int) -> concurrent.futures.ProcessPoolExecutor:
+        pools.append(decode_pool(workers))
+        return pools[-1]
+
+    return DecodeQueue(workers, new_pool)
+
+
 async def _until(path: str) -> None:
     for _ in range(600):
         if os.path.exists(path):
@@ -167,7 +177,8 @@ async def test_a_death_as_the_run_is_cancelled_is_not_logged(
     """SIGTERM sent to the whole process group (``systemctl stop``) can end a worker just
     before the crawler's handler cancels the run, whose cleanup closes the queue: that death is
     no out-of-memory alarm, and is not logged. (A death in a run that goes on is, above.)"""
-    queue = DecodeQueue(1)
+    pools: list[concurrent.futures.ProcessPoolExecutor] = []
+    queue = _recorded(pools)
     marker = os.path.join(tmp_path, "died")
 
     async def run() -> None:
@@ -178,11 +189,11 @@ async def test_a_death_as_the_run_is_cancelled_is_not_logged(
             queue.close()
 
     task = asyncio.create_task(run())
-    for _ in range(600):  # until the death is noticed, and its warning waits
-        if queue._warning is not None:
+    for _ in range(600):  # until the death is noticed (the pool replaced): its warning waits
+        if len(pools) == 2:
             break
         await asyncio.sleep(0.01)
-    assert queue._warning is not None
+    assert len(pools) == 2
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -357,11 +368,11 @@ def test_without_pidfd_a_zombie_counts_as_ended() -> None:
             if stat.read_bytes().rpartition(b")")[2].split()[0] == b"Z":
                 break
             time.sleep(0.05)
-        assert not _running(child.pid)
+        assert not running(child.pid)
     finally:
         child.wait()
-    assert not _running(dead_pid())
-    assert _running(os.getpid())
+    assert not running(dead_pid())
+    assert running(os.getpid())
 
 
 @pytest.mark.parametrize("failures", [1, 100])
@@ -426,10 +437,11 @@ async def test_a_worker_killed_while_idle_costs_no_job(
     """A worker killed between jobs (the OOM killer during a download) breaks the pool, and the
     next submit says so: the jobs run on a new pool. (For a while that submit's error, a
     RuntimeError as well, was taken for a thread that cannot start: every job failed.)"""
-    queue = DecodeQueue(2)
+    pools: list[concurrent.futures.ProcessPoolExecutor] = []
+    queue = _recorded(pools, 2)
     try:
         assert await asyncio.wait_for(queue.run(1, _echo, "a", "u0"), 60) == b"a from u0"
-        worker = _processes(queue._pool)[0]  # type: ignore[arg-type]
+        worker = processes(pools[0])[0]
         os.kill(worker.pid or 0, signal.SIGKILL)
         worker.join()
         await asyncio.sleep(0.5)  # the pool's manager thread finds it broken
@@ -460,22 +472,18 @@ async def test_a_process_that_cannot_be_started_fails_its_job_at_once(
     assert "Resource temporarily unavailable (out of memory, or a limit" in str(results[0])
 
 
-async def test_a_pool_that_cannot_be_replaced_fails_its_jobs_rather_than_hang(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+async def test_a_pool_that_cannot_be_replaced_fails_its_jobs_rather_than_hang() -> None:
     """A worker dies and no new pool can be made (its pipes and semaphores: EMFILE at the
     open-file limit, ENOMEM): the error escaped the runner, and the jobs waited for ever."""
-    make_pool = crawler.decode.pool._decode_pool
     pools = [0]
 
     def second_pool_fails(workers: int) -> concurrent.futures.ProcessPoolExecutor:
         pools[0] += 1
         if pools[0] > 1:
             raise OSError(errno.EMFILE, "Too many open files")
-        return make_pool(workers)
+        return decode_pool(workers)
 
-    monkeypatch.setattr(crawler.decode.pool, "_decode_pool", second_pool_fails)
-    queue = DecodeQueue(1)
+    queue = DecodeQueue(1, second_pool_fails)
     jobs = [queue.run(1, _die, "a", "u1"), queue.run(1, _echo, "b", "u2")]
     results = await _settled(queue, jobs)
     assert [str(r) for r in results] == 2 * [
@@ -518,13 +526,14 @@ async def test_close_ends_in_bounded_time_after_a_half_sent_result(tmp_path: Pat
     """SIGTERM while a root decodes: close() used to wait in the pool's shutdown(wait=True)
     for the manager thread, itself waiting for the rest of a half-sent result, for ever. Now
     it returns within its grace, and the thread ends too (Python's exit joins it)."""
-    queue = DecodeQueue(1)
+    pools: list[concurrent.futures.ProcessPoolExecutor] = []
+    queue = _recorded(pools)
     job = asyncio.ensure_future(queue.run(1, _die_sending, str(tmp_path / "marker"), "u"))
     for _ in range(400):  # until the worker is dead
         await asyncio.sleep(0.05)
-        if any(p.exitcode is not None for p in _processes(queue._pool)):  # type: ignore[arg-type]
+        if any(p.exitcode is not None for p in processes(pools[0])):
             break
-    manager: threading.Thread | None = queue._pool._executor_manager_thread  # type: ignore[union-attr,assignment]
+    manager = manager_thread(pools[0])
     started = time.monotonic()
     queue.close()
     assert time.monotonic() - started < 5

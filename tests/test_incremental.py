@@ -34,13 +34,13 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 import crawler.build.consolidate
-import crawler.mirror.fetch
 import crawler.output.state
-import crawler.sync.run
+import crawler.sync.decoding
 import crawler.sync.sources
 from bench.synth import SynthRef, SynthSpec, build_mirror, index_document
 from crawler.cli.command import main_async
-from crawler.mirror.fetch import usable_etag
+from crawler.mirror.http import usable_etag
+from crawler.mirror.local import LocalFolder
 from crawler.ops.verify import verify_branch
 from crawler.output.state import Store
 
@@ -597,7 +597,7 @@ def write_after_hashing(
     """Have a writer replace ``target`` (a local index) with ``content`` just after the crawler
     hashed it, the first ``times`` times: the bytes then decoded are not the bytes hashed.
     (The n-th time, ``content`` ends with n - 1 more spaces: other bytes, the same index.)"""
-    real = crawler.mirror.fetch._hash_file
+    real = LocalFolder.hash_file
     done: list[Path] = []
 
     def hash_then_write(location: str, path: Path, limit: int) -> object:
@@ -608,7 +608,7 @@ def write_after_hashing(
             done.append(new.replace(path))  # as rsync does: a new file renamed over the old
         return hashed
 
-    monkeypatch.setattr(crawler.mirror.fetch, "_hash_file", hash_then_write)
+    monkeypatch.setattr(LocalFolder, "hash_file", staticmethod(hash_then_write))
 
 
 async def test_a_local_index_replaced_while_read_is_read_again(
@@ -661,7 +661,7 @@ async def test_a_local_index_spoilt_when_decoded_is_read_again(
     site.rebuild(MORE_SPECS)  # s2 changes: it must be decoded
     target = site.file("s2").resolve()
     whole = target.read_bytes()
-    real = crawler.mirror.fetch._hash_file
+    real = LocalFolder.hash_file
     hashed: list[Path] = []
 
     def hash_then_spoil(location: str, path: Path, limit: int) -> object:
@@ -674,7 +674,7 @@ async def test_a_local_index_spoilt_when_decoded_is_read_again(
             spoil(target)
         return result
 
-    monkeypatch.setattr(crawler.mirror.fetch, "_hash_file", hash_then_spoil)
+    monkeypatch.setattr(LocalFolder, "hash_file", staticmethod(hash_then_spoil))
 
     assert await site.sync() == 0
 
@@ -1099,8 +1099,8 @@ async def test_running_out_of_memory_in_the_crawler_is_reported_as_such(
         raise MemoryError
 
     owner = {
-        "merge_root": crawler.sync.sources,
-        "prepare_root": crawler.sync.run,
+        "merge_root": crawler.sync.decoding,
+        "prepare_root": crawler.build.consolidate,
         "finish": crawler.build.consolidate.Consolidator,
     }[step]
     monkeypatch.setattr(owner, step, no_memory)

@@ -13,8 +13,10 @@ from pathlib import Path
 import pytest
 
 from crawler.errors import LockBusyError, OutputError
-from crawler.output.lock import REPLACED, Holder, RunLock, held_folder
-from crawler.output.write import BranchStage, atomic_write
+from crawler.output.atomic import atomic_write
+from crawler.output.folder import REPLACED, held_folder
+from crawler.output.lock import Holder, RunLock
+from crawler.output.stage import BranchStage
 
 from .conftest import LockHolder, dead_pid
 

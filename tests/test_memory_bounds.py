@@ -28,13 +28,8 @@ from bench.synth import SynthRef, SynthSpec, build_mirror, make_hash
 from crawler.build import report
 from crawler.cli.command import main_async
 from crawler.decode import chunks
-from crawler.decode.summarize import (
-    load_root_shard,
-    load_summary,
-    merge_root,
-    summarize_root_shard,
-    summarize_stack,
-)
+from crawler.decode.root import load_root_shard, merge_root, summarize_root_shard
+from crawler.decode.stack import load_summary, summarize_stack
 from crawler.decode.validate import INVALID_SHOWN, MAX_INVALID, SourceSummary
 
 from .conftest import ServeMirror, fast_config, tree_bytes

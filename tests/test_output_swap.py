@@ -13,16 +13,14 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 
-import crawler.output.write
-import crawler.sync.run
+import crawler.output.stage
 from bench.synth import SynthRef, SynthSpec, build_mirror
 from crawler.cli.command import main_async
-from crawler.output.lock import REPLACED
+from crawler.output.folder import REPLACED
 
 from .conftest import (
     CLI_TIMEOUT,
@@ -134,11 +132,13 @@ async def test_an_output_swapped_for_a_link_while_a_branch_is_written_is_not_pub
     assert await main_async([*sync, "--format", "json"]) == 0
     published = tree_bytes(out / "develop")
     locked, other = tmp_path / "out.locked", tmp_path / "other"
-    render = crawler.output.write.render_page
+    write = crawler.output.stage.BranchStage.write
     seconds: list[Done] = []
 
-    def swap_then_render(*args: Any) -> str:
-        monkeypatch.setattr(crawler.sync.run, "render_page", render)
+    def swap_then_write(stage: crawler.output.stage.BranchStage, name: str, data: bytes) -> None:
+        if not name.startswith("pages/"):
+            return write(stage, name, data)
+        monkeypatch.setattr(crawler.output.stage.BranchStage, "write", write)
         out.rename(locked)
         other.mkdir()
         out.symlink_to(other)
@@ -151,9 +151,9 @@ async def test_an_output_swapped_for_a_link_while_a_branch_is_written_is_not_pub
             timeout=CLI_TIMEOUT,
         )
         seconds.append(Done(ran.returncode, ran.stdout, ran.stderr))
-        return render(*args)
+        return write(stage, name, data)
 
-    monkeypatch.setattr(crawler.sync.run, "render_page", swap_then_render)
+    monkeypatch.setattr(crawler.output.stage.BranchStage, "write", swap_then_write)
     capsys.readouterr()
 
     code = await main_async([*sync, "--format", "json,pages"])

@@ -1,7 +1,7 @@
 """Reading an index in pieces gives exactly what reading it whole gives.
 
 :mod:`crawler.decode.chunks` cuts an uncompressed index into runs of whole records without parsing
-it, and :mod:`crawler.decode.summarize` decodes each run on its own. When a cut cannot be trusted (a
+it, and :mod:`crawler.decode.read` decodes each run on its own. When a cut cannot be trusted (a
 piece that does not decode, a key repeated across pieces) the file is read whole; when records point
 at a hash that no shard holds, the shards run again with that hash marked missing. These tests
 hold both readings to the same answer:
@@ -46,23 +46,23 @@ from crawler.config import Config
 from crawler.decode import chunks
 from crawler.decode.pool import DecodeQueue
 from crawler.decode.records import mend_surrogates
-from crawler.decode.summarize import (
-    RootShard,
+from crawler.decode.root import (
     load_root_shard,
-    load_summary,
     merge_root,
     root_gaps,
     summarize_root_part,
     summarize_root_shard,
-    summarize_stack,
 )
+from crawler.decode.shard import RootShard
+from crawler.decode.stack import load_summary, summarize_stack
 from crawler.decode.validate import InvalidRecord, SourceSummary
 from crawler.errors import IndexFormatError, UnsupportedVersionError
 from crawler.mirror.discovery import Source
 from crawler.mirror.fetch import Fetcher
 from crawler.output.state import Store
+from crawler.sync.outcome import SourceOutcome
 from crawler.sync.reporting import LogReporter
-from crawler.sync.sources import SourceOutcome, SourceReader
+from crawler.sync.sources import SourceReader
 
 from .conftest import ServeMirror, fast_config
 from .schema import assert_valid_index
@@ -318,8 +318,8 @@ async def test_a_download_removed_before_it_is_decoded_is_an_output_error(
     dest = tmp_path / "tmp" / "develop-0.json"
     dest.parent.mkdir()
     async with Fetcher(config) as fetcher:
-        reader = SourceReader(config, fetcher, Store(tmp_path / "out"), LogReporter())
-        reader.decoder = _DownloadsRemoved(1)
+        store = Store(tmp_path / "out")
+        reader = SourceReader(config, fetcher, store, LogReporter(), _DownloadsRemoved(1))
         outcome = await reader.read("develop", source, dest, None)
     assert outcome.status == "failed"
     assert outcome.error == f"cannot read {dest}: No such file or directory"
@@ -333,8 +333,7 @@ async def _read(tmp_path: Path, path: str, shards: int) -> tuple[SourceOutcome, 
     source = Source("develop", "root", URL, Path(path).as_uri(), "v3", None)
     decoder = _InProcess(shards)
     async with Fetcher(config) as fetcher:
-        reader = SourceReader(config, fetcher, Store(work / "out"), LogReporter())
-        reader.decoder = decoder
+        reader = SourceReader(config, fetcher, Store(work / "out"), LogReporter(), decoder)
         outcome = await reader.read("develop", source, work / "index.json", None)
     rounds: list[Round] = []
     for key, jobs in itertools.groupby(decoder.jobs, key=lambda args: (args[4], args[5])):

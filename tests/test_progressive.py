@@ -27,13 +27,13 @@ from bench.synth import SynthRef, build_mirror, generate_specs, index_document
 from crawler.build import consolidate
 from crawler.build.consolidate import Consolidator
 from crawler.cli.command import main, main_async
-from crawler.decode import chunks, progressive, summarize
+from crawler.decode import chunks, progressive
 from crawler.decode.pool import DecodeQueue
 from crawler.decode.progressive import RootParts
+from crawler.decode.root import merge_root
 from crawler.decode.validate import SourceSummary
-from crawler.mirror import fetch
-from crawler.sync import run as sync
-from crawler.sync import sources
+from crawler.mirror.http import HTTPTransport
+from crawler.sync import decoding
 
 from .conftest import fast_config
 from .schema import assert_valid_index
@@ -44,22 +44,27 @@ SPECS = tuple(generate_specs(11, 120, stacks=("e4s", "ml")))
 @pytest.fixture
 def parts_seen(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, list[Any]]]:
     """Small writes and parts, and a record of what RootParts did in this process."""
-    monkeypatch.setattr(fetch, "_WRITE_BATCH", 4096)
+    monkeypatch.setattr(HTTPTransport, "write_batch", 4096)
     monkeypatch.setattr(progressive, "PART_BYTES", 6000)
     seen: dict[str, list[Any]] = {"written": [], "submitted": [], "complete": [], "abandoned": []}
-    original_written, original_submit = RootParts.written, RootParts._submit
-    original_complete, original_abandon = RootParts.complete, RootParts.abandon
+    original_written, original_complete = RootParts.written, RootParts.complete
+    original_abandon = RootParts.abandon
+
+    def submitted(self: RootParts, before: int) -> None:
+        """The parts submitted since there were ``before``, with the size written then."""
+        now = seen["written"][-1] if seen["written"] else 0
+        seen["submitted"] += [(start, stop, now) for start, stop in self.ranges[before:]]
 
     def written(self: RootParts, size: int) -> None:
         seen["written"].append(size)
+        before = len(self.ranges)
         original_written(self, size)
-
-    def submit(self: RootParts, start: int, stop: int) -> None:
-        seen["submitted"].append((start, stop, seen["written"][-1] if seen["written"] else 0))
-        original_submit(self, start, stop)
+        submitted(self, before)
 
     def complete(self: RootParts, size: int) -> bool:
+        before = len(self.ranges)
         usable = original_complete(self, size)
+        submitted(self, before)
         seen["complete"].append(usable)
         return usable
 
@@ -68,7 +73,6 @@ def parts_seen(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, list[Any]]
         original_abandon(self)
 
     monkeypatch.setattr(RootParts, "written", written)
-    monkeypatch.setattr(RootParts, "_submit", submit)
     monkeypatch.setattr(RootParts, "complete", complete)
     monkeypatch.setattr(RootParts, "abandon", abandon)
     yield seen
@@ -216,7 +220,7 @@ def test_a_warm_sync_of_a_local_mirror_starts_no_decoding_process(
     start = DecodeQueue.start
 
     def count(self: DecodeQueue) -> None:
-        if not self._runners:
+        if not self.started:
             started.append(self)
         start(self)
 
@@ -242,12 +246,12 @@ def test_decoding_processes_stop_before_the_output_is_built(
     start, close, finish = DecodeQueue.start, DecodeQueue.close, Consolidator.finish
 
     def starting(self: DecodeQueue) -> None:
-        if not self._runners:
+        if not self.started:
             events.append("start")
         start(self)
 
     def closing(self: DecodeQueue) -> None:
-        if self._runners:
+        if self.started:
             events.append("close")
         close(self)
 
@@ -280,8 +284,8 @@ async def test_the_root_is_merged_and_prepared_off_the_event_loop(
 
         return run
 
-    monkeypatch.setattr(sources, "merge_root", recorded(summarize.merge_root))
-    monkeypatch.setattr(sync, "prepare_root", recorded(consolidate.prepare_root))
+    monkeypatch.setattr(decoding, "merge_root", recorded(merge_root))
+    monkeypatch.setattr(consolidate, "prepare_root", recorded(consolidate.prepare_root))
     mirror = tmp_path / "mirror"
     build_mirror(mirror, [SynthRef("develop", SPECS)])
 

@@ -31,8 +31,7 @@ from typing import Any
 import pytest
 import yaml
 
-import crawler.output.write
-import crawler.sync.run
+import crawler.output.stage
 from bench.interrupts import describe_process, session_members
 from bench.synth import SynthRef, SynthSpec, build_mirror, generate_specs
 from crawler import __version__
@@ -1185,14 +1184,15 @@ async def test_a_signal_while_the_branch_is_written_stops_before_the_publish(
     s = await site((ref("a"),))
     before = (await s.publish("a"))["a"]
     s.rebuild(ref("a", NEXT))
-    render = crawler.output.write.render_page
+    write = crawler.output.stage.BranchStage.write
 
-    def render_and_signal(*args: Any) -> str:
-        monkeypatch.setattr(crawler.sync.run, "render_page", render)
-        os.kill(os.getpid(), signal.SIGTERM)
-        return render(*args)
+    def write_and_signal(stage: crawler.output.stage.BranchStage, name: str, data: bytes) -> None:
+        if name.startswith("pages/"):
+            monkeypatch.setattr(crawler.output.stage.BranchStage, "write", write)
+            os.kill(os.getpid(), signal.SIGTERM)
+        write(stage, name, data)
 
-    monkeypatch.setattr(crawler.sync.run, "render_page", render_and_signal)
+    monkeypatch.setattr(crawler.output.stage.BranchStage, "write", write_and_signal)
 
     done = await s.sync("a")
 
@@ -1208,13 +1208,13 @@ async def test_a_signal_during_a_swap_lets_that_branch_stand_and_says_so(
     """A signal that comes while a branch is swapped in is handled after the swap: that branch
     is published, the next one is not started, and the message says which is which."""
     s = await site((ref("a"), ref("b", NEXT)))
-    swap = crawler.output.write.BranchStage.publish
+    swap = crawler.output.stage.BranchStage.publish
 
-    def swap_and_signal(stage: crawler.output.write.BranchStage) -> None:
+    def swap_and_signal(stage: crawler.output.stage.BranchStage) -> None:
         os.kill(os.getpid(), signal.SIGTERM)
         swap(stage)
 
-    monkeypatch.setattr(crawler.output.write.BranchStage, "publish", swap_and_signal)
+    monkeypatch.setattr(crawler.output.stage.BranchStage, "publish", swap_and_signal)
 
     done = await s.sync("a", "b")
 
@@ -1235,7 +1235,7 @@ _STUCK_STOP = (
 #: ``crawler`` whose event loop is blocked for 30 s once the lock is taken (as a long
 #: synchronous stretch would: a branch's output built, a busy disk's flush).
 _BLOCKED_LOOP = (
-    "import time, crawler.sync.run as m; m.check_work_folders = lambda o: time.sleep(30)"
+    "import time, crawler.mirror.fetch as m; m.Fetcher.read = lambda *a, **k: time.sleep(30)"
 )
 
 

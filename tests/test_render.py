@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from bench.synth import SynthSpec, index_document
-from crawler.decode.summarize import load_root_shard, merge_root, summarize_root_shard
+from crawler.decode.root import load_root_shard, merge_root, summarize_root_shard
 
 
 def _root(tmp_path: Path, parameters: list[dict[str, object]]) -> str:

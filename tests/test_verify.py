@@ -17,7 +17,7 @@ from bench.synth import SynthRef, SynthSpec, build_mirror
 from crawler.cli.command import main_async
 from crawler.ops.verify import MAX_SCHEMA_ERRORS, verify_branch
 from crawler.output.lock import RunLock
-from crawler.output.write import encode_json
+from crawler.output.render import encode_json
 
 from .conftest import SAMPLE_MIRROR, fast_config
 
@@ -397,9 +397,7 @@ def test_source_and_stats_counts(branch: Path) -> None:
     ]
 
 
-async def test_a_branch_published_while_it_is_verified_is_verified_again(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_a_branch_published_while_it_is_verified_is_verified_again(tmp_path: Path) -> None:
     """``crawler verify`` during a sync's publish read index.json from one publish and the
     pages from the next (the folder swapped in between), and reported pages that differ from
     their packages, exit 8, on a sound branch. A folder replaced meanwhile is verified again;
@@ -419,23 +417,22 @@ async def test_a_branch_published_while_it_is_verified_is_verified_again(
         assert await main_async(argv) == 0
         outputs.append(out / "develop")
     folder, newer = outputs
-    check_pages = crawler.ops.verify._page_problems
     swaps = {"done": 0, "wanted": 1}
 
-    def publish_meanwhile(*args: Any) -> list[str]:
-        """While the pages are checked, a publish swaps the newer branch in (as often as
-        wanted)."""
+    def publish_meanwhile(checked: Path, schema: bool) -> list[str]:
+        """While the branch is checked, a publish swaps the newer branch in (as often as
+        wanted): that pass read the files of two publishes, and found what such a pass finds."""
         if swaps["done"] < swaps["wanted"]:
             swaps["done"] += 1
             old = folder.rename(tmp_path / f"old-{swaps['done']}")
             shutil.copytree(newer, folder)
             shutil.rmtree(old)
-        return check_pages(*args)
+            return ["pages/zlib/specs.md: does not match index.json"]
+        return crawler.ops.verify.verify_once(checked, schema)
 
-    monkeypatch.setattr(crawler.ops.verify, "_page_problems", publish_meanwhile)
-    assert verify_branch(folder, schema=False) == []
+    assert verify_branch(folder, schema=False, check=publish_meanwhile) == []
     assert swaps["done"] == 1
 
     swaps.update(done=0, wanted=99)
-    problems = verify_branch(folder, schema=False)
+    problems = verify_branch(folder, schema=False, check=publish_meanwhile)
     assert problems[-1] == f"{folder}: replaced while it was verified, 3 times over"

@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import itertools
 import logging
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Protocol
 
+from ..decode.validate import SourceSummary
 from ..documents import Conflict, IndexStats, InvalidRecord, PackageSummary, Report
 from ..errors import CrawlerError
 from ..files import read_regular
-from ..sync.sources import SourceOutcome
 from .changes import SpecStacks, load_spec_stacks
 
 log = logging.getLogger(__name__)
@@ -31,12 +33,26 @@ INVALID_SHOWN = 1000
 CONFLICTS_SHOWN = 1000
 
 
+class ReadSource(Protocol):
+    """What a report needs of a source once read (a :class:`crawler.sync.outcome.SourceOutcome`)."""
+
+    @property
+    def label(self) -> str: ...
+
+    @property
+    def status(self) -> str:
+        """``missing`` and ``failed`` are reported as such."""
+
+    @property
+    def summary(self) -> SourceSummary | None: ...
+
+
 def record_findings(
-    report: Report, outcomes: list[SourceOutcome], conflicts: list[Conflict]
+    report: Report, outcomes: Sequence[ReadSource], conflicts: list[Conflict]
 ) -> None:
     """Set the report's invalid records (with their source), conflicts, missing and failed
     stacks: the first of each (see the module docstring), and their totals."""
-    summaries = [(o.source.label, o.summary) for o in outcomes if o.summary is not None]
+    summaries = [(o.label, o.summary) for o in outcomes if o.summary is not None]
     listed = itertools.chain.from_iterable(
         ((label, r) for r in summary.invalid) for label, summary in summaries
     )
@@ -47,12 +63,12 @@ def record_findings(
     report.invalid_records_total = sum(summary.invalid_total for _, summary in summaries)
     report.conflicts = conflicts[:CONFLICTS_SHOWN]
     report.conflicts_total = len(conflicts)
-    report.missing_stacks = [o.source.label for o in outcomes if o.status == "missing"]
-    report.failed_stacks = [o.source.label for o in outcomes if o.status == "failed"]
+    report.missing_stacks = [o.label for o in outcomes if o.status == "missing"]
+    report.failed_stacks = [o.label for o in outcomes if o.status == "failed"]
 
 
 def branch_stats(
-    outcomes: list[SourceOutcome], packages: dict[str, PackageSummary], conflicts: list[Conflict]
+    outcomes: Sequence[ReadSource], packages: dict[str, PackageSummary], conflicts: list[Conflict]
 ) -> IndexStats:
     """The ``stats`` of ``index.json`` (root first in ``outcomes``)."""
     root = outcomes[0].summary

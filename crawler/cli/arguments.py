@@ -72,25 +72,33 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     # Not required=True: argparse would only say "the following arguments are required".
     commands = parser.add_subparsers(dest="command", parser_class=_Parser)
+    _add_sync(commands)
+    _add_branches(commands)
+    _add_verify(commands)
+    return parser
 
-    def common(sub: argparse.ArgumentParser) -> None:
-        sub.add_argument(
-            "--config",
-            type=_path,
-            help="YAML config file (default: ./config/crawler.yaml if present)",
-        )
-        sub.add_argument("--mirror", help="mirror URL or folder (overrides the config)")
-        sub.add_argument(
-            "--deadline",
-            type=_seconds,
-            metavar="SECONDS",
-            help="stop the run after this long, as if interrupted (exit 9; default: the "
-            "config's deadline, 14400)",
-        )
-        noise = sub.add_mutually_exclusive_group()
-        noise.add_argument("-q", "--quiet", action="store_true", help="only warnings and errors")
-        noise.add_argument("-v", "--verbose", action="store_true", help="debug details too")
 
+def _common(sub: argparse.ArgumentParser) -> None:
+    """The options of every command that reads a config and a mirror."""
+    sub.add_argument(
+        "--config",
+        type=_path,
+        help="YAML config file (default: ./config/crawler.yaml if present)",
+    )
+    sub.add_argument("--mirror", help="mirror URL or folder (overrides the config)")
+    sub.add_argument(
+        "--deadline",
+        type=_seconds,
+        metavar="SECONDS",
+        help="stop the run after this long, as if interrupted (exit 9; default: the "
+        "config's deadline, 14400)",
+    )
+    noise = sub.add_mutually_exclusive_group()
+    noise.add_argument("-q", "--quiet", action="store_true", help="only warnings and errors")
+    noise.add_argument("-v", "--verbose", action="store_true", help="debug details too")
+
+
+def _add_sync(commands: argparse._SubParsersAction[_Parser]) -> None:
     sync = commands.add_parser(
         "sync",
         help="sync branches into the output folder",
@@ -104,7 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--branch", action="append", metavar="NAME", help="a ref to sync (repeatable)"
     )
     sync.add_argument("--all", action="store_true", help="sync every ref the mirror lists")
-    common(sync)
+    _common(sync)
     sync.add_argument("--output", help="output folder (overrides the config)")
     sync.add_argument(
         "--format", type=_formats, metavar="json,pages", help="outputs to write (json is always)"
@@ -131,6 +139,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sync.add_argument("--metrics", metavar="FILE", help="write an OpenMetrics file after the run")
 
+
+def _add_branches(commands: argparse._SubParsersAction[_Parser]) -> None:
     branches = commands.add_parser(
         "branches",
         help="list the refs of the mirror and their stacks",
@@ -139,8 +149,10 @@ def build_parser() -> argparse.ArgumentParser:
         "unusable, 4 the list could not be written, 9 deadline passed, 129/130/143 "
         "interrupted, 141 its reader closed the pipe",
     )
-    common(branches)
+    _common(branches)
 
+
+def _add_verify(commands: argparse._SubParsersAction[_Parser]) -> None:
     verify = commands.add_parser(
         "verify",
         help="re-check a published branch folder",
@@ -158,7 +170,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="skip the JSON Schema check (the slowest one: ~15 s for a 60,000-spec index)",
     )
     verify.add_argument("-v", "--verbose", action="store_true", help=argparse.SUPPRESS)
-    return parser
 
 
 def settings(args: argparse.Namespace) -> Config:

@@ -11,9 +11,9 @@ from ..config import NO_WORKING_FOLDER, Config
 from ..errors import ConfigError
 from ..files import too_large
 from ..mirror.discovery import Mirror
-from ..mirror.fetch import local_path
+from ..mirror.local import local_path
 from ..ops.metrics import MAX_METRICS_BYTES
-from ..output.write import STATE_DIR
+from ..output.workdir import STATE_DIR
 
 
 def check_output(config: Config) -> None:

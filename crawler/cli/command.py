@@ -26,10 +26,11 @@ from .. import __version__
 from ..build.changes import counted
 from ..config import Config
 from ..errors import CrawlerError, ExitCode, UsageError, shown
-from ..mirror.discovery import is_safe_name
-from ..mirror.fetch import Sleep, environment_proxies
-from ..ops.metrics import load_last_success, render_metrics, write_metrics
-from ..output.write import STATE_DIR
+from ..files import is_safe_name
+from ..mirror.proxies import environment_proxies
+from ..mirror.retry import Sleep
+from ..ops import metrics
+from ..output.workdir import STATE_DIR
 from ..sync.reporting import LogReporter
 from ..sync.run import RunResult, Syncer
 from .arguments import build_parser, settings
@@ -71,12 +72,12 @@ def _write_metrics(config: Config, result: RunResult | None, code: int, seconds:
         return
     path = Path(config.metrics)
     reports = [b.report for b in result.branches] if result else []
-    last = load_last_success(path)  # render_metrics updates it for the branches that are current
-    text = render_metrics(
+    last = metrics.load_last_success(path)  # updated for the branches that are current
+    text = metrics.render_metrics(
         reports, exit_code=code, run_seconds=seconds, now=time.time(), last_success=last
     )
     try:
-        write_metrics(path, text)
+        metrics.write_metrics(path, text)
     except CrawlerError as err:
         log.error("metrics not written: %s", err)
 
@@ -176,6 +177,7 @@ async def main_async(
     for sure when a stop takes too long or a second signal comes (see :mod:`.stopping`).
     """
     started = time.monotonic()
+    command: str | None = None
     config: Config | None = None
     result: RunResult | None = None
     code: int = ExitCode.INTERNAL
@@ -184,51 +186,17 @@ async def main_async(
     held = contextlib.ExitStack()
     stopper: Stopper | None = None
     try:
-        try:
-            parser = build_parser()
-            args, extra = parser.parse_known_args(argv)
-        except SystemExit as done:  # --help and --version
-            return int(done.code or 0)
-        if args.command is None:  # before the extras: `crawler -q` lacks a command
-            which = f"unrecognized arguments: {' '.join(extra)}; " if extra else ""
-            raise UsageError(
-                f"crawler: {which}give a command: sync, branches or verify (see crawler --help)"
-            )
-        if extra:
-            raise UsageError(f"crawler {args.command}: unrecognized arguments: {' '.join(extra)}")
+        args = _parse(argv)
+        if isinstance(args, int):  # --help and --version
+            return args
+        command = args.command
         setup_logging(args.quiet, args.verbose)
-        if args.command == "verify":
+        if command == "verify":
             return _verify(args)
-        if args.command == "sync" and bool(args.branch) == bool(args.all):
-            which = "not both" if args.all else "to say which branches"
-            raise UsageError(f"crawler sync: give --branch NAME (repeatable) or --all, {which}")
-        loaded = settings(args)
-        # Only sync has an output and a metrics file, which may be relative.
-        leave_a_deleted_working_folder(loaded, check=args.command == "sync")
-        if args.command == "sync":
-            check_metrics(loaded)  # before `config` is set: a refused file is not written
-        config = loaded
+        config = _settings(args)
         environment_proxies(config.urls)  # a bad proxy is a usage error before anything runs
         stopper = held.enter_context(Stopper(config.deadline, hard=hard).installed())
-        syncer: Syncer | None = None
-        try:
-            if args.command == "branches":
-                return await _branches(config, sleep)
-            check_output(config)
-            syncer = Syncer(config, LogReporter(), sleep=sleep, force=args.force)
-            result = await _sync(syncer, args)
-        except asyncio.CancelledError:
-            if stopper.reason is None:
-                raise
-            if syncer is not None:
-                result = RunResult(syncer.results)  # what finished before, for the metrics
-            _tell(_stopped(stopper, result, config.deadline))
-            code = stopper.code
-            return code
-        code = exit_code(result)
-        if result.failed:
-            names = ", ".join(b.branch for b in result.failed)
-            _tell(f"error: {len(result.failed)} branch(es) failed: {names}")
+        code, result = await _command(args, config, stopper, sleep)
         return code
     except CrawlerError as err:  # each class carries its exit code
         _tell(f"error: {err.headline}{err}")
@@ -240,11 +208,63 @@ async def main_async(
         if stopper is not None:
             stopper.settle(code)
         try:
-            if config is not None and args.command == "sync" and code != ExitCode.LOCKED:
+            if config is not None and command == "sync" and code != ExitCode.LOCKED:
                 _write_metrics(config, result, code, time.monotonic() - started)
         finally:
             held.close()
     return code
+
+
+def _parse(argv: Sequence[str] | None) -> argparse.Namespace | int:
+    """The arguments, or the exit code of ``--help`` and ``--version``."""
+    try:
+        args, extra = build_parser().parse_known_args(argv)
+    except SystemExit as done:
+        return int(done.code or 0)
+    if args.command is None:  # before the extras: `crawler -q` lacks a command
+        which = f"unrecognized arguments: {' '.join(extra)}; " if extra else ""
+        raise UsageError(
+            f"crawler: {which}give a command: sync, branches or verify (see crawler --help)"
+        )
+    if extra:
+        raise UsageError(f"crawler {args.command}: unrecognized arguments: {' '.join(extra)}")
+    if args.command == "sync" and bool(args.branch) == bool(args.all):
+        which = "not both" if args.all else "to say which branches"
+        raise UsageError(f"crawler sync: give --branch NAME (repeatable) or --all, {which}")
+    return args
+
+
+def _settings(args: argparse.Namespace) -> Config:
+    """The settings of ``sync`` or ``branches``, checked before anything runs."""
+    loaded = settings(args)
+    # Only sync has an output and a metrics file, which may be relative.
+    leave_a_deleted_working_folder(loaded, check=args.command == "sync")
+    if args.command == "sync":
+        check_metrics(loaded)  # a refused file is not written: the caller has no config yet
+    return loaded
+
+
+async def _command(
+    args: argparse.Namespace, config: Config, stopper: Stopper, sleep: Sleep
+) -> tuple[int, RunResult | None]:
+    """Run ``sync`` or ``branches``: the exit code, and a sync's result (for the metrics)."""
+    syncer: Syncer | None = None
+    try:
+        if args.command == "branches":
+            return await _branches(config, sleep), None
+        check_output(config)
+        syncer = Syncer(config, LogReporter(), sleep=sleep, force=args.force)
+        result = await _sync(syncer, args)
+    except asyncio.CancelledError:
+        if stopper.reason is None:
+            raise
+        stopped = RunResult(syncer.results) if syncer is not None else None  # what finished
+        _tell(_stopped(stopper, stopped, config.deadline))
+        return stopper.code, stopped
+    if result.failed:
+        names = ", ".join(b.branch for b in result.failed)
+        _tell(f"error: {len(result.failed)} branch(es) failed: {names}")
+    return exit_code(result), result
 
 
 def _stopped(stopper: Stopper, result: RunResult | None, deadline: float) -> str:

@@ -12,8 +12,8 @@ parts are abandoned before the file is replaced, and the complete file is decode
 other; each part job also checks that the file is still the one it was cut from. Parts are
 abandoned too when the file does not start with Spack's usual envelope, names a DB version
 this tool does not read, or does not end like one. The caller checks the parts' results as it
-checks a root's shards (:func:`crawler.decode.summarize.root_gaps`): a part that does not decode or
-a key in two parts sends it back to reading the file whole.
+checks a root's shards (:func:`crawler.decode.root.root_gaps`): a part that does not decode or a
+key in two parts sends it back to reading the file whole.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from pathlib import Path
 from . import chunks
 from .pool import ROOT_FIRST, DecodeQueue
 from .records import SUPPORTED_VERSIONS
-from .summarize import summarize_root_part
+from .root import summarize_root_part
 
 #: Target size of a part: a few per worker for a develop root, each a few pieces.
 PART_BYTES = 16 << 20

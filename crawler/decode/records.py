@@ -3,7 +3,7 @@
 Each record is decoded into the smallest struct the summary needs; fields not named here are
 skipped by the decoder without building Python objects. Root records need the whole node
 (variants, dependencies, compiler); a stack's records only contribute their hash and identity.
-:mod:`crawler.decode.summarize` decodes an index a piece of records at a time (the common case
+:mod:`crawler.decode.read` decodes an index a piece of records at a time (the common case
 first, :class:`PlainRecord`, then :class:`Record`, then record by record, so that one bad record
 cannot sink the others); :func:`decode_document` decodes a whole document's envelope, with
 each record kept as raw JSON.
@@ -24,9 +24,6 @@ import msgspec
 from ..errors import IndexFormatError, UnsupportedVersionError
 
 SUPPORTED_VERSIONS = ("6", "7", "8")
-#: The default of the ``max_index_mb`` setting: the largest index file read, in MiB (a develop
-#: root is a few hundred MB).
-DEFAULT_MAX_INDEX_MB = 2048
 
 Scalar = bool | int | float | str
 ParamValue = Scalar | list[Scalar]

@@ -1,8 +1,8 @@
 """Validate: the checks every record of an index goes through, and the rows they produce.
 
-The decoding workers (:mod:`crawler.decode.summarize`) check each record they decode with
-:class:`_Checker` and reduce it to the types below. A record is left out, and listed in
-``invalid`` with its hash and reason, when
+The decoding workers (:mod:`crawler.decode.root`, :mod:`crawler.decode.stack`) check each
+record they decode with :class:`Checker` and reduce it to the types below. A record is left
+out, and listed in ``invalid`` with its hash and reason, when
 
 * its key is not 32 characters of lowercase base32 (``^[a-z2-7]{32}$``);
 * ``spec.hash`` differs from the key;
@@ -68,7 +68,7 @@ from typing import Literal
 
 import msgspec
 
-from ..mirror.discovery import is_safe_name
+from ..files import is_safe_name
 from .records import Dependency, Node, ParamValue, PlainValue
 
 HASH = re.compile(r"[a-z2-7]{32}")
@@ -255,7 +255,7 @@ def own_compiler(node: Node) -> str | Dependency:
     return NO_COMPILER
 
 
-class _Checker:
+class Checker:
     """Per-index record checks (package names memoised), and the records rejected so far:
     the first :data:`INVALID_SHOWN` of them, how many, and the digest of each one's key."""
 

@@ -23,23 +23,16 @@ import msgspec
 
 from ..config import Config
 from ..errors import IndexFormatError, shown
-from ..files import as_given
-from .urls import file_path, without_credentials
+from ..files import as_given, is_safe_name
+from ..urls import file_path, without_credentials
 
 DISCOVERY_FILE = "cache_spack_io_index.json"
 ROOT_LABEL = "root"
 
-#: A name that becomes one path component: no separators, no leading dot, no control characters.
-SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,199}")
 _BLOB = re.compile(r"(?:^|/)blobs/sha256/(?P<prefix>[0-9a-f]{2})/(?P<sum>[0-9a-f]{64})$")
 _V2 = re.compile(r"(?:^|/)build_cache/index\.json$")
 _LABEL = re.compile(r"[^\x00-\x1f\x7f]{1,200}")
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")  # RFC 3986
-
-
-def is_safe_name(name: str) -> bool:
-    """True when ``name`` can be used as a single file or folder name under the output."""
-    return SAFE_NAME.fullmatch(name) is not None
 
 
 @dataclass(frozen=True)

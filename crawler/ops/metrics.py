@@ -59,12 +59,12 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 from ..documents import Report
 from ..files import read_regular
-from ..output.write import atomic_write
+from ..output.atomic import atomic_write
 
 PREFIX = "spack_cache_crawler_"
 BRANCH_STATUSES = ("published", "partial", "unchanged", "skipped", "refused", "failed")
@@ -120,15 +120,43 @@ def render_metrics(
     for run in runs:
         if run.status in SUCCESS_STATUSES:
             success[run.branch] = now
+    lines = _run_families(success, now, run_seconds, exit_code)
+    lines += _branch_families(runs)
+    lines.append("# EOF")
+    return "\n".join(lines) + "\n"
 
-    def per_branch(values: Iterable[tuple[str, float | None]]) -> list[Sample]:
-        return [((("branch", b),), v) for b, v in values if v is not None]
 
-    lines: list[str] = []
-    lines += _family(
+#: The metrics of a branch's index and of its publish: name, help, the value in a report
+#: (None when the report lacks the fact: the sample is left out).
+_FACTS: tuple[tuple[str, str, Callable[[Report], float | None]], ...] = (
+    ("specs", "Specs in the branch's index.", lambda r: r.stats.specs if r.stats else None),
+    (
+        "packages",
+        "Packages in the branch's index.",
+        lambda r: r.stats.packages if r.stats else None,
+    ),
+    (
+        "specs_added",
+        "Specs the branch gained in the last run's publish.",
+        lambda r: r.changes.added if r.changes else None,
+    ),
+    (
+        "specs_removed",
+        "Specs the branch lost in the last run's publish.",
+        lambda r: r.changes.removed if r.changes else None,
+    ),
+)
+
+
+def _run_families(
+    success: dict[str, float], now: float, run_seconds: float, exit_code: int
+) -> list[str]:
+    """The run's own metrics, and each branch's last success."""
+    last = [((("branch", b),), v) for b, v in sorted(success.items())]
+    lines = _family(
         "last_success_timestamp_seconds",
         "Unix time the branch's output was last made or found current.",
-        per_branch(sorted(success.items())),
+        last,
     )
     lines += _family("last_run_timestamp_seconds", "Unix time the last run ended.", [((), now)])
     lines += _family(
@@ -137,67 +165,57 @@ def render_metrics(
     lines += _family(
         "run_exit_code", "Exit code of the last run of crawler sync.", [((), exit_code)]
     )
-    lines += _family(
+    return lines
+
+
+def _branch_families(runs: list[Report]) -> list[str]:
+    """What each branch synced in this run did."""
+    lines = _family(
         "branch_duration_seconds",
         "Time the branch took in the last run, in seconds.",
-        per_branch((r.branch, r.duration_seconds) for r in runs),
+        _per_branch(runs, lambda r: r.duration_seconds),
     )
     lines += _family(
         "branch_status",
         "1 for the branch's status in the last run, 0 for the other statuses.",
-        [
-            ((("branch", r.branch), ("status", status)), int(r.status == status))
-            for r in runs
-            for status in BRANCH_STATUSES
-        ],
+        _per_value(runs, "status", BRANCH_STATUSES, lambda r, status: int(r.status == status)),
     )
-    lines += _family(
-        "specs",
-        "Specs in the branch's index.",
-        per_branch((r.branch, r.stats.specs if r.stats else None) for r in runs),
-    )
-    lines += _family(
-        "packages",
-        "Packages in the branch's index.",
-        per_branch((r.branch, r.stats.packages if r.stats else None) for r in runs),
-    )
-    lines += _family(
-        "specs_added",
-        "Specs the branch gained in the last run's publish.",
-        per_branch((r.branch, r.changes.added if r.changes else None) for r in runs),
-    )
-    lines += _family(
-        "specs_removed",
-        "Specs the branch lost in the last run's publish.",
-        per_branch((r.branch, r.changes.removed if r.changes else None) for r in runs),
-    )
+    for name, help, value in _FACTS:
+        lines += _family(name, help, _per_branch(runs, value))
     lines += _family(
         "sources",
         "Sources of the branch by outcome in the last run.",
-        [
-            (
-                (("branch", r.branch), ("outcome", outcome)),
-                sum(s.status == outcome for s in r.sources or ()),
-            )
-            for r in runs
-            for outcome in SOURCE_OUTCOMES
-        ],
+        _per_value(runs, "outcome", SOURCE_OUTCOMES, _sources),
     )
     lines += _family(
         "downloaded_bytes",
         "Bytes of the branch's indexes downloaded in the last run.",
-        per_branch(
-            (r.branch, sum(s.bytes or 0 for s in r.sources or () if s.status == "fetched"))
-            for r in runs
+        _per_branch(
+            runs, lambda r: sum(s.bytes or 0 for s in r.sources or () if s.status == "fetched")
         ),
     )
     lines += _family(
         "retries",
         "Requests retried for the branch in the last run.",
-        per_branch((r.branch, sum(s.retries for s in r.sources or ())) for r in runs),
+        _per_branch(runs, lambda r: sum(s.retries for s in r.sources or ())),
     )
-    lines.append("# EOF")
-    return "\n".join(lines) + "\n"
+    return lines
+
+
+def _per_branch(runs: list[Report], value: Callable[[Report], float | None]) -> list[Sample]:
+    samples = ((r.branch, value(r)) for r in runs)
+    return [((("branch", b),), v) for b, v in samples if v is not None]
+
+
+def _per_value(
+    runs: list[Report], label: str, values: Sequence[str], value: Callable[[Report, str], float]
+) -> list[Sample]:
+    """A sample for each branch and each of ``values`` (all listed, most of them 0)."""
+    return [((("branch", r.branch), (label, v)), value(r, v)) for r in runs for v in values]
+
+
+def _sources(report: Report, outcome: str) -> int:
+    return sum(s.status == outcome for s in report.sources or ())
 
 
 def write_metrics(path: Path, text: str) -> None:

@@ -29,9 +29,9 @@ What is checked, in this order:
    list where an object belongs...) is reported once and the checks are skipped, the schema
    errors saying why.
 4. When ``pages/`` exists: exactly one ``pages/<package>/specs.md`` per package, each
-   byte-identical to what :func:`crawler.output.write.render_page` makes of the index's package, and
-   no other file. A folder of ``pages/`` that cannot be listed is reported as such, once, rather
-   than every page under it as missing.
+   byte-identical to what :func:`crawler.output.render.render_page` makes of the index's
+   package, and no other file. A folder of ``pages/`` that cannot be listed is reported as
+   such, once, rather than every page under it as missing.
 5. When ``changes.json`` and ``report.json`` exist: each is a JSON object for the same branch.
 
 Schema validation is the slow part: ``jsonschema`` is pure Python and takes about 0.3 ms per spec,
@@ -44,7 +44,7 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -55,7 +55,8 @@ from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 from ..build.changes import counted
 from ..documents import Index, PackageSummary
 from ..files import read_regular
-from ..output.write import COMPANIONS, OS_LITTER, companion_problem, foreign_entries, render_page
+from ..output.published import COMPANIONS, OS_LITTER, companion_problem, foreign_entries
+from ..output.render import render_page
 
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schema" / "index.schema.json"
 MAX_SCHEMA_ERRORS = 20
@@ -251,10 +252,14 @@ def _files_under(pages: Path) -> tuple[set[str], dict[str, str]]:
     return found, unlisted
 
 
-def verify_branch(path: Path, *, schema: bool = True) -> list[str]:
+def verify_branch(
+    path: Path, *, schema: bool = True, check: Callable[[Path, bool], list[str]] | None = None
+) -> list[str]:
     """Every problem of the published branch folder ``path``; empty when it is sound.
 
     ``schema=False`` skips the (slow) JSON Schema validation; every other check still runs.
+    ``check`` is one pass over the folder (default: :func:`verify_once`), for a caller that
+    must observe or time it.
 
     A sync may publish the branch meanwhile, swapping another folder in at ``path``: the files
     read before and after the swap are of two publishes, and would disagree. So when ``path``
@@ -264,7 +269,7 @@ def verify_branch(path: Path, *, schema: bool = True) -> list[str]:
     folder = path.resolve()
     for _ in range(VERIFY_ATTEMPTS):
         before = _folder_identity(folder)
-        problems = _verify_once(folder, schema)
+        problems = (check or verify_once)(folder, schema)
         if _folder_identity(folder) == before:
             return problems
     return [*problems, f"{folder}: replaced while it was verified, {VERIFY_ATTEMPTS} times over"]
@@ -278,7 +283,8 @@ def _folder_identity(folder: Path) -> tuple[int, int] | None:
     return stat.st_dev, stat.st_ino
 
 
-def _verify_once(folder: Path, schema: bool) -> list[str]:
+def verify_once(folder: Path, schema: bool) -> list[str]:
+    """The problems of one pass over the branch ``folder`` (see :func:`verify_branch`)."""
     index_path = folder / "index.json"
     if not index_path.exists():
         return [f"index.json: missing in {folder}"]

@@ -1,2 +1,2 @@
-"""The output folder: writing and swapping in a branch, the state of past publishes, the run
-lock."""
+"""The output folder: rendering, staging and swapping in a branch, the published branch folder,
+the work folder and its recovery, the state of past publishes, the run lock."""

@@ -14,7 +14,7 @@ How it works, and why:
   The kernel drops it when the descriptor is closed, which includes the process dying in any
   way (``SIGKILL``, out of memory, power loss of a container): there is never a lock that only a
   human can clear. ``flock`` is advisory, so only crawlers honour it; other readers of the output
-  are unaffected (they are protected by the atomic publish of :mod:`crawler.output.write`).
+  are unaffected (they are protected by the atomic publish of :mod:`crawler.output.stage`).
 * Once locked, the file's content is replaced by ``{"pid", "host", "started_at"}`` (JSON, one
   line). The content is informational only: it lets a run that finds the folder busy say *who*
   holds it, and lets the next run notice that a previous one did not end cleanly. The ``flock``
@@ -36,10 +36,11 @@ How it works, and why:
   last run ended cleanly".
 
 * The lock is in the folder the run opened: :class:`RunLock` opens the output folder once (by
-  its resolved path, never through a link), makes and locks ``.crawler/lock`` relative to that
-  descriptor, and keeps it open. A branch is staged and swapped in relative to it
-  (:mod:`crawler.output.write`); the run's other writes into the output (states, reports,
-  caches, clean-ups) ask :func:`held_folder` first, which refuses, with an
+  its resolved path, never through a link, :mod:`crawler.output.folder`), makes and locks
+  ``.crawler/lock`` relative to that descriptor, and keeps it open. A branch is staged and
+  swapped in relative to it (:mod:`crawler.output.stage`); the run's other writes into the
+  output (states, reports, caches, clean-ups) ask
+  :func:`~crawler.output.folder.held_folder` first, which refuses, with an
   :class:`~crawler.errors.OutputError`, once the output's path no longer leads to that folder
   (moved, or replaced by a link or another folder during the run), and then act by path: a
   swap between the check and the write is not caught. A second run started after such a swap
@@ -74,6 +75,7 @@ from pathlib import Path
 from types import TracebackType
 
 from ..errors import LockBusyError, OutputError, shown
+from .folder import OutputFolder, hold, let_go
 
 LOCK_FILE = Path(".crawler") / "lock"
 POLL_SECONDS = 0.1
@@ -126,92 +128,6 @@ class Holder:
         """The lock file's content for this holder."""
         document = {"pid": self.pid, "host": self.host, "started_at": self.started_at}
         return json.dumps(document, sort_keys=True).encode() + b"\n"
-
-
-#: Why a path no longer names the folder a run opened (see :meth:`OutputFolder.check`).
-REPLACED = (
-    "is no longer the folder this run locked (it was moved, or replaced by a link or another "
-    "folder, during the run): nothing is written through it; the folder this run locked is "
-    "left as it was"
-)
-
-
-class OutputFolder:
-    """An output folder opened once, by its resolved path (never through a link), and the
-    question "does its path still lead there?" (:meth:`check`).
-
-    Everything a run writes into the output is made relative to :attr:`fd`, or checked with
-    :meth:`check` just before, so that a path swapped for a link during the run does not
-    carry the run's writes (and its lock's protection) elsewhere.
-    """
-
-    def __init__(self, path: Path, fd: int) -> None:
-        self.path = path
-        self.fd = fd
-        found = os.fstat(fd)
-        self._identity = (found.st_dev, found.st_ino)
-
-    @classmethod
-    def open(cls, path: Path) -> OutputFolder:
-        """Open the folder ``path`` (made if missing, with its parents), as it resolves now;
-        raises ``OSError``."""
-        path = Path(os.path.abspath(path))
-        path.mkdir(parents=True, exist_ok=True)
-        # O_NOFOLLOW: the resolved path's last part became a link since resolve() looked.
-        flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-        return cls(path, os.open(path.resolve(), flags))
-
-    def replaced(self) -> bool:
-        """Whether ``path`` no longer leads to the folder that was opened (or to none)."""
-        try:
-            found = os.stat(self.path)
-        except OSError:
-            return True
-        return (found.st_dev, found.st_ino) != self._identity
-
-    def check(self) -> None:
-        """Raise :class:`~crawler.errors.OutputError` when ``path`` no longer leads here."""
-        if self.replaced():
-            raise OutputError(str(self.path), REPLACED, "write into")
-
-    def close(self) -> None:
-        """Close the descriptor (once)."""
-        fd, self.fd = self.fd, -1
-        if fd >= 0:
-            os.close(fd)
-
-
-#: The output folders this process holds the lock of, by path (see :func:`held_folder`).
-_HELD: dict[Path, OutputFolder] = {}
-
-
-def held_folder(path: Path) -> OutputFolder | None:
-    """The output folder whose lock this process holds and that ``path`` lies in (or is),
-    by their paths as given; None when there is none.
-
-    Locks are held per process (the kernel's ``flock`` is per open file), so this is where any
-    writer in the process learns which folder it may write into, without the lock being passed
-    down to every function that writes a file.
-    """
-    if not _HELD:
-        return None
-    try:
-        absolute = Path(os.path.abspath(path))
-    except OSError:  # a relative path, and no working folder to make it absolute
-        return None
-    for folder in _HELD.values():
-        if absolute.is_relative_to(folder.path):
-            return folder
-    return None
-
-
-def replaced_error(path: Path) -> OutputError | None:
-    """The error to report when ``path`` lies in an output folder this process locked and the
-    output's path leads elsewhere now (whatever failed then, that is why), else None."""
-    held = held_folder(path)
-    if held is None or not held.replaced():
-        return None
-    return OutputError(str(held.path), REPLACED, "write into")
 
 
 def _pid_alive(pid: int) -> bool:
@@ -289,7 +205,7 @@ class RunLock:
         finally:
             os.close(fd)
             if folder is not None:
-                _HELD.pop(folder.path, None)
+                let_go(folder)
                 folder.close()
 
     def _try(self) -> Holder | None:
@@ -329,7 +245,8 @@ class RunLock:
             folder.close()
             raise OutputError(str(self.path), err.strerror or str(err)) from None
         self._fd = fd
-        self.folder = _HELD[folder.path] = folder
+        self.folder = folder
+        hold(folder)
         return None
 
     def _open_folder(self) -> OutputFolder:

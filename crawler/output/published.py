@@ -1,4 +1,9 @@
-"""A published branch folder, and whether it is as a publish left it.
+"""A published branch folder: its layout, and whether it is as a publish left it.
+
+What a publish writes there (:data:`BRANCH_FILES`, ``pages/<package>/specs.md``, the
+:data:`COMPANIONS` naming their branch) is known here only: a publish refuses to replace a
+folder holding anything else (:func:`check_replaceable`), and ``crawler verify`` reports it
+(:func:`foreign_entries`, :func:`companion_problem`).
 
 A sync asks ``<output>/<branch>/`` four questions before it decides a branch's fate; they are
 answered here, in one place, from the folder and the state of the last publish:
@@ -15,17 +20,120 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
 
 from ..config import normal_formats
-from ..documents import Index, Report
+from ..documents import Companion, Index, Report
+from ..errors import OutputError
 from ..files import read_regular
 from .state import BranchState, PagesDigest
-from .write import COMPANIONS, companion_problem
 
 log = logging.getLogger("crawler")
+
+#: The files a published branch folder holds, besides ``pages/<package>/specs.md``.
+BRANCH_FILES = frozenset({"index.json", "changes.json", "report.json"})
+#: Left by file browsers (macOS Finder) in any folder they show: replaced with the rest.
+OS_LITTER = frozenset({".DS_Store"})
+
+
+def check_replaceable(target: Path) -> None:
+    """Refuse to replace ``target`` (``<output>/<branch>``) unless it is absent or holds only
+    what a publish writes: ``index.json``, ``changes.json``, ``report.json`` as files, and
+    ``pages/<package>/specs.md``. The output folder may be shared with other data (a home
+    folder, the mirror itself): a file the crawler did not write is never deleted.
+    """
+    try:
+        if not target.exists() and not target.is_symlink():
+            return
+        if target.is_symlink() or not target.is_dir():
+            kind = "a symbolic link" if target.is_symlink() else "not a folder"
+            raise OutputError(str(target), f"is {kind}, which a publish would replace; move it")
+        foreign = foreign_entries(target)
+    except OSError as err:  # naming what could not be looked at: pages/ or a package's folder
+        reason = err.strerror or str(err)
+        raise OutputError(str(err.filename or target), reason, "look into") from None
+    if foreign:
+        more = f" and {len(foreign) - 5} more" if len(foreign) > 5 else ""
+        raise OutputError(
+            str(target),
+            f"holds {', '.join(foreign[:5])}{more}, which the crawler did not write and a "
+            "publish would delete; move them away or choose another output folder",
+        )
+
+
+#: The files a publish writes beside ``index.json``, each a JSON object naming its branch.
+COMPANIONS = ("changes.json", "report.json")
+
+
+def companion_problem(folder: Path, name: str) -> str | None:
+    """What is wrong with the companion ``name`` (see :data:`COMPANIONS`) of the published
+    branch ``folder``, if it is there: it must be a JSON object whose ``branch`` is the
+    folder's name. None when it is sound or absent."""
+    path = folder / name
+    if not path.exists():
+        return None
+    try:
+        data = read_regular(path)
+        # Typed, so that a large changes.json is only scanned: every sync checks them. The
+        # scan skips what it does not read without checking its UTF-8: decoding does.
+        branch = _COMPANION.decode(data).branch
+        data.decode()
+    except msgspec.ValidationError:  # valid JSON, not an object
+        return f"{name}: not a JSON object"
+    except (OSError, msgspec.DecodeError, UnicodeDecodeError) as err:
+        return f"{name}: not readable JSON: {err}"
+    except RecursionError:
+        return f"{name}: not readable JSON: nested too deeply"
+    if branch != folder.name:
+        return f"{name}: branch is {branch!r} but the folder is {folder.name!r}"
+    return None
+
+
+_COMPANION = msgspec.json.Decoder(Companion)
+
+
+def foreign_entries(branch: Path, unlisted: Callable[[OSError], None] | None = None) -> list[str]:
+    """What in a branch folder a publish did not write (paths relative to it).
+
+    A folder that cannot be listed raises its OSError; with ``unlisted``, that is given the
+    error instead and the rest is listed (for :mod:`crawler.ops.verify`, which reports it all).
+    """
+    foreign: list[str] = []
+
+    def scan(folder: str) -> list[os.DirEntry[str]]:
+        try:
+            with os.scandir(folder) as entries:
+                return list(entries)
+        except OSError as err:
+            if unlisted is None:
+                raise
+            unlisted(err)
+            return []
+
+    for entry in scan(str(branch)):
+        if entry.name in OS_LITTER:
+            continue
+        if entry.name in BRANCH_FILES:
+            if not entry.is_file(follow_symlinks=False):
+                foreign.append(entry.name)
+        elif entry.name == "pages" and entry.is_dir(follow_symlinks=False):
+            for package in scan(entry.path):
+                where = f"pages/{package.name}"
+                if package.name in OS_LITTER:
+                    continue
+                if not package.is_dir(follow_symlinks=False):
+                    foreign.append(where)
+                    continue
+                for file in scan(package.path):
+                    page = file.name == "specs.md" and file.is_file(follow_symlinks=False)
+                    if not page and file.name not in OS_LITTER:
+                        foreign.append(f"{where}/{file.name}")
+        else:
+            foreign.append(entry.name)
+    return sorted(foreign)
 
 
 def package_names(index: bytes) -> set[str] | None:

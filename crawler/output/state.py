@@ -31,13 +31,16 @@ from pathlib import Path
 import msgspec
 
 from .. import __version__
-from ..decode.summarize import load_root_shard, load_summary, merge_root
+from ..decode.root import load_root_shard, merge_root
+from ..decode.stack import load_summary
 from ..decode.validate import Kind, SourceSummary
 from ..documents import IndexSource, IndexStats
 from ..errors import OutputError
 from ..files import read_regular
-from .lock import REPLACED, held_folder
-from .write import atomic_write, encode_json, state_dir
+from .atomic import atomic_write
+from .folder import REPLACED, held_folder
+from .render import encode_json
+from .workdir import state_dir
 
 log = logging.getLogger(__name__)
 

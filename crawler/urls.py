@@ -3,9 +3,9 @@
 
 A private mirror can be given as ``https://user:password@host/...`` (the mirror, or a rewrite's
 replacement). The user and password are taken out of the URL: requests to that origin carry
-them as basic auth (see :class:`crawler.mirror.fetch.Fetcher`), and every URL the crawler shows,
-logs or writes (``mirror`` in ``index.json``, locations in reports and in the state) is one without
-them, so that publishing the output never publishes the password.
+them as basic auth (see :class:`crawler.mirror.http.HTTPTransport`), and every URL the crawler
+shows, logs or writes (``mirror`` in ``index.json``, locations in reports and in the state) is
+one without them, so that publishing the output never publishes the password.
 """
 
 from __future__ import annotations

@@ -1,0 +1,233 @@
+"""From a mapping of settings to a :class:`~.model.Config`, every value checked.
+
+One piece because building the value is checking it: the keys (named as the file spells them),
+the URLs a request will be sent to, and the paths, made absolute where they were given.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import msgspec
+from yarl import URL
+
+from ..errors import ConfigError
+from ..files import as_given
+from ..urls import file_path, redacted, without_credentials
+from .model import Config
+
+#: Why a relative path cannot be used: the folder the run was started in has been deleted.
+NO_WORKING_FOLDER = "relative, and the working folder is gone"
+
+_AT = re.compile(r"^(?P<msg>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.S)
+_UNKNOWN = re.compile(r"Object contains unknown field `(?P<field>[^`]+)`")
+
+
+def _config_error(origin: str, err: msgspec.ValidationError) -> ConfigError:
+    """Turn msgspec's message into one that names the key the way the YAML file spells it."""
+    match = _AT.match(str(err))
+    assert match is not None  # the pattern matches any string
+    message, path = match["msg"], (match["path"] or "").lstrip(".")
+    path = re.sub(r"\[(\d+)\]", r"[\1]", path)
+    unknown = _UNKNOWN.match(message)
+    if unknown:
+        key = f"{path}.{unknown['field']}" if path else unknown["field"]
+        return ConfigError(origin, "unknown key", key=key)
+    if message.startswith("Object missing required field"):
+        field = message.split("`")[1]
+        return ConfigError(origin, "missing required key", key=f"{path}.{field}" if path else field)
+    return ConfigError(origin, message.replace("`", "'"), key=path or None)
+
+
+_SECTIONS = ("timeouts", "retry", "publish", "rewrites")
+
+
+def _check_keys(origin: str, data: object, path: str, seen: set[int] | None = None) -> None:
+    """YAML allows keys that are not strings (``1: 2``); name them as unknown keys.
+
+    Each value is walked once: YAML aliases share values, and nested ones (``b: [*a, *a]``,
+    ``c: [*b, *b]``, ...) would otherwise be walked exponentially often.
+    """
+    seen = set() if seen is None else seen
+    if isinstance(data, dict | list):
+        if id(data) in seen:
+            return
+        seen.add(id(data))
+    if isinstance(data, dict):
+        for key, value in data.items():
+            where = f"{path}.{key}" if path else str(key)
+            if not isinstance(key, str):
+                raise ConfigError(origin, "unknown key", key=where)
+            _check_keys(origin, value, where, seen)
+    elif isinstance(data, list):
+        for i, item in enumerate(data):
+            _check_keys(origin, item, f"{path}[{i}]", seen)
+
+
+#: A path that starts like a URL with a slash or the colon missing: ``https:/binaries.spack.io``,
+#: ``https//binaries.spack.io``, ``file:/srv/mirror`` (a folder could be named ``http:stuff``).
+_SCHEME_TYPO = re.compile(r"(?i)(https?|file)(?::/(?!/)|//)")
+
+
+def _check_mirror(origin: str, mirror: str, key: str = "mirror") -> None:
+    """Refuse a mirror (or a rewrite's replacement, ``key``; that one must be a URL, as it
+    replaces the start of one) that no request could be sent to."""
+    scheme = mirror.split("://", 1)[0].lower() if "://" in mirror else ""
+    allowed = ("http", "https", "file") if key != "mirror" else ("", "http", "https", "file")
+    if scheme not in allowed:
+        use = "http, https, file or a path" if "" in allowed else "an http, https or file URL"
+        what = f"unsupported URL scheme {scheme!r}" if scheme else f"{mirror!r} is not a URL"
+        raise ConfigError(origin, f"{what} (use {use})", key)
+    if scheme in ("http", "https"):
+        check_http_url(origin, mirror, key)
+    if scheme == "file":
+        _check_file_url(origin, mirror, key)
+
+
+def _check_file_url(origin: str, url: str, key: str) -> None:
+    """Refuse a ``file://`` URL that does not name a folder of this machine as written: one
+    with a host (``file://srv/mirror`` reads ``/mirror``), a query or a fragment (dropped), a
+    NUL once percent-decoded, or a path that cannot be resolved."""
+    parts = urlsplit(url)
+    if not parts.path.strip() and not parts.netloc:  # `file://$UNSET`
+        raise ConfigError(origin, f"{url!r} names no folder", key)
+    if parts.netloc.lower() not in ("", "localhost"):
+        raise ConfigError(
+            origin,
+            f"{url!r} names the host {parts.netloc!r}: a file URL names a folder of this "
+            "machine, as file:///path (three slashes)",
+            key,
+        )
+    if "?" in url or "#" in url:
+        raise ConfigError(
+            origin, f"{url!r} has a query or fragment (percent-encode ? and # as %3F, %23)", key
+        )
+    path = file_path(url)
+    if "\0" in path:
+        raise ConfigError(origin, f"{url!r} holds a NUL character (%00)", key)
+    try:
+        Path(path).resolve()
+    except (RuntimeError, OSError) as err:  # a symbolic link loop
+        raise ConfigError(origin, f"cannot resolve {url!r}: {err}", key) from None
+
+
+def check_http_url(origin: str, url: str, key: str, *, proxy: bool = False) -> None:
+    """Refuse an http(s) mirror URL that no request could be sent to, as parsed by yarl (what
+    aiohttp sends requests with): a space in its path is encoded, one in its host is not. A
+    query or a fragment is refused too: the paths of the mirror's files are added to the URL,
+    after it (a ``proxy`` is named by its scheme, host and port alone).
+
+    Messages show the URL without the credentials it may hold (:mod:`crawler.urls`).
+    """
+    given = url
+    url = redacted(given)
+    plain, secret = without_credentials(given)
+    if not given.isprintable():
+        raise ConfigError(origin, f"{url!r} holds a control character", key)
+    if secret is not None and ":" in secret[0]:  # basic auth cannot send it
+        raise ConfigError(origin, f"{url!r}: the user name of its credentials holds a ':'", key)
+    try:
+        parsed = URL(plain)
+        host = parsed.host  # IDNA errors (a UnicodeError, a ValueError) come here
+        if host:
+            host.encode("idna")  # as the request will: an empty or overlong label fails
+    except ValueError as err:
+        # An "@" not found as ending credentials: a password with a "/", "?" or "#" in it.
+        hint = " (in credentials, percent-encode @ : / ? # %)" if "@" in plain else ""
+        raise ConfigError(origin, f"{url!r} is not a valid URL: {err}{hint}", key) from None
+    if "@" in plain:  # not where credentials end: part of a password, or of a path
+        raise ConfigError(
+            origin,
+            f"{url!r} holds an '@' that does not end credentials (percent-encode @ : / ? # % in "
+            "them, and an @ in a path as %40)",
+            key,
+        )
+    if not host:
+        raise ConfigError(origin, f"{url!r} names no host", key)
+    if "?" in plain or "#" in plain:  # paths are added to a mirror: a query would end up first
+        why = (
+            "a proxy is named by its scheme, host and port"
+            if proxy
+            else "a mirror is a base URL that paths are added to (in a path, percent-encode ? "
+            "and # as %3F, %23)"
+        )
+        raise ConfigError(origin, f"{url!r} has a query or fragment: {why}", key)
+    if " " in host:
+        raise ConfigError(origin, f"{url!r} holds a space in its host", key)
+    if parsed.port == 0:
+        raise ConfigError(origin, f"{url!r} names port 0", key)
+
+
+def _resolve(base: Path | None, value: str, origin: str, key: str) -> str:
+    """Make a relative filesystem path absolute against ``base`` (None: the working folder);
+    leave URLs alone."""
+    if "\0" in value:  # no file name or URL can hold one (and the OS refuses it)
+        raise ConfigError(origin, "contains a NUL character", key)
+    if not value.strip():  # `--output "$UNSET"` must not mean the working directory
+        raise ConfigError(origin, "must not be empty or blank", key)
+    if "://" in value:
+        return value
+    typo = _SCHEME_TYPO.match(value) if key == "mirror" else None
+    if typo:  # else a folder named "https:", failing later as an unreachable mirror
+        scheme, rest = typo[1], value[typo.end() :]
+        meant = f"{scheme}:///{rest}" if scheme.lower() == "file" else f"{scheme}://{rest}"
+        shown, meant = redacted(value), redacted(meant)  # user:password@ stays out of logs
+        raise ConfigError(
+            origin,
+            f"{shown!r} looks like a mistyped URL: {meant!r}? (write ./{shown} for a folder)",
+            key,
+        )
+    try:
+        path = Path(value).expanduser()
+        given = path.is_absolute()
+        if not given:
+            path = (base or _working_dir(key)) / path
+        resolved = path.resolve()  # a symbolic link loop fails here, named
+    except (RuntimeError, OSError) as err:  # `~nobody-here/x`; a symbolic link loop
+        raise ConfigError(origin, f"cannot resolve {value!r}: {err}", key) from None
+    if (
+        key == "mirror"
+    ):  # one reached through a link stays as given (crawler.mirror.discovery.Mirror)
+        return str(as_given(path))
+    return str(path) if given else str(resolved)
+
+
+def build_config(data: object, origin: str = "<defaults>", base: Path | None = None) -> Config:
+    """Validate a mapping of settings (as read from YAML) into a :class:`Config`."""
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(origin, f"expected a mapping of settings, got {type(data).__name__}")
+    for internal in ("origin", "flags"):
+        if internal in data:
+            raise ConfigError(origin, "unknown key", key=internal)
+    try:
+        _check_keys(origin, data, "")
+        # A section whose keys are all commented out reads as null: it means "the defaults".
+        data = {k: v for k, v in data.items() if not (v is None and k in _SECTIONS)}
+        config = msgspec.convert({**data, "origin": origin}, Config)
+    except msgspec.ValidationError as err:
+        raise _config_error(origin, err) from None
+    except RecursionError:  # a YAML alias inside its own value: `a: &x [*x]`
+        raise ConfigError(origin, "a value contains itself (a recursive YAML alias)") from None
+    _check_mirror(origin, config.mirror)
+    for i, rewrite in enumerate(config.rewrites):
+        _check_mirror(origin, rewrite.replacement, f"rewrites[{i}].replacement")
+    if base is not None:
+        metrics = _resolve(base, config.metrics, origin, "metrics") if config.metrics else None
+        config = msgspec.structs.replace(
+            config,
+            mirror=_resolve(base, config.mirror, origin, "mirror"),
+            output=_resolve(base, config.output, origin, "output"),
+            metrics=metrics,
+        )
+    return config
+
+
+def _working_dir(key: str) -> Path:
+    try:
+        return Path.cwd()
+    except FileNotFoundError:  # the folder the run was started in has been deleted
+        raise ConfigError("command line", NO_WORKING_FOLDER, key) from None

@@ -1,0 +1,159 @@
+"""The settings as one frozen value: its parts, their defaults and bounds.
+
+One piece because every other module of the crawler reads these types, and nothing else: no
+YAML, no URL parsing, so that decoding processes may import the defaults cheaply.
+
+Every key, its default and its meaning (``config/crawler.yaml`` repeats them with comments):
+
+=====================  =========================  ==============================================
+key                    default                    meaning
+=====================  =========================  ==============================================
+mirror                 https://binaries.spack.io  base of the mirror: http(s)://, file:// or a path
+output                 output                     folder that receives ``<branch>/`` folders
+formats                [json]                     ``json`` (always written) and/or ``pages``
+concurrency            8                          sources of a branch downloaded at once (1-256)
+decode_workers         0                          processes decoding indexes (0: one per CPU)
+timeouts.connect       10                         seconds to open a connection
+timeouts.read          60                         seconds without a byte before a read fails
+timeouts.source        1800                       seconds one request may take, retries included
+retry.attempts         5                          tries per request before giving up (1-20)
+retry.backoff          1.0                        first backoff in seconds, doubled each try
+retry.max_wait         60                         cap on one wait, ``Retry-After`` included
+rewrites               []                         list of ``{prefix, replacement}`` URL rewrites
+publish.max_drop       0.5                        refuse a publish losing more than this fraction
+                                                  of the last published spec count (0-1)
+publish.max_failed_stacks  0                      failed (not missing) stacks a branch may have and
+                                                  still be published, as "partial"
+immutable_refs         ["*"]                      fnmatch patterns of refs that never change once
+                                                  published: skipped unless ``--force``
+mutable_refs           ["develop"]                patterns always re-checked (win over immutable)
+lock_wait              0                          seconds to wait for another run's lock
+deadline               14400                      seconds a run may take in all (at most a week):
+                                                  then it stops as if interrupted (exit 9)
+metrics                null                       OpenMetrics file written after each run
+max_index_mb           2048                       largest index a source may have, in MiB, as
+                                                  served and once gunzipped (a bigger one fails
+                                                  that source: a runaway or hostile body cannot
+                                                  fill the disk or the memory)
+=====================  =========================  ==============================================
+
+Relative paths in a config file (``mirror``, ``output``, ``metrics``) are resolved against the
+folder that holds the file, so a config works from any working directory; relative paths given as
+flags are resolved against the working directory. ``.inf`` is taken for ``timeouts.*``,
+``retry.max_wait`` and ``lock_wait``, and means no limit but the run's ``deadline``, which must
+be finite: every wait of a run ends with it. ``s3://<bucket>/<path>`` source URLs map onto
+``<mirror>/<path>`` unless a rewrite's ``prefix`` matches first. Numbers are read as YAML 1.2
+reads them: ``1e3`` is 1000.0, not the string "1e3" (YAML 1.1, PyYAML's, wants ``1.0e+3``).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Annotated, Literal
+
+import msgspec
+
+PUBLIC_MIRROR = "https://binaries.spack.io"
+
+Format = Literal["json", "pages"]
+#: Seconds a run may take by default: a nightly job that hangs is stopped well before the next.
+DEFAULT_DEADLINE = 4 * 3600.0
+#: The longest deadline (a week): a run must end, so ``.inf`` is refused.
+MAX_DEADLINE = 7 * 24 * 3600.0
+#: The default of the ``max_index_mb`` setting: the largest index file read, in MiB (a develop
+#: root is a few hundred MB).
+DEFAULT_MAX_INDEX_MB = 2048
+
+
+class Timeouts(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """Time limits, in seconds, applied to every request."""
+
+    connect: Annotated[float, msgspec.Meta(gt=0)] = 10.0
+    read: Annotated[float, msgspec.Meta(gt=0)] = 60.0
+    source: Annotated[float, msgspec.Meta(gt=0)] = 1800.0
+
+
+class Retry(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """How transient failures (connection errors, timeouts, 429, 5xx) are retried."""
+
+    attempts: Annotated[int, msgspec.Meta(ge=1, le=20)] = 5
+    backoff: Annotated[float, msgspec.Meta(ge=0)] = 1.0
+    max_wait: Annotated[float, msgspec.Meta(ge=0)] = 60.0
+
+
+class Rewrite(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """Replace ``prefix`` at the start of a source URL with ``replacement``."""
+
+    prefix: Annotated[str, msgspec.Meta(min_length=1)]
+    replacement: str
+
+
+class Publish(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """When a branch's new output may replace the last published one."""
+
+    max_drop: Annotated[float, msgspec.Meta(ge=0, le=1)] = 0.5
+    max_failed_stacks: Annotated[int, msgspec.Meta(ge=0, le=10_000)] = 0  # as the flag
+
+
+def normal_formats(formats: Iterable[str]) -> list[str]:
+    """One spelling of each choice of formats: json (always written) among them, each once,
+    sorted. What a branch was published in (its state) then compares equal however the formats
+    were given, by a config, a flag, or an older version's state."""
+    return sorted({"json", *formats})
+
+
+class Config(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """All settings of one run: build it with :func:`load_config` and :func:`with_overrides`.
+
+    Unknown keys are errors and the value is immutable.
+    """
+
+    mirror: Annotated[str, msgspec.Meta(min_length=1)] = PUBLIC_MIRROR
+    output: Annotated[str, msgspec.Meta(min_length=1)] = "output"
+    formats: Annotated[tuple[Format, ...], msgspec.Meta(min_length=1)] = ("json",)
+    concurrency: Annotated[int, msgspec.Meta(ge=1, le=256)] = 8
+    decode_workers: Annotated[int, msgspec.Meta(ge=0, le=64)] = 0
+    timeouts: Timeouts = Timeouts()
+    retry: Retry = Retry()
+    rewrites: tuple[Rewrite, ...] = ()
+    publish: Publish = Publish()
+    immutable_refs: tuple[str, ...] = ("*",)
+    mutable_refs: tuple[str, ...] = ("develop",)
+    lock_wait: Annotated[float, msgspec.Meta(ge=0)] = 0.0
+    deadline: Annotated[float, msgspec.Meta(gt=0, le=MAX_DEADLINE)] = DEFAULT_DEADLINE
+    metrics: Annotated[str, msgspec.Meta(min_length=1)] | None = None
+    max_index_mb: Annotated[int, msgspec.Meta(ge=1, le=1 << 20)] = DEFAULT_MAX_INDEX_MB
+    #: The file the settings came from, for messages; not a key of the file.
+    origin: str = "<defaults>"
+    #: The keys that command-line flags set (see :meth:`where`); not a key of the file.
+    flags: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        msgspec.structs.force_setattr(self, "formats", tuple(normal_formats(self.formats)))
+
+    def where(self, key: str) -> str:
+        """Where the value of ``key`` came from, for messages: the command line or a file."""
+        return "command line" if key in self.flags else self.origin
+
+    @property
+    def urls(self) -> tuple[str, ...]:
+        """The URLs the user gave: the mirror and the rewrites' replacements."""
+        return (self.mirror, *(r.replacement for r in self.rewrites))
+
+    @property
+    def output_dir(self) -> Path:
+        """The output folder as a path."""
+        return Path(self.output)
+
+    @property
+    def max_index_bytes(self) -> int:
+        """``max_index_mb`` in bytes."""
+        return self.max_index_mb << 20
+
+    def is_immutable(self, ref: str) -> bool:
+        """True for a ref that, once published, is not synced again without ``--force``."""
+        if any(fnmatch.fnmatchcase(ref, p) for p in self.mutable_refs):
+            return False
+        return any(fnmatch.fnmatchcase(ref, p) for p in self.immutable_refs)

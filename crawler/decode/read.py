@@ -1,0 +1,265 @@
+"""Read: an index file's bytes to its records, a piece of whole records at a time.
+
+An index with Spack's usual envelope is read in pieces of whole records
+(:mod:`crawler.decode.chunks`), each decoded in one pass straight into typed records
+(:func:`read_pieces`). When a piece holds a record of the wrong shape, that piece alone is
+decoded again record by record (:func:`typed`), so the bad record is listed and the others kept.
+Anything else (gzip data, another envelope, a cut that turns out to fall inside a record, a key
+repeated across pieces) is read whole (:func:`read_whole`): its ``installs`` taken as one raw
+value and cut into pieces by following its brackets, never one dict of every record. A record
+longer than :data:`chunks.MAX_RECORD_BYTES` (or whose key is over :data:`chunks.MAX_KEY_BYTES`)
+is refused without being decoded.
+
+One piece: the summaries of roots (:mod:`.root`) and stacks (:mod:`.stack`) read alike.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import mmap
+import zlib
+from array import array
+from collections.abc import Iterator
+from typing import BinaryIO, Generic, TypeVar, cast
+
+import msgspec
+
+from ..config import DEFAULT_MAX_INDEX_MB
+from ..errors import IndexFormatError, UnsupportedVersionError
+from ..files import open_regular
+from . import chunks
+from .records import (
+    SUPPORTED_VERSIONS,
+    Buffer,
+    PlainRecord,
+    Record,
+    StackRecord,
+    decode_document,
+    decode_envelope,
+    decode_mending,
+)
+from .validate import Checker, TooManyInvalid, key_digest
+
+R = TypeVar("R", Record, StackRecord)
+_RAW = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_STR = msgspec.json.Decoder(str)
+#: ``max_index_mb``'s default, in bytes (workers are told the configured value).
+DEFAULT_INDEX_LIMIT = DEFAULT_MAX_INDEX_MB << 20
+_GUNZIP_BLOCK = 4 << 20
+
+
+class Decoders(Generic[R]):
+    """A piece's records in one pass (as the first of ``kinds`` that fits them all), or one
+    record at a time as the last."""
+
+    def __init__(self, *kinds: type[R]) -> None:
+        self.pieces: list[msgspec.json.Decoder[dict[str, R]]] = [
+            msgspec.json.Decoder(dict[str, kind])  # type: ignore[valid-type]
+            for kind in kinds
+        ]
+        self.one: msgspec.json.Decoder[R] = msgspec.json.Decoder(kinds[-1])
+
+
+#: A root's pieces: the common case first (see :mod:`.records`); a stack's.
+ROOT = Decoders(PlainRecord, Record)
+STACK = Decoders(StackRecord)
+#: A piece's records: typed, or raw when one of them has the wrong shape (or is too long to
+#: decode, :class:`chunks.Oversized`).
+Records = dict[str, R] | dict[str, msgspec.Raw] | dict[str, chunks.Oversized]
+
+
+class Overlap(Exception):
+    """The pieces of an index hold the same key twice (the file is read whole instead)."""
+
+
+def read_index(
+    path: str, url: str, limit: int = DEFAULT_INDEX_LIMIT
+) -> tuple[str, dict[str, msgspec.Raw]]:
+    """Read a whole index file (gunzipped if it is gzip data, FORMAT.md section 1) and decode
+    its envelope: the DB version and the raw records.
+
+    The file is memory-mapped rather than read, so its pages are the page cache's. Gzip data is
+    gunzipped into memory, at most ``limit`` bytes of it (``max_index_mb``): a few KB of gzip
+    can stand for many GB.
+    """
+    return decode_document(_body(path, url, limit), url)
+
+
+def _body(path: str, url: str, limit: int) -> Buffer:
+    """The bytes of an index file, mapped, or gunzipped into memory (see :func:`read_index`)."""
+    with open(open_regular(path), "rb") as file:
+        if file.read(2) == b"\x1f\x8b":
+            file.seek(0)
+            return _gunzip(file, url, limit)
+        try:
+            return mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
+        except ValueError:  # an empty file cannot be mapped
+            return b""
+
+
+def read_whole(
+    path: str,
+    url: str,
+    decoders: Decoders[R],
+    limit: int = DEFAULT_INDEX_LIMIT,
+    last_first: bool = False,
+) -> tuple[str, Iterator[Records[R]]]:
+    """Read a whole index file as :func:`read_index` does, and give its records a piece at a
+    time, in file order; raises :class:`Overlap` at a key that occurs twice. With
+    ``last_first``, the pieces are given from the last and each key once, with its last value,
+    as a dict keeps it.
+
+    Its ``installs`` are cut into pieces as a range that the fast cut cannot split is
+    (:func:`chunks.split_range`): a document of millions of tiny records never becomes one dict
+    of them. A document that is not plainly one object of records is decoded whole by
+    :func:`read_index` (which says what is wrong with it).
+    """
+    body = _body(path, url, limit)
+    found = decode_envelope(body, url)
+    if found is None:
+        version, installs = decode_document(body, url)
+        return version, iter([installs])
+    version, raw = found
+    return version, _whole_pieces(body, raw, url, decoders, last_first)
+
+
+def _whole_pieces(
+    body: Buffer, raw: msgspec.Raw, url: str, decoders: Decoders[R], last_first: bool
+) -> Iterator[Records[R]]:
+    """:func:`read_whole`'s pieces of ``raw``."""
+    view = memoryview(raw)
+    seen: set[str] = set()
+    ranges = chunks.split_range(view, 1, len(view) - 1)  # cut as it goes, unless backwards
+    for piece in reversed(list(ranges)) if last_first else ranges:
+        records: Records[R]
+        if isinstance(piece, chunks.Oversized):
+            try:
+                records = {_key(piece.key, url): piece}
+            except chunks.BadCut:
+                decode_document(body, url)  # says what is wrong
+                raise
+        else:
+            try:
+                records = _decode_piece(b"{" + bytes(view[piece[0] : piece[1]]) + b"}", decoders)
+            except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+                decode_document(body, url)  # says what is wrong (a key that is not UTF-8)
+                raise
+        if seen.intersection(records):
+            if not last_first:
+                raise Overlap
+            records = {k: v for k, v in records.items() if k not in seen}  # type: ignore[assignment]
+        seen.update(records)
+        yield records
+
+
+def _gunzip(file: BinaryIO, url: str, limit: int) -> bytearray:
+    """The gunzipped bytes, read a block at a time (``read(limit)`` would allocate ``limit``
+    bytes up front, however small the data)."""
+    body = bytearray()
+    try:
+        with gzip.GzipFile(fileobj=file) as unzipped:
+            while block := unzipped.read(_GUNZIP_BLOCK):
+                body += block
+                if len(body) > limit:
+                    raise IndexFormatError(
+                        url, f"larger than max_index_mb ({limit >> 20} MiB) once gunzipped"
+                    )
+    except (OSError, EOFError, zlib.error) as err:
+        raise IndexFormatError(url, f"bad gzip data: {err}") from None
+    return body
+
+
+def read_pieces(
+    fd: int, ranges: list[tuple[int, int]], version: str, url: str, decoders: Decoders[R]
+) -> Iterator[Records[R]]:
+    """The records of these ranges of a file (see :mod:`crawler.decode.chunks`), a piece at a
+    time."""
+    if version not in SUPPORTED_VERSIONS:
+        raise UnsupportedVersionError(url, version)
+    for piece in chunks.subdivide(fd, ranges):
+        if isinstance(piece, chunks.Oversized):
+            yield {_key(piece.key, url): piece}
+            continue
+        start, stop = piece
+        records: Records[R]
+        with chunks.mapped_piece(fd, start, stop) as data:
+            try:
+                records = _decode_piece(data, decoders)
+            except (msgspec.DecodeError, UnicodeDecodeError) as err:  # a key is not UTF-8
+                raise chunks.BadCut(f"piece at byte {start} of {url}: {err}") from None
+            except RecursionError:  # read whole, the file gets its error there
+                raise chunks.BadCut(f"piece at byte {start} of {url}: nested too deeply") from None
+        yield records
+
+
+def _key(text: bytes, url: str) -> str:
+    try:
+        return decode_mending(_STR.decode, text)
+    except (msgspec.DecodeError, UnicodeDecodeError) as err:
+        raise chunks.BadCut(f"a key of {url}: {err}") from None
+
+
+def _decode_piece(data: Buffer, decoders: Decoders[R]) -> Records[R]:
+    # Lone surrogate escapes: the rare piece that Python's json reads, and msgspec does not.
+    return decode_mending(lambda buffer: _decode_kinds(buffer, decoders), data)
+
+
+def _decode_kinds(data: Buffer, decoders: Decoders[R]) -> Records[R]:
+    for decoder in decoders.pieces:
+        try:
+            return decoder.decode(data)
+        except (msgspec.ValidationError, UnicodeDecodeError):
+            continue  # a record that does not fit: try the next kind
+    return _RAW.decode(bytes(data))  # raw records point into their buffer: copy it
+
+
+def typed(records: Records[R], decoders: Decoders[R], check: Checker) -> dict[str, R]:
+    """The records of a piece, typed. A piece decodes typed or raw as a whole: a typed one is
+    returned as it is, a raw one decoded record by record (a bad record is rejected)."""
+    if type(next(iter(records.values()), None)) not in (msgspec.Raw, chunks.Oversized):
+        return records  # type: ignore[return-value]
+    raw = cast(dict[str, msgspec.Raw | chunks.Oversized], records)
+    decoded: dict[str, R] = {}
+    for key, value in raw.items():
+        size = value.size if isinstance(value, chunks.Oversized) else len(value)
+        if isinstance(value, chunks.Oversized) and value.key_size > chunks.MAX_KEY_BYTES:
+            limit = chunks.MAX_KEY_BYTES
+            check.reject(key, f"key is {value.key_size:,} bytes of JSON, more than {limit:,}")
+            continue
+        if isinstance(value, chunks.Oversized) or size > chunks.MAX_RECORD_BYTES:
+            limit = chunks.MAX_RECORD_BYTES  # never decoded: it could take GBs
+            check.reject(key, f"record is {size:,} bytes of JSON, more than the limit of {limit:,}")
+            continue
+        try:
+            decoded[key] = decoders.one.decode(value)
+        except msgspec.ValidationError as err:
+            check.reject(key, f"bad record: {err}")
+        except UnicodeDecodeError as err:
+            check.reject(key, f"bad record: a string is not UTF-8 ({err.reason})")
+    return decoded
+
+
+@contextlib.contextmanager
+def at_most_invalid(url: str) -> Iterator[None]:
+    """Fail the index when it holds more invalid records than a Spack index could
+    (:data:`crawler.decode.validate.MAX_INVALID`), as soon as it does."""
+    try:
+        yield
+    except TooManyInvalid as err:
+        raise IndexFormatError(url, str(err)) from None
+
+
+def distinct(valid: set[str], rejected: array[int]) -> int:
+    """How many distinct keys a reading listed, valid (``valid``) or not (the digests of their
+    keys): as many as the records it read, unless its pieces repeated a key.
+
+    Invalid keys are compared by digest (8 bytes each, whatever the key's length), and valid
+    keys against them only when there are any (a collision counts as a repeat).
+    """
+    if not rejected:
+        return len(valid)
+    digests = set(rejected)
+    if len(digests) != len(rejected):
+        return len(valid) + len(digests)  # a repeat among the invalid keys
+    return len(digests.union(map(key_digest, valid)))

@@ -1,0 +1,288 @@
+"""Shard: a root index's records, checked and reduced to one :class:`RootShard`.
+
+:class:`RootPart` takes a shard's pieces (:mod:`.read`) one after the other, and keeps what the
+branch needs of each valid record: its hash, its identity, its variants (each distinct text
+once) and its compiler, or the edge that names it (resolved by :func:`.root.merge_root`).
+
+Memory. What a worker keeps grows with valid records only: an invalid record leaves the digest
+of its key (8 bytes), and its reason only while it is among the first listed; an index with
+more than :data:`crawler.decode.validate.MAX_INVALID` fails at once.
+
+Dependencies. A record is invalid when a dependency's hash is not a key of the index. A shard
+that reads a share of the file cannot tell on its own, so it accepts such records and lists the
+hashes it did not hold (``foreign``); :func:`.root.root_gaps` looks them up among every shard's
+keys, and when some are absent the shards are run again with that list, which then rejects the
+records pointing at them.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Container
+
+import msgspec
+
+from .read import ROOT, Records, typed
+from .records import Dependency, ParamValue, PlainNode, PlainValue, Record
+from .validate import (
+    FLAGS,
+    HASH,
+    MAX_COMPILER,
+    MAX_DEPENDENCIES,
+    MAX_VARIANT,
+    MAX_VARIANTS,
+    Checker,
+    InvalidRecord,
+    all_hashes,
+    key_digest,
+    own_compiler,
+    render_variant,
+    shorten,
+    too_large,
+)
+
+_MEMO_LIMIT = 50_000
+_FLAG = -1  # what a memo gives for compiler flags, which are not variants
+_TOO_LONG = -2  # what :meth:`RootPart._number` gives for a variant over its limit
+
+
+class RootShard(msgspec.Struct, frozen=True, gc=False):
+    """One worker's share of a root index, before compilers are resolved across shards.
+
+    The specs' text fields travel as indexes into ``strings``: a develop root repeats a few
+    thousand distinct strings (platforms, targets, compilers, variants) over a million times,
+    and sending each occurrence would make the receiving process build a string for each.
+    """
+
+    db_version: str
+    records: int  # records this shard read, valid or not
+    hashes: list[str]  # valid records of this shard
+    versions: list[str]  # "name@version" of each of ``hashes``, for compiler edges
+    strings: list[str]  # the distinct text of the specs
+    specs: list[str]  # the hash of each valid record in the build cache
+    #: ``array("I")`` bytes: name, version, platform, os, target, compiler of each spec ("" as
+    #: compiler where ``edges`` has a say)
+    fields: bytes
+    variants: bytes  # ``array("I")`` bytes: the variants of every spec, one after the other
+    counts: bytes  # ``array("I")`` bytes: how many variants each spec has
+    edges: list[tuple[int, str, str]]  # (index in specs, edge hash, edge name)
+    invalid: list[InvalidRecord]  # the first of them (see :func:`.validate.first_invalid`)
+    foreign: list[str]  # dependency hashes not among this shard's records
+    invalid_unlisted: int  # invalid records beyond ``invalid``
+    rejected: bytes  # ``array("Q")`` bytes: :func:`.validate.key_digest` of each invalid key
+
+
+class RootPart:
+    """Builds a :class:`RootShard`, piece after piece."""
+
+    def __init__(self, keys: Container[str] | None, missing: frozenset[str]) -> None:
+        self.check = Checker()
+        #: Every key of the index when the shard read it whole; else the keys seen so far.
+        self.complete = keys is not None
+        self.keys: Container[str] = keys if keys is not None else set()
+        self.missing = missing
+        self.foreign: set[str] = set()
+        self.records = 0
+        self.numbers: dict[str, int] = {}
+        self.memo: dict[tuple[object, ...], int] = {}
+        self.plain: dict[tuple[str, PlainValue], int] = {}
+        self.hashes: list[str] = []
+        self.versions: list[str] = []
+        self.specs: list[str] = []
+        self.fields = array("I")
+        self.variants = array("I")
+        self.counts = array("I")
+        self.edges: list[tuple[int, str, str]] = []
+
+    def add(self, records: Records[Record]) -> None:
+        """Check and reduce every record of a piece."""
+        self.records += len(records)
+        check, number = self.check, self.numbers.setdefault
+        before = len(self.hashes)
+        for key, record in typed(records, ROOT, check).items():
+            node = record.spec
+            arch = node.arch
+            fields = (node.name, node.version, arch.platform, arch.platform_os, arch.target_name)
+            problem = check.problem(key, node.hash, fields) or self._dependencies(node.dependencies)
+            found: list[int] | str = []
+            if not problem and record.in_buildcache:
+                compiler = own_compiler(node)
+                if type(node) is PlainNode:
+                    found = self._plain_variants(node.parameters)
+                else:
+                    found = self._variants(node.parameters)
+                if type(found) is str:
+                    problem = found
+                elif type(compiler) is not str or len(compiler) > MAX_COMPILER:
+                    problem = _compiler_problem(compiler)  # the common case passes in C above
+            if problem:
+                check.reject(key, problem)
+                continue
+            self.hashes.append(key)
+            self.versions.append(f"{node.name}@{node.version}")
+            if not record.in_buildcache:
+                continue
+            if isinstance(compiler, Dependency):  # an edge: resolved by merge_root
+                self.edges.append((len(self.specs), compiler.hash, compiler.name))
+                compiler = ""
+            self.specs.append(key)
+            self.fields.extend([number(text, len(self.numbers)) for text in (*fields, compiler)])
+            self.counts.append(len(found))
+            self.variants.extend(found)  # type: ignore[arg-type]
+        if not self.complete:  # only valid keys: an invalid one may be of any length
+            keys = self.keys
+            assert isinstance(keys, set)
+            keys.update(self.hashes[before:])
+
+    def _dependencies(self, dependencies: list[Dependency]) -> str | None:
+        """Why the edges make a record invalid, or None (see the module docstring).
+
+        The common case in a few C-level calls: every edge is a key of the whole index, or, for
+        a part, none is known to be missing (all become ``foreign``; :meth:`shard` keeps those
+        that are not keys of the part).
+        """
+        if len(dependencies) > MAX_DEPENDENCIES:
+            return too_large("dependencies", len(dependencies), MAX_DEPENDENCIES, "edges")
+        hashes = [dep.hash for dep in dependencies]
+        if not all_hashes(hashes):
+            return _bad_edge(dependencies)
+        if self.complete:
+            if all(map(self.keys.__contains__, hashes)):
+                return None
+        elif not self.missing or self.missing.isdisjoint(hashes):
+            self.foreign.update(hashes)
+            return None
+        return self._bad_dependency(dependencies)
+
+    def _bad_dependency(self, dependencies: list[Dependency]) -> str | None:
+        keys = self.keys
+        for dep in dependencies:
+            found = dep.hash
+            if found in keys:
+                continue
+            if self.complete or found in self.missing:
+                return f"dependency {dep.name}/{found} is not in this index"
+            self.foreign.add(found)
+        return None
+
+    def _plain_variants(self, parameters: dict[str, PlainValue]) -> list[int] | str:
+        """:meth:`_variants` for the common case: strings, booleans and tuples of them.
+
+        Such (name, value) pairs never compare equal across types, so the items themselves key
+        the memo and are looked up in one pass in C; only pairs seen for the first time are
+        rendered.
+        """
+        if len(parameters) > MAX_VARIANTS:
+            return _too_many(parameters)
+        found = list(map(self.plain.get, parameters.items()))
+        if None in found:
+            for i, item in enumerate(parameters.items()):
+                if found[i] is None:
+                    found[i] = self._plain_miss(item)
+            if _TOO_LONG in found:
+                return _long_variant(parameters, found)  # type: ignore[arg-type]
+        return list(filter(_FLAG.__ne__, found))  # type: ignore[arg-type]
+
+    def _plain_miss(self, item: tuple[str, PlainValue]) -> int:
+        found = self._number(*item)
+        # Values unique to each record would not repeat; one too long is not kept.
+        if len(self.plain) < _MEMO_LIMIT and found != _TOO_LONG:
+            self.plain[item] = found
+        return found
+
+    def _number(self, name: str, value: ParamValue | PlainValue) -> int:
+        """The number of a variant's text in ``strings``, :data:`_FLAG` for a flag, or
+        :data:`_TOO_LONG` for a text over :data:`.validate.MAX_VARIANT` (not kept)."""
+        if name in FLAGS:
+            return _FLAG
+        text = render_variant(name, value)
+        if len(text) > MAX_VARIANT:
+            return _TOO_LONG
+        numbers = self.numbers
+        return numbers.setdefault(text, len(numbers))
+
+    def _variants(self, parameters: dict[str, ParamValue]) -> list[int] | str:
+        """A spec's variants (their numbers in ``strings``), or why one is too long.
+
+        Each (name, value) pair is rendered once. The memo's key holds the value's type, since
+        True == 1 == 1.0 as keys but each renders differently, and floats and lists by their
+        text (0.0 == -0.0, [1] == [True]).
+        """
+        if len(parameters) > MAX_VARIANTS:
+            return _too_many(parameters)
+        memo, out = self.memo, []
+        key: tuple[object, ...]
+        for name, value in parameters.items():
+            kind = type(value)
+            if kind is str:
+                key = (name, value)
+            elif kind is bool or kind is int:
+                key = (name, kind, value)
+            else:
+                key = (name, kind, repr(value))
+            found = memo.get(key)
+            if found is None:
+                found = self._number(name, value)
+                if found == _TOO_LONG:
+                    return _too_long_variant(name, value)
+                if len(memo) < _MEMO_LIMIT:  # values unique to each record would not repeat
+                    memo[key] = found
+            if found != _FLAG:
+                out.append(found)
+        return out
+
+    def shard(self, version: str) -> RootShard:
+        """The finished shard."""
+        check = self.check
+        foreign = [] if self.complete else sorted(self.foreign - self.keys)  # type: ignore[operator]
+        if foreign and check.keys:  # an edge to an invalid record of this shard is no gap
+            rejected = set(check.keys)
+            foreign = [h for h in foreign if key_digest(h) not in rejected]
+        return RootShard(
+            version,
+            self.records,
+            self.hashes,
+            self.versions,
+            list(self.numbers),  # dicts keep insertion order: position == number
+            self.specs,
+            self.fields.tobytes(),
+            self.variants.tobytes(),
+            self.counts.tobytes(),
+            self.edges,
+            check.invalid,
+            foreign,
+            check.unlisted,
+            check.keys.tobytes(),
+        )
+
+
+def _too_many(parameters: dict[str, PlainValue] | dict[str, ParamValue]) -> str:
+    return f"parameters is {len(parameters):,} entries, more than the limit of {MAX_VARIANTS:,}"
+
+
+def _compiler_problem(compiler: str | Dependency) -> str | None:
+    """Why a compiler (or the name of the edge that gives it) is too long, or None."""
+    if isinstance(compiler, Dependency):
+        return too_large("the compiler dependency's name", len(compiler.name), MAX_COMPILER)
+    return too_large("compiler", len(compiler), MAX_COMPILER)
+
+
+def _bad_edge(dependencies: list[Dependency]) -> str:
+    for dep in dependencies:
+        if not HASH.fullmatch(dep.hash):
+            name = shorten(dep.name, 64)
+            return f"dependency {name!r} has a hash that is not a 32-character base32 DAG hash"
+    raise AssertionError("no bad edge")  # pragma: no cover
+
+
+def _long_variant(parameters: dict[str, PlainValue], found: list[int]) -> str:
+    name, value = next(
+        item for item, n in zip(parameters.items(), found, strict=True) if n == _TOO_LONG
+    )
+    return _too_long_variant(name, value)
+
+
+def _too_long_variant(name: str, value: ParamValue | PlainValue) -> str:
+    size = len(render_variant(name, value))
+    limit = f"more than the limit of {MAX_VARIANT:,}"
+    return f"variant {shorten(name, 64)!r} is {size:,} characters, {limit}"

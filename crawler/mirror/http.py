@@ -1,0 +1,324 @@
+"""The HTTP(S) transport: one ``aiohttp.ClientSession`` for a whole run, with an explicit
+timeout, a ``User-Agent`` naming the tool and a connector limit; basic auth for the origins the
+user gave credentials for, and the environment's proxies.
+
+An index is streamed to disk while its SHA-256 is computed, so a large one never sits in this
+process's memory. A 404 or any other 4xx is final at once, and so are a redirect, a body that
+does not decode as its ``Content-Encoding`` says and one larger than its limit; the rest is the
+retry policy's (:mod:`.retry`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import dataclasses
+import hashlib
+import logging
+import math
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+import aiohttp
+from aiohttp.http_exceptions import (
+    ContentLengthError,
+    PayloadEncodingError,
+    TransferEncodingError,
+)
+
+from .. import __version__
+from ..config import Config
+from ..errors import FetchError, HTTPStatusError, NotFoundError, OutputError, shown
+from ..urls import credentials, credentials_for, redacted
+from .proxies import environment_proxies, proxy_for
+from .retry import RetryPolicy, describe, retry_after
+from .transport import MAX_INDEX, Fetched, Progress, check_size
+
+log = logging.getLogger(__name__)
+
+USER_AGENT = f"spack-cache-crawler/{__version__}"
+#: The longest ETag kept (RFC 9110 sets none; real ones are a few dozen characters).
+_ETAG_LIMIT = 1024
+
+
+class HTTPTransport:
+    """The :class:`~crawler.mirror.transport.Transport` of http(s) locations. Its session
+    lives between :meth:`open` and :meth:`close`; requests go through the proxy the
+    environment names for them, if any (:func:`~crawler.mirror.proxies.environment_proxies`)."""
+
+    #: About how many bytes of a download are hashed and written at a time (a test makes
+    #: it small, to see a download's progress many times).
+    write_batch = 2 << 20
+
+    def __init__(self, config: Config, policy: RetryPolicy) -> None:
+        self.config = config
+        self.policy = policy
+        self._session: aiohttp.ClientSession | None = None
+        #: Basic auth for the URLs the user gave credentials in (the mirror's, a rewrite's),
+        #: sent to their origin alone.
+        given = credentials(config.urls)
+        self._credentials = given if any(secret for _, secret in given) else []
+        self._proxies = environment_proxies(config.urls)
+
+    def open(self) -> None:
+        """Start the run's session."""
+        t = self.config.timeouts
+        self._session = aiohttp.ClientSession(
+            timeout=aiohttp.ClientTimeout(
+                total=None, connect=_limit(t.connect), sock_read=_limit(t.read)
+            ),
+            # Twice the download bound: a source's small sidecar request runs beside its index.
+            connector=aiohttp.TCPConnector(limit=2 * self.config.concurrency),
+            headers={"User-Agent": USER_AGENT},
+            raise_for_status=False,
+        )
+
+    async def close(self) -> None:
+        """End the run's session."""
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        """The run's HTTP session."""
+        if self._session is None:
+            raise RuntimeError("Fetcher used outside 'async with'")
+        return self._session
+
+    def _headers(self, location: str, headers: dict[str, str] | None = None) -> dict[str, str]:
+        """The headers of a request to ``location``: ``headers``, and the credentials for its
+        origin if the user gave some."""
+        headers = headers or {}
+        secret = credentials_for(location, self._credentials) if self._credentials else None
+        return {**headers, "Authorization": _basic_auth(*secret)} if secret else headers
+
+    def _proxy(self, location: str) -> str | None:
+        return proxy_for(location, self._proxies) if self._proxies else None
+
+    def _check_status(self, location: str, resp: aiohttp.ClientResponse) -> None:
+        if resp.status == 404:
+            raise NotFoundError(location)
+        if 300 <= resp.status < 400 and "Location" in resp.headers:
+            # Not followed: a redirect could send the crawler to any host (README, "Mirrors
+            # and sources"). Not retried either: it would say the same again.
+            raise FetchError(
+                location,
+                f"HTTP {resp.status} redirect to {shown(resp.headers['Location'])} not "
+                "followed (use the final URL as the mirror, or a rewrite)",
+            )
+        if resp.status != 200:
+            raise HTTPStatusError(
+                location, resp.status, retry_after=retry_after(resp.headers.get("Retry-After"))
+            )
+
+    async def confirmed(self, location: str) -> bool:
+        """Whether a ``HEAD`` request, retried as a download is, is answered 200."""
+
+        async def attempt() -> bool:
+            return await self._head(location) == 200
+
+        found, _ = await self.policy.bounded(location, attempt)
+        return found
+
+    async def present(self, location: str, seconds: float) -> bool | None:
+        """One ``HEAD`` request, given ``seconds`` at most: 200 is True, 404 False, anything
+        else (another status, an error, no answer in time) None."""
+        try:
+            async with asyncio.timeout(seconds):
+                status = await self._head(location)
+        except (TimeoutError, aiohttp.ClientError, OSError) as err:
+            log.debug("HEAD %s: %s", redacted(location), describe(err))
+            return None
+        return {200: True, 404: False}.get(status)
+
+    async def _head(self, location: str) -> int:
+        """The status a ``HEAD`` request for ``location`` is answered with (one attempt)."""
+        async with self.session.head(
+            location, headers=self._headers(location), proxy=self._proxy(location)
+        ) as resp:
+            _answered(resp)
+            return resp.status
+
+    async def read(self, location: str, limit: int, what: str) -> bytes:
+        """The whole body, held in memory, of at most ``limit`` bytes (``what`` names the
+        limit); one announced larger fails unread."""
+
+        async def attempt() -> bytes:
+            async with self.session.get(
+                location,
+                headers=self._headers(location),
+                allow_redirects=False,
+                proxy=self._proxy(location),
+            ) as resp:
+                _answered(resp)
+                self._check_status(location, resp)
+                check_size(location, resp.content_length, limit, what)
+                body = bytearray()
+                with _decoding(location, resp):
+                    async for chunk, _ in resp.content.iter_chunks():
+                        body += chunk
+                        check_size(location, len(body), limit, what, "read")
+                return bytes(body)
+
+        body, _ = await self.policy.bounded(location, attempt)
+        return body
+
+    async def download(
+        self,
+        location: str,
+        dest: Path,
+        limit: int,
+        *,
+        etag: str | None,
+        progress: Progress | None,
+        stored: bool,
+    ) -> Fetched:
+        """Stream an index to ``dest``, hashing it: a conditional ``GET`` with ``etag``; with
+        ``stored``, the body as stored (``Accept-Encoding: identity``, any encoding kept)."""
+        etag = usable_etag(etag)  # one kept by an earlier version may not be
+
+        async def attempt() -> Fetched:
+            asked = {"If-None-Match": etag} if etag else {}
+            if stored:
+                asked["Accept-Encoding"] = "identity"
+            async with self.session.get(
+                location,
+                headers=self._headers(location, asked),
+                allow_redirects=False,
+                auto_decompress=not stored,
+                proxy=self._proxy(location),
+            ) as resp:
+                _answered(resp, etag)
+                if etag and resp.status == 304:
+                    return Fetched(location, None, 0, None, 0, 0.0, etag)
+                self._check_status(location, resp)
+                check_size(location, resp.content_length, limit, MAX_INDEX)
+                with _decoding(location, resp):
+                    size, digest = await _stream_to(
+                        resp, dest, location, limit, progress, self.write_batch
+                    )
+                etag_now = usable_etag(resp.headers.get("ETag"))
+                encoding = resp.headers.get("Content-Encoding")
+                return Fetched(location, dest, size, digest, 0, 0.0, etag_now, encoding)
+
+        fetched, tries = await self.policy.bounded(location, attempt)
+        return dataclasses.replace(fetched, attempts=tries)
+
+
+def usable_etag(etag: str | None) -> str | None:
+    """An ETag the crawler can send back in ``If-None-Match`` (aiohttp sends it as UTF-8, byte
+    for byte) and keep in its state, else None, as if the server had sent none. Control
+    characters cannot be sent in a header, and bytes that were not UTF-8 (decoded as
+    surrogates, which ``isprintable`` refuses too) cannot be saved as JSON: kept, either would
+    fail every later run of the branch."""
+    if etag and len(etag) <= _ETAG_LIMIT and etag.isprintable():
+        return etag
+    return None
+
+
+@contextlib.contextmanager
+def _decoding(location: str, resp: aiohttp.ClientResponse) -> Iterator[None]:
+    """Name a body that does not decode as its ``Content-Encoding`` says (aiohttp undoes it as
+    the body arrives), and make that final: the server would send the same bytes again.
+
+    aiohttp reports it as a payload error caused by a ``PayloadEncodingError``: a
+    ``ContentEncodingError``, or a bare one when the server closed the connection before the
+    body was read. A body cut short is caused by its subclasses for a missing length, and
+    stays a transient failure.
+    """
+    try:
+        yield
+    except aiohttp.ClientPayloadError as err:
+        encoding = resp.headers.get("Content-Encoding")
+        cause = err.__cause__
+        cut_short = isinstance(cause, ContentLengthError | TransferEncodingError)
+        if encoding and isinstance(cause, PayloadEncodingError) and not cut_short:
+            reason = f"body does not decode as its Content-Encoding ({encoding}) says"
+            raise FetchError(location, reason) from err
+        raise
+
+
+def _answered(resp: aiohttp.ClientResponse, etag: str | None = None) -> None:
+    """Log an answer (``-v``): method, URL, status, and the ETag a conditional request sent."""
+    sent = f" (If-None-Match: {etag})" if etag else ""
+    log.debug("%s %s%s: HTTP %d", resp.method, resp.url, sent, resp.status)
+
+
+def _limit(seconds: float) -> float | None:
+    """A time limit as aiohttp takes it: None for none (``.inf`` in the config)."""
+    return None if math.isinf(seconds) else seconds
+
+
+def _basic_auth(user: str, password: str) -> str:
+    """An ``Authorization`` header's value for HTTP basic auth (RFC 7617, in UTF-8)."""
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+
+
+async def _stream_to(
+    resp: aiohttp.ClientResponse,
+    dest: Path,
+    location: str,
+    limit: int,
+    progress: Progress | None,
+    write_batch: int,
+) -> tuple[int, str]:
+    """Write a response body to ``dest`` while hashing it, off the event loop.
+
+    A body longer than ``limit`` bytes (once decoded, for a compressed ``Content-Encoding``)
+    fails as soon as it is: a runaway or hostile server cannot fill the disk.
+
+    Chunks are gathered into batches of about ``write_batch`` bytes; each batch is hashed and
+    written by one call in a worker thread (``hashlib`` and file writes release the GIL), so the
+    event loop only reads sockets: hashing 600 MB on the loop would stall every other download.
+    """
+    digest = hashlib.sha256()
+    size = 0
+    batch: list[bytes] = []
+    pending = 0
+    tell = progress or (lambda _: None)
+    tell(0)  # before an earlier attempt's file is replaced
+    try:
+        # On the loop, not in a thread: a download cancelled meanwhile (the branch's root
+        # failed, or SIGTERM) would leave the file the thread opened unclosed.
+        out = _create(dest)
+    except OSError as err:
+        raise OutputError(str(dest), err.strerror or str(err)) from None
+    try:
+        # iter_chunks hands over each received block as is (iter_any joins what is buffered)
+        async for chunk, _ in resp.content.iter_chunks():
+            batch.append(chunk)
+            pending += len(chunk)
+            check_size(location, size + pending, limit, MAX_INDEX, "read")
+            if pending >= write_batch:
+                await asyncio.to_thread(_hash_and_write, digest, out, batch)
+                size, batch, pending = size + pending, [], 0
+                tell(size)
+        if batch:
+            await asyncio.to_thread(_hash_and_write, digest, out, batch)
+            size += pending
+            tell(size)
+    finally:
+        # Not in a thread either: a download cancelled while it waited for a free one (the
+        # batches are flushed: closing is one syscall) would leave the file open.
+        out.close()
+    return size, digest.hexdigest()
+
+
+def _create(dest: Path) -> BinaryIO:
+    """A new, empty file at ``dest``. An earlier attempt's file is unlinked, not truncated: a
+    decoding worker may still have it mapped, and a mapping past a file's end faults."""
+    dest.unlink(missing_ok=True)
+    return dest.open("wb")
+
+
+def _hash_and_write(digest: hashlib._Hash, out: BinaryIO, chunks: list[bytes]) -> None:
+    try:
+        for chunk in chunks:
+            digest.update(chunk)
+            out.write(chunk)
+        out.flush()  # what the progress callback is told is on disk must be in the file
+    except OSError as err:  # disk full, quota: the output's problem, not the mirror's
+        raise OutputError(out.name, err.strerror or str(err)) from None

@@ -1,0 +1,42 @@
+"""Rendering: a branch's documents as the bytes that are published.
+
+One piece: what the crawler writes must be byte-identical run after run (``index.json`` is
+compared by its SHA-256, pages with the reference site's), so the two encoders live together.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import msgspec
+
+from ..documents import PackageSummary
+
+_ENCODER = msgspec.json.Encoder(order="sorted")
+
+
+def encode_json(document: Any) -> bytearray:
+    """Deterministic JSON: keys sorted, compact, UTF-8, a final newline.
+
+    Encoded into one buffer and the newline appended in place: a develop index is tens of MB,
+    and ``encode(...) + b"\\n"`` would briefly hold it twice.
+    """
+    buffer = bytearray()
+    _ENCODER.encode_into(document, buffer)
+    buffer += b"\n"
+    return buffer
+
+
+def render_page(package: str, ref: str, summary: PackageSummary) -> str:
+    """The reference site's ``_cache/<ref>/<package>/specs.md``, byte for byte.
+
+    The site serialises with Python's ``json.dumps(..., sort_keys=True)`` (separators ``", "``
+    and ``": "``, non-ASCII escaped), so the same call is used here.
+    """
+    meta = json.dumps(msgspec.to_builtins(summary.meta), sort_keys=True)
+    details = json.dumps(msgspec.to_builtins(summary.spec_details), sort_keys=True)
+    return (
+        f'---\ntitle: "{package}"\nlayout: cache\ncategories: [package, {ref}]\n'
+        f"meta: {meta}\nspec_details: {details}\n---"
+    )

@@ -1,0 +1,178 @@
+"""Decoding: a fetched index turned into its summary by the pool of worker processes, and
+the summary cached under the index's SHA-256.
+
+A stack is one job. The root is the largest index and everything waits for it: its jobs go
+ahead of any stack still queued, and it is decoded on every worker at once, in parts while it
+downloads (:mod:`crawler.decode.progressive`) or in shards of the file, with rounds again when
+the pieces do not fit together (see :meth:`Decoding.root_summary`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Iterable
+from pathlib import Path
+
+from ..build.consolidate import paused_gc
+from ..decode.chunks import BadCut
+from ..decode.pool import ROOT_FIRST, STACKS_AFTER, DecodeQueue
+from ..decode.progressive import RootParts
+from ..decode.root import load_root_shard, merge_root, root_gaps, summarize_root_shard
+from ..decode.shard import RootShard
+from ..decode.stack import summarize_stack
+from ..decode.validate import SourceSummary
+from ..errors import OutputError
+from ..mirror.transport import Fetched
+from ..output.state import Store, summary_of
+from .outcome import SourceOutcome
+
+log = logging.getLogger(__name__)
+
+
+async def _all_or_none(jobs: Iterable[Awaitable[bytes]]) -> list[bytes]:
+    """Every job's result, in order; at the first failure the others are cancelled."""
+    tasks = [asyncio.ensure_future(job) for job in jobs]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+
+
+def _load_shards(results: list[bytes]) -> tuple[list[RootShard], list[str] | None]:
+    """The workers' shards of a root, and :func:`root_gaps` of them.
+
+    This and :func:`_merged` run in a thread: they take a few tenths of a second for a
+    develop root, during which the event loop goes on handing the stacks still queued to the
+    decoding workers (which would otherwise sit idle) and taking their results.
+    """
+    with paused_gc():
+        loaded = [load_root_shard(p) for p in results]
+        return loaded, root_gaps(loaded)
+
+
+def _merged(loaded: list[RootShard]) -> SourceSummary:
+    """:func:`merge_root` of the shards, in a thread (see :func:`_load_shards`)."""
+    with paused_gc():
+        return merge_root(loaded)
+
+
+class Decoding:
+    """Summarises the indexes of a run on one pool of decoding processes."""
+
+    def __init__(self, pool: DecodeQueue, store: Store, limit: int) -> None:
+        self.pool = pool
+        self.store = store
+        self.limit = limit  # max_index_bytes
+        #: Roots being downloaded, decoding in parts as they come (by download path).
+        self.parts: dict[Path, RootParts] = {}
+
+    def root_parts(self, dest: Path, url: str) -> RootParts:
+        """Decode the root downloading to ``dest`` in parts as it comes."""
+        parts = self.parts[dest] = RootParts(self.pool, dest, url)
+        return parts
+
+    def abandon(self, dest: Path) -> None:
+        """Stop decoding what was downloading to ``dest`` (done, failed or cancelled)."""
+        parts = self.parts.pop(dest, None)
+        if parts is not None:
+            parts.abandon()
+
+    async def decode(self, fetched: Fetched, outcome: SourceOutcome) -> None:
+        """Summarise a fetched index and cache the summary under its SHA-256; raises
+        :class:`SourceChanged` when a local file changed meanwhile (nothing is cached)."""
+        started = time.monotonic()
+        # Errors name where the bytes came from, as fetch errors do (not the listed s3:// URL).
+        kind, url, path = outcome.kind, outcome.source.location, fetched.path
+        assert path is not None
+        try:
+            if kind == "root":
+                parts, summary = await self.root_summary(path, url, outcome.size or 0)
+            else:
+                job = self.pool.run(STACKS_AFTER, summarize_stack, str(path), url, self.limit)
+                parts = [await job]
+                summary = summary_of(kind, parts)
+        except Exception as err:
+            # Bytes half written meanwhile, or shards of a root that read two versions of it
+            # (whatever that made of them): read again, not failed.
+            fetched.check_unchanged()
+            if isinstance(err, OSError) and err.filename == str(path) and not fetched.identity:
+                # The crawler's own download, gone from .crawler/tmp (or unreadable) meanwhile:
+                # a problem of the output folder, not of the mirror, and no bug.
+                raise OutputError(str(path), err.strerror or str(err), "read") from None
+            raise
+        fetched.check_unchanged()
+        outcome.use(summary)
+        outcome.decoded = True
+        outcome.decode_seconds = time.monotonic() - started
+        if outcome.sha256 is not None and outcome.size is not None:
+            self.store.save(kind, outcome.sha256, outcome.size, parts)
+
+    async def root_summary(
+        self, path: Path, url: str, size: int
+    ) -> tuple[list[bytes], SourceSummary]:
+        """Summarise a root index on every worker at once (see :mod:`crawler.decode.root`);
+        returns what the workers encoded, and the summary.
+
+        The root is the largest index and everything waits for it: its jobs go ahead of any
+        stack still queued. A root downloaded from a server was cut into parts that were
+        decoding while it downloaded (:mod:`crawler.decode.progressive`); otherwise each worker
+        takes a shard. Parts or shards read in pieces are read again whole if a piece does not
+        decode or two pieces hold the same key, and again with the missing hashes if records
+        point at dependencies that none of them holds.
+        """
+        parts = self.parts.pop(path, None)
+        if parts is not None and not parts.complete(size):
+            parts = None
+        try:
+            return await self._root_rounds(path, url, parts)
+        finally:
+            if parts is not None:
+                parts.abandon()  # parts still running after a failure are of no use
+
+    async def _root_rounds(
+        self, path: Path, url: str, parts: RootParts | None
+    ) -> tuple[list[bytes], SourceSummary]:
+        """The rounds of :meth:`root_summary`: parts or shards, then again if need be."""
+        shards = self.pool.workers
+        whole = False
+        missing: tuple[str, ...] = ()
+        while True:
+            try:
+                if parts is not None and not whole:
+                    results = await parts.results(missing)
+                else:
+                    results = await _all_or_none(
+                        self.pool.run(
+                            ROOT_FIRST,
+                            summarize_root_shard,
+                            str(path),
+                            url,
+                            i,
+                            shards,
+                            missing,
+                            whole,
+                            self.limit,
+                        )
+                        for i in range(shards)
+                    )
+            except BadCut as err:
+                log.info("reading %s whole: %s", url, err)
+                if parts is not None:
+                    parts.abandon()
+                whole = True
+                continue
+            loaded, gaps = await asyncio.to_thread(_load_shards, results)
+            if gaps is None:
+                if whole:  # shards of one decoded document cannot share a key
+                    raise AssertionError(f"{url}: a key in two shards of a whole read")
+                log.info("reading %s whole: a key occurs in two of its pieces", url)
+                whole = True
+            elif gaps and not missing:
+                missing = tuple(gaps)
+            else:
+                return results, await asyncio.to_thread(_merged, loaded)

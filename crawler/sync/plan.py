@@ -1,0 +1,134 @@
+"""Plan: what a run does with a branch before reading any of its sources.
+
+The last publish's state, the formats to write (an immutable ref keeps those it was published
+in), and whether an immutable ref already published is skipped, or synced again because its
+output is damaged, it was published without some stacks, or stacks missing then are back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from ..config import Config, normal_formats
+from ..mirror.discovery import Source
+from ..mirror.fetch import Fetcher
+from ..output.published import PublishedBranch
+from ..output.state import BranchState, Store
+from ..urls import redacted
+
+log = logging.getLogger(__name__)
+
+#: Seconds a look for a stack missing at an immutable ref's publish may take (see
+#: :meth:`Planner.missing_back`).
+PROBE_SECONDS = 10.0
+
+
+@dataclass(frozen=True)
+class BranchPlan:
+    """What to do with one branch, decided from its published folder and state."""
+
+    #: The state this version saved at the branch's last publish (None: none, or another
+    #: version's, which the inputs cannot be compared with).
+    previous: BranchState | None
+    #: What the last publish wrote, whichever version did (after an upgrade too).
+    record: BranchState | None
+    #: The formats to write.
+    formats: list[str]
+    #: Whether the published folder holds pages, whatever the state says (deleting
+    #: ``.crawler/`` is allowed).
+    had_pages: bool
+    #: Stacks that may fail beyond ``publish.max_failed_stacks``: those the output was
+    #: published without (it may not fail more than it did).
+    excused: frozenset[str] = frozenset()
+    #: True for an immutable ref already published, as published: nothing to do.
+    skip: bool = False
+
+
+class Planner:
+    """Plans the branches of one run (one mirror, one config, one output folder)."""
+
+    def __init__(self, config: Config, output: Path, store: Store, *, force: bool) -> None:
+        self.config = config
+        self.output = output
+        self.store = store
+        self.force = force
+        self._probing = True  # see missing_back
+
+    async def plan(self, branch: str, fetcher: Fetcher, sources: Sequence[Source]) -> BranchPlan:
+        """The plan for ``branch``, whose sources the mirror lists now are ``sources``."""
+        previous = self.store.branch(branch)
+        record = previous or self.store.branch(branch, any_version=True)
+        formats: list[str] = list(self.config.formats)
+        had_pages = PublishedBranch(self.output, branch).has_pages()
+        if not self.config.is_immutable(branch):
+            return BranchPlan(previous, record, formats, had_pages)
+        # It stays put: a rebuild (a repair, even of a deleted index.json) keeps the formats
+        # it was published in too.
+        was = [*(record.formats if record else []), *(["pages"] if had_pages else [])]
+        plan = BranchPlan(previous, record, normal_formats([*formats, *was]), had_pages)
+        if not (self.output / branch / "index.json").is_file():
+            return plan
+        return await self._published_immutable(branch, fetcher, sources, plan)
+
+    async def _published_immutable(
+        self, branch: str, fetcher: Fetcher, sources: Sequence[Source], plan: BranchPlan
+    ) -> BranchPlan:
+        """The plan for an immutable ref with a published ``index.json``."""
+        published = PublishedBranch(self.output, branch)
+        without = published.published_without(plan.previous)
+        asked: list[str] = list(self.config.formats)
+        record = plan.record
+        damaged = not (
+            published.intact(record, asked, exact=False)
+            if record is not None
+            else published.whole(asked)
+        )
+        if damaged:
+            log.info("%s: immutable, but its output is not as published: syncing it", branch)
+        if without is not None:  # with --force too: it may not fail more than it did
+            log.info("%s: immutable, but published without some stacks: syncing it", branch)
+            return replace(plan, excused=without)
+        if damaged or self.force:
+            return plan
+        back = await self.missing_back(fetcher, sources, record)
+        if not back:
+            return replace(plan, skip=True)
+        log.info(
+            "%s: immutable, but the mirror now has %s, missing when it was published: syncing it",
+            branch,
+            ", ".join(back),
+        )
+        return replace(plan, excused=frozenset(back))  # failing now leaves it partial at worst
+
+    async def missing_back(
+        self, fetcher: Fetcher, sources: Sequence[Source], published: BranchState | None
+    ) -> list[str]:
+        """The labels of the stacks that were missing (404) when an immutable ref was published
+        and that the mirror now has (a ``HEAD`` answers 200; a local file is there).
+
+        One request per such stack, at once, each given :data:`PROBE_SECONDS`, not retried.
+        An answer that proves nothing (a server that does not allow ``HEAD``, an error, no
+        answer in time) leaves the ref skipped, and stops these looks for the rest of the run:
+        a run over hundreds of refs must not wait on each.
+        """
+        if published is None or not self._probing:
+            return []
+        missing = {source.label for source in published.sources if source.status == "missing"}
+        probed = [source for source in sources if source.label in missing]
+        found = await asyncio.gather(
+            *(fetcher.present(source.location, PROBE_SECONDS) for source in probed)
+        )
+        pairs = list(zip(probed, found, strict=True))
+        unknown = [source.location for source, there in pairs if there is None]
+        if unknown:
+            self._probing = False
+            log.info(
+                "%s: a HEAD request does not tell whether it is there now; stacks missing when "
+                "their ref was published are not looked for again in this run",
+                redacted(unknown[0]),
+            )
+        return [source.label for source, there in pairs if there]

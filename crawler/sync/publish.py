@@ -1,0 +1,93 @@
+"""Publish: a branch's documents and pages staged, then swapped in whole.
+
+Building and writing a large branch is seconds of synchronous work; :func:`checkpoint` gives
+the event loop a turn every few dozen pages, so that a signal stops the run before the swap
+(the staging folder is removed, the published branch stays as it was).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+from ..documents import Changes, Index, PackageSummary, Report
+from ..errors import CrawlerError
+from ..output.published import PublishedBranch
+from ..output.render import encode_json, render_page
+from ..output.stage import BranchStage
+from ..output.state import PagesDigest
+
+log = logging.getLogger(__name__)
+
+#: Pages written between two checks for a signal (a few milliseconds' work).
+PAGES_PER_CHECKPOINT = 50
+
+
+async def checkpoint() -> None:
+    """Give the event loop a turn in a long synchronous stretch, so that a SIGTERM or SIGINT
+    that came meanwhile is handled (it cancels the run, raising CancelledError here).
+
+    A signal reaches asyncio through a pipe: one turn polls it and queues the reading of the
+    pipe, the next reads it and queues the handler, the third runs the handler before this task
+    goes on. So it takes three turns for the cancellation to land here rather than later.
+    """
+    for _ in range(3):
+        await asyncio.sleep(0)
+
+
+async def publish_branch(
+    output: Path,
+    index: Index[PackageSummary],
+    changes: Changes,
+    report: Report,
+    *,
+    with_pages: bool,
+    finish: Callable[[], None],
+) -> tuple[str, str | None, bool]:
+    """Stage and publish ``index``'s branch, with its pages or not; returns the SHA-256 of its
+    index.json, the :class:`~crawler.output.state.PagesDigest` of its pages (None without), and
+    whether it was swapped in. ``finish`` stamps the report's times just before it is written.
+
+    It is not swapped in when the published folder already holds exactly these ``index.json``
+    and pages, and intact companions: a run stopped (SIGKILL, a power cut) after its swap but
+    before it saved the state left it so. Swapping in the same index would replace that run's
+    ``changes.json`` by one listing no change.
+    """
+    branch = index.branch
+    stage = BranchStage(output, branch)
+    try:
+        encoded = encode_json(index)
+        await checkpoint()
+        stage.write("index.json", encoded)
+        stage.write("changes.json", encode_json(changes))
+        pages = PagesDigest() if with_pages else None
+        if pages is not None:
+            for i, (name, summary) in enumerate(index.packages.items()):  # sorted by name
+                if i % PAGES_PER_CHECKPOINT == 0:
+                    await checkpoint()
+                page = render_page(name, branch, summary).encode()
+                stage.write(f"pages/{name}/specs.md", page)
+                pages.add(name, page)
+        digest = hashlib.sha256(encoded).hexdigest()
+        pages_digest = pages.hexdigest() if pages else None
+        if PublishedBranch(output, branch).holds(digest, pages_digest):
+            return digest, pages_digest, False
+        finish()
+        stage.write("report.json", encode_json(report))
+        await checkpoint()
+        stage.publish()
+    finally:
+        stage.discard()
+    return digest, pages_digest, True
+
+
+def after_publish(bookkeeping: Callable[[], None], done: str = "published") -> None:
+    """Run bookkeeping that follows a publish (or finding the output ``done`` otherwise): the
+    publish stands even if it fails."""
+    try:
+        bookkeeping()
+    except CrawlerError as err:
+        log.warning("%s, but %s (the next run redoes it)", done, err)
