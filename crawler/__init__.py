@@ -21,15 +21,48 @@ _PUBLIC = {
     "CrawlerError": "crawler.errors",
     "ConfigError": "crawler.errors",
     "ExitCode": "crawler.errors",
+    # a consumer's: reading a published branch, and querying it
+    "load_index": "crawler.consume.load",
+    "load_report": "crawler.consume.load",
+    "load_changes": "crawler.consume.load",
+    "find_specs": "crawler.consume.query",
+    "Query": "crawler.consume.query",
+    "Match": "crawler.consume.query",
+    "Found": "crawler.consume.query",
+    "Index": "crawler.documents",
+    "PackageSummary": "crawler.documents",
+    "SpecDetail": "crawler.documents",
+    "Report": "crawler.documents",
+    "Changes": "crawler.documents",
+    "NotABranchError": "crawler.errors",
+    "SchemaVersionError": "crawler.errors",
+    "QueryError": "crawler.errors",
+    "UnknownTargetError": "crawler.errors",
 }
 
 __all__ = [
+    "Changes",
     "Config",
     "ConfigError",
     "CrawlerError",
     "ExitCode",
+    "Found",
+    "Index",
+    "Match",
+    "NotABranchError",
+    "PackageSummary",
+    "Query",
+    "QueryError",
+    "Report",
+    "SchemaVersionError",
+    "SpecDetail",
+    "UnknownTargetError",
     "__version__",
+    "find_specs",
+    "load_changes",
     "load_config",
+    "load_index",
+    "load_report",
     "main",
     "verify_branch",
 ]
@@ -37,7 +70,18 @@ __all__ = [
 if TYPE_CHECKING:
     from .cli.command import main
     from .config import Config, load_config
-    from .errors import ConfigError, CrawlerError, ExitCode
+    from .consume.load import load_changes, load_index, load_report
+    from .consume.query import Found, Match, Query, find_specs
+    from .documents import Changes, Index, PackageSummary, Report, SpecDetail
+    from .errors import (
+        ConfigError,
+        CrawlerError,
+        ExitCode,
+        NotABranchError,
+        QueryError,
+        SchemaVersionError,
+        UnknownTargetError,
+    )
     from .ops.verify import verify_branch
 
 

@@ -1,6 +1,6 @@
 """``python -m crawler``: the same as the ``crawler`` command."""
 
-from .cli.command import run
+from .cli.entry import run
 
 if __name__ == "__main__":
     run()

@@ -5,6 +5,7 @@ carries the exit code the command line ends with when it stops a run (:class:`Ex
 
     CrawlerError                  4  (unless a class below says otherwise)
     ├── UsageError                2  bad command-line arguments (unknown branch, unsafe name)
+    │   └── QueryError               a malformed query: version, compiler, variant (what, value)
     ├── ConfigError               2  a config file that cannot be used (file, key, reason)
     ├── LockBusyError             7  another run holds the output's lock (path, holder)
     ├── FetchError                3  a URL could not be read (url, reason, attempts)
@@ -20,7 +21,10 @@ carries the exit code the command line ends with when it stops a run (:class:`Ex
     ├── BranchError                  one branch could not be synced (branch, reason)
     ├── PublishRefused               the publish gate said no (reported as status "refused")
     ├── ChangesInputError            changes asked of something that is not an index
-    └── OutputError                  the output directory cannot be written (path, reason)
+    ├── OutputError                  the output directory cannot be written (path, reason)
+    ├── NotABranchError         11  a consumer was given no published branch (path, reason)
+    ├── SchemaVersionError      12  an index.json of a schema_version this version does not read
+    └── UnknownTargetError      13  a query names a host or family archspec does not know
 
 Fetch and format errors stop a run only when they concern the mirror itself (its discovery
 document); an index's errors fail its source, and a branch's its branch, which the run reports
@@ -53,6 +57,10 @@ class ExitCode(enum.IntEnum):
     LOCKED = 7  # another run holds the output folder's lock
     VERIFY_FAILED = 8  # crawler verify found problems
     DEADLINE = 9  # the run's deadline passed: stopped as if interrupted
+    NO_MATCH = 10  # crawler find matched no spec
+    NOT_A_BRANCH = 11  # a consumer's command was given no published branch
+    SCHEMA_VERSION = 12  # a published index.json of a schema_version not read here (newer)
+    UNKNOWN_TARGET = 13  # a query names a host or target family archspec does not know
 
 
 #: The most characters of a server's text (a header, an error's body) a message quotes.
@@ -310,3 +318,75 @@ class OutputError(CrawlerError):
 
     def __str__(self) -> str:
         return f"cannot {self.doing} {self.path}: {self.reason}"
+
+
+# --- a consumer's errors: reading a published branch, and querying it ------------------------
+
+
+class QueryError(UsageError):
+    """A query that cannot be asked: a malformed version, compiler or variant (``what`` says
+    which criterion, ``value`` is as given)."""
+
+    def __init__(self, what: str, value: str, reason: str) -> None:
+        self.what = what
+        self.value = value
+        self.reason = reason
+        super().__init__(what, value, reason)
+
+    def __str__(self) -> str:
+        return f"bad {self.what} {shown(self.value)!r}: {self.reason}"
+
+
+class NotABranchError(CrawlerError):
+    """A path given to read a published branch is none: missing, an output folder, a folder
+    without ``index.json``, or one whose documents cannot be read as a publish writes them."""
+
+    exit_code = ExitCode.NOT_A_BRANCH
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(path, reason)
+
+    def __str__(self) -> str:
+        return f"{self.path}: not a published branch: {self.reason}"
+
+
+class SchemaVersionError(CrawlerError):
+    """A published ``index.json`` of a ``schema_version`` this version does not read: a newer
+    crawler wrote it (upgrade), or it is no crawler's index."""
+
+    exit_code = ExitCode.SCHEMA_VERSION
+
+    def __init__(self, path: str, version: object, supported: int) -> None:
+        self.path = path
+        self.version = version
+        self.supported = supported
+        super().__init__(path, version, supported)
+
+    def __str__(self) -> str:
+        reads = f"this crawler reads schema_version {self.supported}"
+        newer = type(self.version) is int and self.version > self.supported
+        if newer:
+            return (
+                f"{self.path}: schema_version {self.version} is newer than {reads}; "
+                "upgrade spack-cache-crawler to read it"
+            )
+        what = "no schema_version" if self.version is None else f"schema_version {self.version!r}"
+        return f"{self.path}: {what}, unknown: {reads}"
+
+
+class UnknownTargetError(CrawlerError):
+    """A query names a host microarchitecture or a target family that archspec does not know
+    (``what``: ``host`` or ``family``); ``hint`` says what would be known."""
+
+    exit_code = ExitCode.UNKNOWN_TARGET
+
+    def __init__(self, what: str, name: str, hint: str) -> None:
+        self.what = what
+        self.name = name
+        self.hint = hint
+        super().__init__(what, name, hint)
+
+    def __str__(self) -> str:
+        return f"unknown {self.what} {shown(self.name)!r}: {self.hint}"

@@ -1257,7 +1257,7 @@ async def _start_stuck_stop(
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-c",
-        f"{patch}\nfrom crawler.cli.command import run\nrun()\n",
+        f"{patch}\nfrom crawler.cli.entry import run\nrun()\n",
         *s.argv("a"),
         cwd=tmp_path,
         env=cli_env(),

@@ -12,6 +12,7 @@ import msgspec
 from .. import __version__
 from ..config import Config, load_config, with_overrides
 from ..errors import UsageError
+from . import find
 
 
 class _Parser(argparse.ArgumentParser):
@@ -75,6 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_sync(commands)
     _add_branches(commands)
     _add_verify(commands)
+    find.add_parser(commands)
     return parser
 
 

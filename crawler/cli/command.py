@@ -15,7 +15,6 @@ import asyncio
 import contextlib
 import ctypes
 import logging
-import os
 import signal
 import sys
 import time
@@ -33,6 +32,7 @@ from ..ops import metrics
 from ..output.workdir import STATE_DIR
 from ..sync.reporting import LogReporter
 from ..sync.run import RunResult, Syncer
+from . import find
 from .arguments import build_parser, settings
 from .checks import check_metrics, check_output, leave_a_deleted_working_folder
 from .display import LiveReporter, setup_logging, wants_live
@@ -190,6 +190,8 @@ async def main_async(
         if isinstance(args, int):  # --help and --version
             return args
         command = args.command
+        if command == "find":  # reads only: no logging, config, signals or metrics
+            return find.run(args)
         setup_logging(args.quiet, args.verbose)
         if command == "verify":
             return _verify(args)
@@ -320,20 +322,3 @@ def main(argv: Sequence[str] | None = None, *, hard: bool = False) -> int:
         if hard:
             timer(GRACE, EXIT_SIGINT, "warning: the process did not end by itself; ended at once")
         return EXIT_SIGINT
-
-
-def run() -> None:
-    """Console-script entry point."""
-    code = main(hard=True)
-    for stream in (sys.stdout, sys.stderr):
-        if stream is None:  # closed when the process started (>&-)
-            continue
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            # What it holds cannot be written (a full disk, a closed pipe): Python would report
-            # that at exit and make the code 120. As its documentation advises for a closed
-            # pipe, the rest goes to /dev/null; the exit code stands.
-            with contextlib.suppress(OSError, ValueError):
-                os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
-    sys.exit(code)

@@ -1,0 +1,52 @@
+"""The ``crawler`` command's entry point (and ``python -m crawler``'s).
+
+``crawler find`` runs from here importing only what it uses, so that it answers in a fraction
+of a second; every other command goes through :func:`crawler.cli.command.main`, whose imports
+(the whole sync) take about half a second.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+
+
+def run() -> None:
+    """Console-script entry point."""
+    argv = sys.argv[1:]
+    if argv[:1] == ["find"]:
+        code = _find(argv[1:])
+    else:
+        from .command import main
+
+        code = main(hard=True)
+    exit_with(code)
+
+
+def _find(argv: list[str]) -> int:
+    from .find import main
+
+    try:
+        return main(argv)
+    except KeyboardInterrupt:
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            print("interrupted", file=sys.stderr, flush=True)
+        return 128 + signal.SIGINT
+
+
+def exit_with(code: int) -> None:
+    """End the process with ``code``, whatever its standard streams still hold."""
+    for stream in (sys.stdout, sys.stderr):
+        if stream is None:  # closed when the process started (>&-)
+            continue
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            # What it holds cannot be written (a full disk, a closed pipe): Python would report
+            # that at exit and make the code 120. As its documentation advises for a closed
+            # pipe, the rest goes to /dev/null; the exit code stands.
+            with contextlib.suppress(OSError, ValueError):
+                os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+    sys.exit(code)

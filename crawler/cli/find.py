@@ -1,0 +1,272 @@
+"""``crawler find``: the specs of a published branch that meet a query, as a table or JSON Lines.
+
+It only reads (no lock, no state, nothing written under the output), and starts fast: it
+imports what it uses and nothing of the sync (aiohttp, the decoding pool, the config), rich
+only to draw a table on a terminal, archspec only for ``--family`` and ``--runs-on``. The
+``crawler`` command runs it through :mod:`.entry` without importing the rest of the command
+line; :mod:`.command` runs it too, in-process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import difflib
+import gc
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+import msgspec
+
+from ..consume.load import Packages, branch_path, load_packages, no_gc
+from ..consume.query import Found, Match, Query
+from ..errors import CrawlerError, ExitCode, UsageError
+
+EXIT_SIGPIPE = 141  # 128 + SIGPIPE, as a shell reports a reader that closed the pipe
+
+EPILOG = (
+    "exit codes: 0 found, 1 internal error, 2 usage error (a bad flag, or a malformed version, "
+    "compiler or variant), 4 the results could not be written, 10 no spec matches, 11 no "
+    "published branch there, 12 its index.json has a schema_version this crawler does not read "
+    "(newer), 13 an unknown --runs-on host or --family, 141 its reader closed the pipe"
+)
+DEFAULT_OUTPUT = "output"
+DEFAULT_BRANCH = "develop"
+
+
+class _Parser(argparse.ArgumentParser):
+    """The parser of ``crawler find`` alone (see :func:`main`): raises a :class:`UsageError`
+    rather than exiting, and takes no abbreviated option, as the command line's does."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def add_parser(commands: Any) -> argparse.ArgumentParser:
+    """Add ``find`` to the command line's subparsers (``add_subparsers()``'s action)."""
+    parser: argparse.ArgumentParser = commands.add_parser(
+        "find", help="find specs in a published branch", **_TEXTS
+    )
+    add_arguments(parser)
+    return parser
+
+
+_TEXTS = {
+    "description": "Print the specs of a published branch that meet every criterion given "
+    "(none: every spec). Reads <output>/<branch>/index.json; writes nothing.",
+    "epilog": EPILOG,
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments of ``crawler find``."""
+    parser.add_argument("name", nargs="?", help="package name, or a glob such as 'py-*'")
+    where = parser.add_argument_group("which branch")
+    where.add_argument(
+        "--output", metavar="DIR", help=f"output folder (default: ./{DEFAULT_OUTPUT})"
+    )
+    where.add_argument("--branch", metavar="NAME", help=f"branch (default: {DEFAULT_BRANCH})")
+    where.add_argument(
+        "--in",
+        dest="folder",
+        type=_path,
+        metavar="FOLDER",
+        help="a published branch folder instead, e.g. snapshots/develop-2025-04-20",
+    )
+    query = parser.add_argument_group("criteria (each narrows the answer)")
+    query.add_argument(
+        "--version", metavar="V", help="1.26 (and 1.26.x), =1.26 (exactly), 1.2:1.4, 1.2:, :1.4"
+    )
+    query.add_argument("--target", metavar="T", help="target, exactly: zen3, x86_64_v3")
+    query.add_argument("--family", metavar="F", help="target family: x86_64, aarch64, ppc64le")
+    query.add_argument(
+        "--runs-on",
+        metavar="HOST",
+        help="binaries that run on this microarchitecture (neoverse_v2; 'host': this machine)",
+    )
+    query.add_argument("--os", metavar="OS", help="operating system: ubuntu24.04")
+    query.add_argument("--platform", metavar="P", help="platform: linux, darwin")
+    query.add_argument("--compiler", metavar="C", help="gcc, gcc@13, gcc@12:13")
+    query.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="V",
+        help="+mpi, ~cuda, cuda_arch=80 (repeatable: all must hold)",
+    )
+    query.add_argument("--stack", metavar="S", help="a stack holding the spec: e4s")
+    parser.add_argument("--json", action="store_true", help="JSON Lines: one spec a line")
+
+
+def _path(text: str) -> Path:
+    if not text.strip():  # `--in "$UNSET"` must not mean the working folder
+        raise argparse.ArgumentTypeError("must not be empty or blank")
+    return Path(text)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``crawler find`` with parsed arguments; returns the exit code, raises a
+    :class:`CrawlerError` for bad input."""
+    query = Query(  # checked before the index is read
+        name=args.name,
+        version=args.version,
+        target=args.target,
+        family=args.family,
+        runs_on=args.runs_on,
+        os=args.os,
+        platform=args.platform,
+        compiler=args.compiler,
+        variants=args.variant,
+        stack=args.stack,
+    )
+    folder = _folder(args)
+    with no_gc():  # a short run over one acyclic document: a collection would only walk it
+        packages = load_packages(folder)
+        found = query.select(packages)
+        return _answer(query, packages, found, folder, as_json=args.json)
+
+
+def _answer(query: Query, packages: Packages, found: Found, folder: Path, *, as_json: bool) -> int:
+    """Print what was found (or say why nothing was); the exit code."""
+    if found.unknown_targets:
+        from ..consume.targets import archspec_version
+
+        _tell(
+            f"warning: {folder} holds targets archspec {archspec_version()} does not know: "
+            f"{', '.join(sorted(found.unknown_targets))} (their specs match no --family or "
+            "--runs-on; a newer archspec may know them)"
+        )
+    if not found:
+        _tell(_nothing(query, packages, folder))
+        return ExitCode.NO_MATCH
+    try:
+        _write(found, folder, as_json=as_json)
+    except BrokenPipeError:
+        return EXIT_SIGPIPE  # the reader took what it wanted (`| head`)
+    except OSError as err:  # the results are what was asked for: without them, a failure
+        _tell(f"error: cannot write the results to standard output: {err.strerror or err}")
+        return ExitCode.FAILED
+    return ExitCode.OK
+
+
+def _folder(args: argparse.Namespace) -> Path:
+    if args.folder is not None:
+        if args.output is not None or args.branch is not None:
+            raise UsageError("crawler find: give --in FOLDER, or --output and --branch, not both")
+        folder: Path = args.folder
+        return folder
+    return branch_path(args.output or DEFAULT_OUTPUT, args.branch or DEFAULT_BRANCH)
+
+
+def _nothing(query: Query, packages: Packages, folder: Path) -> str:
+    """What to say when nothing matched: a package name that is none, or how much was asked."""
+    if query.name is not None and not query.names(packages):
+        close = difflib.get_close_matches(query.name, list(packages), n=3)
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        return f"no package {query.name!r} in {folder}{hint}"
+    return f"no spec of {folder} meets the criteria (it has {packages.index.stats.specs:,})"
+
+
+def _write(found: Found, folder: Path, *, as_json: bool) -> None:
+    out = sys.stdout
+    if out is None:  # closed when the process started (>&-): on purpose
+        return
+    if as_json:
+        out.flush()
+        out.buffer.write(json_lines(found.matches))
+    elif out.isatty():
+        _rich_table(found, folder, out)
+    else:
+        out.write(plain_table(found.matches))
+    out.flush()
+
+
+def json_lines(matches: Sequence[Match]) -> bytes:
+    """One JSON object a match: its package's ``name``, then its entry of ``spec_details``."""
+    encode = msgspec.json.Encoder().encode
+    # A spec encodes as an object ('{...}'): its keys follow the name's, in one object.
+    return b"".join(
+        b'{"name":' + encode(m.name) + b"," + encode(m.spec)[1:] + b"\n" for m in matches
+    )
+
+
+_COLUMNS = ("name", "version", "hash", "target", "os", "compiler", "stacks")
+
+
+def _row(match: Match, short: bool) -> tuple[str, ...]:
+    spec = match.spec
+    stacks = ",".join(s for s in spec.stacks if s != "root") or "-"
+    digest = spec.hash[:7] if short else spec.hash
+    return (
+        match.name,
+        ",".join(spec.versions),
+        digest,
+        spec.target,
+        spec.os,
+        spec.compiler,
+        stacks,
+    )
+
+
+def plain_table(matches: Sequence[Match]) -> str:
+    """The matches as aligned columns under a header (for a pipe or a file: full hashes, no
+    colours, nothing cut)."""
+    rows = [tuple(c.upper() for c in _COLUMNS), *(_row(m, short=False) for m in matches)]
+    widths = [max(map(len, column)) for column in list(zip(*rows, strict=True))[:-1]]
+    line = "  ".join(f"{{:<{width}}}" for width in widths) + "  {}\n"
+    return "".join(line.format(*row) for row in rows)
+
+
+def _rich_table(found: Found, folder: Path, out: TextIO) -> None:
+    from rich.console import Console  # only here: about 50 ms to import
+    from rich.table import Table
+
+    packages = len({m.name for m in found.matches})
+    table = Table(
+        *_COLUMNS,
+        caption=f"{len(found):,} spec(s) of {packages:,} package(s) in {folder}",
+        box=None,
+        header_style="bold",
+    )
+    for match in found.matches:
+        table.add_row(*_row(match, short=True))
+    Console(file=out).print(table)
+
+
+def _tell(line: str) -> None:
+    """A line for the user on stderr; one that cannot be written changes no exit code."""
+    if sys.stderr is None:
+        return
+    with contextlib.suppress(OSError, ValueError):
+        print(line, file=sys.stderr, flush=True)
+
+
+def main(argv: Sequence[str]) -> int:
+    """``crawler find ARGV`` on its own, as :mod:`.entry` runs it: returns the exit code; an
+    error is a line on stderr, a bug its traceback."""
+    # The process ends after this command: its one document, acyclic, would only be walked.
+    gc.disable()
+    try:
+        parser = _Parser(prog="crawler find", **_TEXTS)
+        add_arguments(parser)
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as done:  # --help
+            return int(done.code or 0)
+        return run(args)
+    except CrawlerError as err:  # each class carries its exit code
+        _tell(f"error: {err.headline}{err}")
+        return err.exit_code
+    except Exception:
+        import traceback
+
+        from .. import __version__
+
+        _tell(f"internal error (a bug in crawler {__version__}):\n{traceback.format_exc()}")
+        return ExitCode.INTERNAL

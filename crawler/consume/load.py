@@ -1,0 +1,199 @@
+"""Reading a published branch: ``<output>/<branch>/`` and its documents, as the typed structs of
+:mod:`crawler.documents`.
+
+Nothing here writes, locks or records anything: a consumer may read while a sync publishes. A
+publish swaps the whole branch folder in with one rename, and each document is read with one
+``open``, so a document is always one publish's, whole; two documents read one after the other
+may be of two publishes (compare their ``branch`` and the report's ``finished_at`` if it
+matters).
+
+Every function takes a published branch folder (``output/develop``) or the document's own file
+(``output/develop/index.json``, a copy elsewhere). A path that is neither is a
+:class:`~crawler.errors.NotABranchError` naming it and why; an ``index.json`` of another
+``schema_version`` than this version reads, a :class:`~crawler.errors.SchemaVersionError`.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TypeVar
+
+import msgspec
+
+from ..documents import SCHEMA_VERSION, Changes, Index, PackageSummary, Report
+from ..errors import NotABranchError, SchemaVersionError, UsageError
+from ..files import is_safe_name, read_regular
+from ..output.workdir import STATE_DIR
+
+_EXAMPLE = "give a published branch folder, such as output/develop"
+
+PathLike = str | os.PathLike[str]
+D = TypeVar("D")
+
+
+def branch_path(output: PathLike, branch: str) -> Path:
+    """The folder of ``branch`` in the output folder ``output`` (a :class:`UsageError` for a
+    name that is no branch's: ``..``, ``a/b``)."""
+    if not is_safe_name(branch):
+        raise UsageError(f"{branch!r} is no branch name (letters, digits, '.', '_', '+', '-')")
+    return Path(output) / branch
+
+
+def load_index(path: PathLike) -> Index[PackageSummary]:
+    """The ``index.json`` of a published branch folder (or that file itself), typed."""
+    file = _document(path, "index.json")
+    data = _read(file)
+    try:
+        index = _decode(file, data, Index[PackageSummary], "an index.json")
+    except NotABranchError:
+        version = _schema_version(file, data)
+        if version is not None:  # a newer index's shape may differ: that is the news
+            _check_version(file, version)
+        raise
+    _check_version(file, index.schema_version)  # a newer one may have this shape, too
+    return index
+
+
+class Packages(Mapping[str, PackageSummary]):
+    """The packages of a published ``index.json``, each decoded when first looked up: a query
+    by name decodes one package of a 60,000-spec index, not all of them (``crawler find``).
+    ``index`` is the rest of the document (``branch``, ``sources``, ``stats``), decoded."""
+
+    def __init__(self, file: Path, index: Index[msgspec.Raw]) -> None:
+        self.file = file
+        self.index = index
+        self._decoded: dict[str, PackageSummary] = {}
+
+    def __getitem__(self, name: str) -> PackageSummary:
+        package = self._decoded.get(name)
+        if package is None:
+            raw = self.index.packages[name]
+            package = _decode(self.file, raw, PackageSummary, f"package {name!r} of an index")
+            self._decoded[name] = package
+        return package
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.index.packages)
+
+    def __len__(self) -> int:
+        return len(self.index.packages)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.index.packages
+
+
+def load_packages(path: PathLike) -> Packages:
+    """The packages of a published ``index.json`` (as :func:`load_index` finds and checks
+    it), each decoded when first looked up."""
+    file = _document(path, "index.json")
+    data = _read(file)
+    index = _decode(file, data, Index[msgspec.Raw], "an index.json")
+    _check_version(file, index.schema_version)
+    return Packages(file, index)
+
+
+def load_report(path: PathLike) -> Report:
+    """The ``report.json`` of a published branch folder (or that file itself), typed: the
+    last publish's statistics, sources and findings."""
+    file = _document(path, "report.json")
+    return _decode(file, _read(file), Report, "a report.json")
+
+
+def load_changes(path: PathLike) -> Changes:
+    """The ``changes.json`` of a published branch folder (or that file itself), typed: what
+    the last publish added and removed."""
+    file = _document(path, "changes.json")
+    return _decode(file, _read(file), Changes, "a changes.json")
+
+
+class _Versioned(msgspec.Struct):
+    schema_version: object = None
+
+
+def _schema_version(file: Path, data: bytes) -> object:
+    try:
+        return msgspec.json.decode(data, type=_Versioned).schema_version
+    except msgspec.DecodeError as err:  # ValidationError included: not an object
+        raise NotABranchError(str(file), f"not a JSON object: {err}") from None
+
+
+def _check_version(file: Path, version: object) -> None:
+    if type(version) is not int or version != SCHEMA_VERSION:
+        raise SchemaVersionError(str(file), version, SCHEMA_VERSION)
+
+
+def _document(path: PathLike, name: str) -> Path:
+    """The file ``name`` of the branch folder ``path``, or ``path`` if it is a file."""
+    given = Path(path)
+    try:
+        if given.is_dir():
+            problem = _not_a_branch_folder(given)
+            if problem is None and not (given / name).exists():
+                problem = f"it holds no {name}"
+        elif given.exists():
+            return given
+        else:
+            problem = _missing(given)
+    except OSError as err:  # a folder this user may not search
+        problem = f"cannot look into it: {err.strerror or err}"
+    if problem is not None:
+        raise NotABranchError(str(given), problem)
+    return given / name
+
+
+def _not_a_branch_folder(folder: Path) -> str | None:
+    """Why the existing folder ``folder`` is not a published branch folder, or None."""
+    if (folder / STATE_DIR).is_dir() and not (folder / "index.json").exists():
+        return f"an output folder, not a branch folder (give one of its branches{_such(folder)})"
+    if folder.resolve().name == "pages" and (folder.resolve().parent / "index.json").is_file():
+        return f"a folder inside the branch folder {folder.parent}, not a branch folder"
+    if not (folder / "index.json").exists():
+        return f"it holds no index.json ({_EXAMPLE})"
+    return None
+
+
+def _missing(path: Path) -> str:
+    """Why a missing path is no branch: in an output folder, which branches it has."""
+    if (path.parent / STATE_DIR).is_dir():
+        return f"no such branch published in {path.parent} (its branches{_such(path.parent)})"
+    return f"no such folder ({_EXAMPLE})"
+
+
+def _such(output: Path) -> str:
+    branches = sorted(p.parent.name for p in output.glob("*/index.json"))
+    return f": {', '.join(branches)}" if branches else ": none yet"
+
+
+def _read(file: Path) -> bytes:
+    try:
+        return read_regular(file)
+    except OSError as err:
+        raise NotABranchError(str(file), f"cannot be read: {err.strerror or err}") from None
+
+
+def _decode(file: Path, data: bytes | msgspec.Raw, kind: type[D], what: str) -> D:
+    try:
+        with no_gc():
+            return msgspec.json.decode(data, type=kind)
+    except msgspec.DecodeError as err:  # ValidationError included
+        raise NotABranchError(
+            str(file), f"not {what} as a publish writes it: {err} (crawler verify says more)"
+        ) from None
+
+
+@contextmanager
+def no_gc() -> Iterator[None]:
+    """The collector off while a document decodes: its hundreds of thousands of new tuples
+    and lists would set it off again and again, for nothing (they hold no cycles); that
+    halves the time of a 60,000-spec index."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()

@@ -1,0 +1,196 @@
+"""``crawler find`` as a user runs it: the table and JSON Lines, each exit code, that it writes
+nothing, and that it starts without the sync's imports."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from crawler.cli import find
+from crawler.cli.command import main
+
+from .conftest import CLI_TIMEOUT, Done, cli_env
+from .test_query import sync_sample
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The sample mirror's output folder, published once for the module."""
+    output = tmp_path_factory.mktemp("sample") / "output"
+    sync_sample(output)
+    return output
+
+
+def run_find(*args: str, cwd: Path) -> Done:
+    """``python -m crawler find ARGS`` in a process of its own."""
+    done = subprocess.run(
+        [sys.executable, "-m", "crawler", "find", *args],
+        cwd=cwd,
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=CLI_TIMEOUT,
+        check=False,
+    )
+    return Done(done.returncode, done.stdout, done.stderr)
+
+
+def here(capsys: pytest.CaptureFixture[str], *args: str) -> Done:
+    """``crawler find ARGS`` in this process, as the ``crawler`` command's entry runs it."""
+    code = find.main(list(args))
+    captured = capsys.readouterr()
+    return Done(code, captured.out, captured.err)
+
+
+@pytest.mark.slow
+def test_json_lines_and_the_table_in_a_process(sample: Path) -> None:
+    done = run_find("py-numpy", "--json", "--output", str(sample), cwd=sample.parent.parent)
+    assert done.code == 0, done.err
+    lines = [json.loads(line) for line in done.out.splitlines()]
+    assert lines and all(line["name"] == "py-numpy" for line in lines)
+    index = json.loads((sample / "develop" / "index.json").read_bytes())
+    assert [{k: v for k, v in line.items() if k != "name"} for line in lines] == index["packages"][
+        "py-numpy"
+    ]["spec_details"]
+    table = run_find("py-numpy", "--in", str(sample / "develop"), cwd=sample)
+    assert table.code == 0
+    header, *rows = table.out.splitlines()
+    assert header.split() == ["NAME", "VERSION", "HASH", "TARGET", "OS", "COMPILER", "STACKS"]
+    assert [row.split()[2] for row in rows] == [line["hash"] for line in lines]
+
+
+@pytest.mark.slow
+def test_the_default_folder_is_output_develop(sample: Path) -> None:
+    done = run_find("zlib", "--runs-on", "zen3", cwd=sample.parent)
+    assert done.code == 0, done.err
+    assert all(row.split()[0] == "zlib" for row in done.out.splitlines()[1:])
+
+
+@pytest.mark.slow
+def test_a_table_on_a_terminal(sample: Path) -> None:
+    """On a terminal, rich draws it: short hashes, and a caption with the counts."""
+    leader, follower = pty.openpty()
+    try:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "crawler", "find", "zlib", "--in", str(sample / "develop")],
+            stdout=follower,
+            stderr=subprocess.DEVNULL,
+            env={**cli_env(), "COLUMNS": "160", "TERM": "dumb"},
+        )
+        os.close(follower)
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # EIO: the process closed the terminal
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        assert process.wait(timeout=CLI_TIMEOUT) == 0
+    finally:
+        os.close(leader)
+    text = b"".join(chunks).decode()
+    index = json.loads((sample / "develop" / "index.json").read_bytes())
+    hashes = [s["hash"] for s in index["packages"]["zlib"]["spec_details"]]
+    assert all(h[:7] in text for h in hashes) and hashes[0] not in text
+    assert f"{len(hashes)} spec(s) of 1 package(s)" in text
+
+
+def test_every_exit_code(sample: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    develop = str(sample / "develop")
+    assert here(capsys, "--in", develop, "--family", "aarch64").code == 0
+    nothing = here(capsys, "py-numpy", "--in", develop, "--target", "m1", "--os", "ubuntu24.04")
+    assert (nothing.code, nothing.out) == (10, "")
+    assert "no spec of" in nothing.err and "meets the criteria (it has 58)" in nothing.err
+    typo = here(capsys, "py-nump", "--in", develop)
+    assert typo.code == 10 and "no package 'py-nump'" in typo.err and "py-numpy" in typo.err
+    output = here(capsys, "--in", str(sample))
+    assert output.code == 11 and "an output folder, not a branch folder" in output.err
+    missing = here(capsys, "--output", str(sample), "--branch", "v9")
+    assert missing.code == 11 and "no such branch published" in missing.err
+    host = here(capsys, "--in", develop, "--runs-on", "zen99")
+    assert host.code == 13 and "error: unknown host 'zen99'" in host.err
+    for bad in (["--version", "1:2:3"], ["--variant", "mpi"], ["--branch", "../x"], ["--bogus"]):
+        done = here(capsys, *bad)
+        assert done.code == 2 and done.err.startswith("error: "), bad
+    both = here(capsys, "--in", develop, "--branch", "develop")
+    assert both.code == 2 and "not both" in both.err
+
+
+def test_a_newer_index_is_exit_12(
+    sample: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    document = json.loads((sample / "develop" / "index.json").read_bytes())
+    document["schema_version"] = 2
+    (tmp_path / "develop").mkdir()
+    (tmp_path / "develop" / "index.json").write_text(json.dumps(document))
+    done = here(capsys, "--output", str(tmp_path))
+    assert done.code == 12 and "schema_version 2 is newer" in done.err and done.out == ""
+
+
+def test_unknown_targets_in_the_index_are_a_warning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import msgspec
+
+    from .test_query import generated_index
+
+    (tmp_path / "develop").mkdir()
+    (tmp_path / "develop" / "index.json").write_bytes(msgspec.json.encode(generated_index(20, 5)))
+    done = here(capsys, "--output", str(tmp_path), "--family", "x86_64", "--json")
+    assert (done.code == 0 and len(done.out.splitlines()) == 20 * 4 * 3 // 7) or done.out
+    assert done.err.count("warning:") == 1 and "zen99_future" in done.err
+
+
+def test_the_command_line_runs_find_in_process(
+    sample: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["find", "zlib", "--in", str(sample / "develop"), "--json"])
+    out = capsys.readouterr().out
+    assert code == 0 and all(json.loads(line)["name"] == "zlib" for line in out.splitlines())
+    assert main(["find", "nope", "--in", str(sample / "develop")]) == 10
+    assert main(["find", "--in", str(sample)]) == 11
+
+
+def test_find_writes_nothing(sample: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    def tree() -> dict[str, tuple[int, int]]:
+        return {
+            str(p.relative_to(sample)): (p.stat().st_mtime_ns, p.stat().st_size)
+            for p in sorted(sample.rglob("*"))
+        }
+
+    before = tree()
+    for args in (["zlib"], ["--runs-on", "zen3", "--json"], ["nope"], ["--branch", "v0.23.1"]):
+        here(capsys, "--output", str(sample), *args)
+    assert tree() == before
+
+
+@pytest.mark.slow
+def test_find_starts_without_the_sync(sample: Path) -> None:
+    """Only what find uses is imported: no aiohttp, no decoding pool, no config, no rich for a
+    pipe, no archspec unless a target family or host is asked about."""
+    script = (
+        "import sys\n"
+        "from crawler.cli import entry\n"
+        "sys.argv = ['crawler', 'find', 'zlib', '--in', sys.argv[1]]\n"
+        "try:\n    entry.run()\nexcept SystemExit:\n    pass\n"
+        "heavy = ['aiohttp', 'asyncio', 'crawler.sync', 'crawler.decode.pool', 'crawler.config',"
+        " 'yaml', 'jsonschema', 'rich', 'archspec']\n"
+        "print([m for m in heavy if m in sys.modules], file=sys.stderr)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(sample / "develop")],
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=CLI_TIMEOUT,
+        check=False,
+    )
+    assert done.stderr.strip().splitlines()[-1] == "[]", done.stderr
