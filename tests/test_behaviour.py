@@ -875,42 +875,41 @@ async def test_format_flag_chooses_pages_and_json_is_always_written(
     assert sorted(_index(out, "develop")["packages"]) == ["py-six", "zlib"]
 
 
-_DROPPED = (
-    " WARNING develop: published without the pages it had (formats: json); "
-    "add pages to formats, or run with --format json,pages, to keep them"
-)
-
-
-async def test_dropping_pages_from_a_mutable_branch_says_so(
+async def test_a_branch_keeps_the_formats_it_was_published_in_unless_pruned(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A branch follows the formats asked for; one published with pages and then with json
-    alone loses its pages, which a cron user may not expect: a warning says so. What counts
-    is the published folder, not the state (deleting .crawler/ is allowed)."""
+    """A manual ``--format json`` after a cron job that publishes pages dropped the site's
+    pages (a warning, exit 0). A branch now keeps the formats it was published in, whatever
+    the state says (deleting .crawler/ is allowed); ``--prune-formats`` alone removes them."""
     specs = (SynthSpec("zlib", "1.3.1"),)
     root = tmp_path / "mirror"
     build_mirror(root, [SynthRef("develop", specs)])
     out = tmp_path / "out"
     config = _config(tmp_path, root.as_uri(), out)
+    pages = out / "develop" / "pages" / "zlib" / "specs.md"
 
-    async def sync(formats: str) -> tuple[int, list[str]]:
-        code = await _sync(config, "--branch", "develop", "--format", formats)
-        return code, capsys.readouterr().err.splitlines()
+    async def sync(formats: str, *flags: str) -> tuple[int, list[str]]:
+        argv = ["sync", "--branch", "develop", "--config", str(config), "--format", formats]
+        code = await main_async([*argv, *flags])
+        lines = capsys.readouterr().err.splitlines()
+        return code, [line.split(" INFO ", 1)[-1] for line in lines if "formats" in line]
 
-    assert await sync("json,pages") == (0, [])  # -q: warnings and errors only
-    code, (line,) = await sync("json")
-    assert code == 0 and line.endswith(_DROPPED)
-    assert not (out / "develop" / "pages").exists()
-    assert await sync("json") == (6, [])
     assert await sync("json,pages") == (0, [])
+    published = tree_bytes(out / "develop")
+    kept = ["develop: writing pages too, as published before (prune_formats drops them)"]
+    assert await sync("json") == (6, kept)
+    assert tree_bytes(out / "develop") == published
 
     shutil.rmtree(out / ".crawler")  # the state is gone, the pages are there
-    code, (line,) = await sync("json")
-    assert code == 0 and line.endswith(_DROPPED)
+    assert await sync("json") == (6, kept)  # rebuilt to the very files published
+    assert tree_bytes(out / "develop") == published
 
-    assert await sync("json,pages") == (0, [])
-    shutil.rmtree(out / "develop")  # nothing published to lose
-    assert await sync("json") == (0, [])
+    removed = ["develop: removing pages, as prune_formats asks"]
+    assert await sync("json", "--prune-formats") == (0, removed)
+    assert not pages.exists() and not (out / "develop" / "pages").exists()
+    assert await sync("json") == (6, [])
+    assert await sync("json,pages", "--prune-formats") == (0, [])
+    assert pages.is_file()
 
 
 async def test_an_immutable_ref_gets_a_stack_missing_when_it_was_published(

@@ -895,7 +895,8 @@ async def test_adding_pages_to_an_unchanged_mirror_rebuilds_the_branch(
     assert (site.out / BRANCH / "index.json").read_bytes() == index
     assert site.published() == await site.cold()
 
-    assert await site.sync("--format=json") == 0  # and dropping them again removes them
+    assert await site.sync("--format=json") == 6  # a branch keeps its formats
+    assert await site.sync("--format=json", "--prune-formats") == 0  # unless pruned
     assert not (site.out / BRANCH / "pages").exists()
 
 

@@ -120,6 +120,13 @@ def _add_sync(commands: argparse._SubParsersAction[_Parser]) -> None:
         "--format", type=_formats, metavar="json,pages", help="outputs to write (json is always)"
     )
     sync.add_argument(
+        "--prune-formats",
+        action="store_true",
+        default=None,
+        help="publish in exactly these formats, removing others a branch was published in "
+        "(by default they are kept)",
+    )
+    sync.add_argument(
         "--concurrency",
         type=_int_between(1, 256),
         metavar="N",
@@ -188,6 +195,7 @@ def settings(args: argparse.Namespace) -> Config:
         formats=formats,
         concurrency=getattr(args, "concurrency", None),
         metrics=getattr(args, "metrics", None),
+        prune_formats=getattr(args, "prune_formats", None),
         deadline=args.deadline,
     )
     if budget is not None:

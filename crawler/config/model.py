@@ -11,6 +11,9 @@ key                    default                    meaning
 mirror                 https://binaries.spack.io  base of the mirror: http(s)://, file:// or a path
 output                 output                     folder that receives ``<branch>/`` folders
 formats                [json]                     ``json`` (always written) and/or ``pages``
+prune_formats          false                      publish a branch in exactly ``formats``,
+                                                  removing others it was published in (by
+                                                  default they are kept and written again)
 concurrency            8                          sources of a branch downloaded at once (1-256)
 decode_workers         0                          processes decoding indexes (0: one per CPU)
 timeouts.connect       10                         seconds to open a connection
@@ -113,6 +116,7 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=Tr
     mirror: Annotated[str, msgspec.Meta(min_length=1)] = PUBLIC_MIRROR
     output: Annotated[str, msgspec.Meta(min_length=1)] = "output"
     formats: Annotated[tuple[Format, ...], msgspec.Meta(min_length=1)] = ("json",)
+    prune_formats: bool = False
     concurrency: Annotated[int, msgspec.Meta(ge=1, le=256)] = 8
     decode_workers: Annotated[int, msgspec.Meta(ge=0, le=64)] = 0
     timeouts: Timeouts = Timeouts()

@@ -210,13 +210,6 @@ class BranchSync:
             )
         if swapped:
             after_publish(self._save_report)
-            if pages is None and plan.had_pages:
-                log.warning(
-                    "%s: published without the pages it had (formats: %s); "
-                    "add pages to formats, or run with --format json,pages, to keep them",
-                    branch,
-                    ",".join(plan.formats),
-                )
         learnt = [o.state() for o in self.outcomes]
         state = BranchState(__version__, inputs, digest, plan.formats, learnt, index.stats, pages)
         after_publish(

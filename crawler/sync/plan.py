@@ -1,8 +1,9 @@
 """Plan: what a run does with a branch before reading any of its sources.
 
-The last publish's state, the formats to write (an immutable ref keeps those it was published
-in), and whether an immutable ref already published is skipped, or synced again because its
-output is damaged, it was published without some stacks, or stacks missing then are back.
+The last publish's state, the formats to write (those asked for, and those the branch was
+published in unless ``prune_formats`` says otherwise), and whether an immutable ref already
+published is skipped, or synced again because its output is damaged, it was published
+without some stacks, or stacks missing then are back.
 """
 
 from __future__ import annotations
@@ -38,9 +39,6 @@ class BranchPlan:
     record: BranchState | None
     #: The formats to write.
     formats: list[str]
-    #: Whether the published folder holds pages, whatever the state says (deleting
-    #: ``.crawler/`` is allowed).
-    had_pages: bool
     #: Stacks that may fail beyond ``publish.max_failed_stacks``: those the output was
     #: published without (it may not fail more than it did).
     excused: frozenset[str] = frozenset()
@@ -62,17 +60,34 @@ class Planner:
         """The plan for ``branch``, whose sources the mirror lists now are ``sources``."""
         previous = self.store.branch(branch)
         record = previous or self.store.branch(branch, any_version=True)
-        formats: list[str] = list(self.config.formats)
-        had_pages = PublishedBranch(self.output, branch).has_pages()
-        if not self.config.is_immutable(branch):
-            return BranchPlan(previous, record, formats, had_pages)
-        # It stays put: a rebuild (a repair, even of a deleted index.json) keeps the formats
-        # it was published in too.
-        was = [*(record.formats if record else []), *(["pages"] if had_pages else [])]
-        plan = BranchPlan(previous, record, normal_formats([*formats, *was]), had_pages)
-        if not (self.output / branch / "index.json").is_file():
+        asked = normal_formats(self.config.formats)
+        was = self._published_formats(branch, record)
+        # A branch keeps the formats it was published in (a manual run without the pages
+        # must not remove a site's pages): only prune_formats drops them, and never for an
+        # immutable ref, which stays put.
+        immutable = self.config.is_immutable(branch)
+        kept = normal_formats([*asked, *was])
+        if not immutable and self.config.prune_formats:
+            if kept != asked:
+                log.info("%s: removing %s, as prune_formats asks", branch, _others(kept, asked))
+            kept = asked
+        elif kept != asked and not immutable:
+            log.info(
+                "%s: writing %s too, as published before (prune_formats drops them)",
+                branch,
+                _others(kept, asked),
+            )
+        plan = BranchPlan(previous, record, kept)
+        if not immutable or not (self.output / branch / "index.json").is_file():
             return plan
         return await self._published_immutable(branch, fetcher, sources, plan)
+
+    def _published_formats(self, branch: str, record: BranchState | None) -> list[str]:
+        """The formats the branch was published in: as its state says, else (``.crawler/``
+        deleted, which is allowed) as its folder shows."""
+        if record is not None:
+            return list(record.formats)
+        return ["pages"] if PublishedBranch(self.output, branch).has_pages() else []
 
     async def _published_immutable(
         self, branch: str, fetcher: Fetcher, sources: Sequence[Source], plan: BranchPlan
@@ -132,3 +147,7 @@ class Planner:
                 redacted(unknown[0]),
             )
         return [source.label for source, there in pairs if there]
+
+
+def _others(formats: list[str], asked: list[str]) -> str:
+    return ", ".join(f for f in formats if f not in asked)
