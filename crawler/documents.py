@@ -95,12 +95,23 @@ class IndexStats(msgspec.Struct, frozen=True, kw_only=True, gc=False):
 P = TypeVar("P")
 
 
+class IndexFilters(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):
+    """``filters``: the globs a filtered branch was published with (the config's
+    ``filters``, those set); absent from a branch published whole."""
+
+    packages: list[str] = []
+    exclude_packages: list[str] = []
+    stacks: list[str] = []
+    exclude_stacks: list[str] = []
+
+
 class Index(msgspec.Struct, Generic[P], frozen=True, kw_only=True, gc=False):
     """``index.json``: one branch, its sources and its packages (sorted by name)."""
 
     schema_version: int = SCHEMA_VERSION
     branch: str
     mirror: str = ""
+    filters: IndexFilters | UnsetType = UNSET
     sources: list[IndexSource]
     stats: IndexStats
     packages: dict[str, P]

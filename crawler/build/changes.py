@@ -41,10 +41,19 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Mapping
+from typing import NamedTuple
 
 import msgspec
+from msgspec import UnsetType
 
-from ..documents import Changes, ChangeTotals, Index, PackageSummary, StackChanges
+from ..documents import (
+    Changes,
+    ChangeTotals,
+    Index,
+    IndexFilters,
+    PackageSummary,
+    StackChanges,
+)
 from ..errors import ChangesInputError
 
 #: ``(package, hash) -> stacks`` of every spec of an index.
@@ -72,13 +81,23 @@ def _index(document: object, which: str) -> Index[PackageSummary]:
         raise ChangesInputError(which, str(err)) from None
 
 
-def load_spec_stacks(data: bytes) -> SpecStacks:
-    """The specs of a serialised ``index.json``, read straight from its bytes. Raises
-    :class:`ChangesInputError` if it is not an index."""
+class Published(NamedTuple):
+    """What a publish is compared with: the specs of its ``index.json``, and the filters it
+    was published with (None: whole)."""
+
+    specs: SpecStacks
+    filters: IndexFilters | None
+
+
+def load_published(data: bytes) -> Published:
+    """The specs of a serialised ``index.json``, read straight from its bytes, and its
+    filters. Raises :class:`ChangesInputError` if it is not an index."""
     try:
-        return spec_stacks_of(msgspec.json.decode(data, type=Index[PackageSummary]).packages)
+        index = msgspec.json.decode(data, type=Index[PackageSummary])
     except (msgspec.DecodeError, msgspec.ValidationError) as err:
         raise ChangesInputError("previous", str(err)) from None
+    filters = index.filters if not isinstance(index.filters, UnsetType) else None
+    return Published(spec_stacks_of(index.packages), filters)
 
 
 def compute_changes(old: object | None, new: object) -> Changes:

@@ -24,7 +24,7 @@ from ..decode.validate import SourceSummary
 from ..documents import Conflict, IndexStats, InvalidRecord, PackageSummary, Report
 from ..errors import CrawlerError
 from ..files import read_regular
-from .changes import SpecStacks, load_spec_stacks
+from .changes import Published, load_published
 
 log = logging.getLogger(__name__)
 
@@ -84,10 +84,11 @@ def branch_stats(
     )
 
 
-def published_spec_stacks(path: Path) -> SpecStacks | None:
-    """Every spec of a branch's published index; None if there is none or it is unreadable."""
+def published(path: Path) -> Published | None:
+    """The specs (and filters) of a branch's published index; None if there is none or it is
+    unreadable."""
     try:
-        return load_spec_stacks(read_regular(path))
+        return load_published(read_regular(path))
     except FileNotFoundError:
         return None
     except (OSError, CrawlerError) as err:

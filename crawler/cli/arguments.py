@@ -147,6 +147,27 @@ def _add_sync(commands: argparse._SubParsersAction[_Parser]) -> None:
         help="lift the publish gate and re-sync immutable refs that are already published",
     )
     sync.add_argument("--metrics", metavar="FILE", help="write an OpenMetrics file after the run")
+    _add_filters(sync)
+
+
+#: The filter flags: each a list of globs that replaces the config's (filters.<key>).
+_FILTERS = {
+    "package": ("packages", "publish only the packages matching GLOB (repeatable)"),
+    "exclude_package": ("exclude_packages", "leave out the packages matching GLOB"),
+    "stack": ("stacks", "read only the stacks matching GLOB (the root always is)"),
+    "exclude_stack": ("exclude_stacks", "do not read the stacks matching GLOB"),
+    "ref": ("refs", "with --all, sync only the refs matching GLOB"),
+    "exclude_ref": ("exclude_refs", "with --all, leave out the refs matching GLOB"),
+}
+
+
+def _add_filters(sync: argparse.ArgumentParser) -> None:
+    group = sync.add_argument_group(
+        "filters", "each replaces the config's filters.<key> list; see docs/configuration.md"
+    )
+    for dest, (_, text) in _FILTERS.items():
+        flag = "--" + dest.replace("_", "-")
+        group.add_argument(flag, dest=dest, action="append", metavar="GLOB", help=text)
 
 
 def _add_branches(commands: argparse._SubParsersAction[_Parser]) -> None:
@@ -201,4 +222,9 @@ def settings(args: argparse.Namespace) -> Config:
     if budget is not None:
         publish = msgspec.structs.replace(config.publish, max_failed_stacks=budget)
         config = msgspec.structs.replace(config, publish=publish)
+    given = {key: getattr(args, dest, None) for dest, (key, _) in _FILTERS.items()}
+    given = {key: globs for key, globs in given.items() if globs is not None}
+    if given:
+        filters = {**msgspec.to_builtins(config.filters), **given}
+        config = with_overrides(config, filters=filters)
     return config

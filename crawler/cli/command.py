@@ -233,6 +233,8 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace | int:
     if args.command == "sync" and bool(args.branch) == bool(args.all):
         which = "not both" if args.all else "to say which branches"
         raise UsageError(f"crawler sync: give --branch NAME (repeatable) or --all, {which}")
+    if args.command == "sync" and not args.all and (args.ref or args.exclude_ref):
+        raise UsageError("crawler sync: --ref and --exclude-ref choose among the refs of --all")
     return args
 
 

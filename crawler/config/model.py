@@ -27,6 +27,12 @@ publish.max_drop       0.5                        refuse a publish losing more t
                                                   of the last published spec count (0-1)
 publish.max_failed_stacks  0                      failed (not missing) stacks a branch may have and
                                                   still be published, as "partial"
+filters.packages       []                         globs of the packages published (empty: all)
+filters.exclude_packages  []                      globs of packages left out
+filters.stacks         []                         globs of the stacks read (the root always is)
+filters.exclude_stacks []                         globs of stacks not read
+filters.refs           []                         globs of the refs ``--all`` syncs (empty: all)
+filters.exclude_refs   []                         globs of refs ``--all`` leaves out
 immutable_refs         ["*"]                      fnmatch patterns of refs that never change once
                                                   published: skipped unless ``--force``
 mutable_refs           ["develop"]                patterns always re-checked (win over immutable)
@@ -100,6 +106,56 @@ class Publish(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=T
     max_failed_stacks: Annotated[int, msgspec.Meta(ge=0, le=10_000)] = 0  # as the flag
 
 
+#: A glob of names (fnmatch, case-sensitive): ``py-*``, ``e4s*``, ``develop-2025-*``.
+Glob = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+
+
+class Filters(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """Which packages and stacks a branch is published with, and which refs ``--all`` syncs.
+
+    Each list keeps the names that match one of its globs (empty: all); each ``exclude_``
+    list then drops those that match one of its. The root index is always read: it is the
+    branch. See docs/configuration.md for how filters meet deduplication and the gate.
+    """
+
+    packages: tuple[Glob, ...] = ()
+    exclude_packages: tuple[Glob, ...] = ()
+    stacks: tuple[Glob, ...] = ()
+    exclude_stacks: tuple[Glob, ...] = ()
+    refs: tuple[Glob, ...] = ()
+    exclude_refs: tuple[Glob, ...] = ()
+
+    def keeps_package(self, name: str) -> bool:
+        """Whether the package ``name`` is published."""
+        return _kept(name, self.packages, self.exclude_packages)
+
+    def keeps_stack(self, label: str) -> bool:
+        """Whether the stack ``label`` is read."""
+        return _kept(label, self.stacks, self.exclude_stacks)
+
+    def keeps_ref(self, ref: str) -> bool:
+        """Whether ``--all`` syncs the ref ``ref``."""
+        return _kept(ref, self.refs, self.exclude_refs)
+
+    @property
+    def of_a_branch(self) -> dict[str, list[str]]:
+        """The filters that shape a branch's output (not ``refs``), those set: empty when the
+        branch is published whole."""
+        lists = {
+            "packages": self.packages,
+            "exclude_packages": self.exclude_packages,
+            "stacks": self.stacks,
+            "exclude_stacks": self.exclude_stacks,
+        }
+        return {key: list(globs) for key, globs in lists.items() if globs}
+
+
+def _kept(name: str, wanted: Iterable[str], excluded: Iterable[str]) -> bool:
+    if wanted and not any(fnmatch.fnmatchcase(name, g) for g in wanted):
+        return False
+    return not any(fnmatch.fnmatchcase(name, g) for g in excluded)
+
+
 def normal_formats(formats: Iterable[str]) -> list[str]:
     """One spelling of each choice of formats: json (always written) among them, each once,
     sorted. What a branch was published in (its state) then compares equal however the formats
@@ -123,6 +179,7 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=Tr
     retry: Retry = Retry()
     rewrites: tuple[Rewrite, ...] = ()
     publish: Publish = Publish()
+    filters: Filters = Filters()
     immutable_refs: tuple[str, ...] = ("*",)
     mutable_refs: tuple[str, ...] = ("develop",)
     lock_wait: Annotated[float, msgspec.Meta(ge=0)] = 0.0

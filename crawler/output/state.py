@@ -34,7 +34,7 @@ from .. import __version__
 from ..decode.root import load_root_shard, merge_root
 from ..decode.stack import load_summary
 from ..decode.validate import Kind, SourceSummary
-from ..documents import IndexSource, IndexStats
+from ..documents import IndexFilters, IndexSource, IndexStats
 from ..errors import OutputError
 from ..files import read_regular
 from .atomic import atomic_write
@@ -136,11 +136,18 @@ def _cache_suffix() -> str:
 
 
 def fingerprint(
-    entries: list[IndexSource], formats: list[str], mirror: str, locations: list[str]
+    entries: list[IndexSource],
+    formats: list[str],
+    mirror: str,
+    locations: list[str],
+    filters: IndexFilters | None = None,
 ) -> str:
     """A digest of everything the published files are computed from (the tool's version, the
-    formats, the mirror and where each source was read, and what each source held)."""
-    parts = [__version__, formats, mirror, locations, entries]
+    formats, the mirror and where each source was read, what each source held, and the
+    filters, if any: a branch published whole keeps the digest it had before filters)."""
+    parts: list[object] = [__version__, formats, mirror, locations, entries]
+    if filters is not None:
+        parts.append(filters)
     return hashlib.sha256(encode_json(parts)).hexdigest()
 
 

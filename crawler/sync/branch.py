@@ -40,10 +40,10 @@ from .. import __version__
 from ..build.changes import SpecStacks, changes_between, spec_stacks_of, summary_line
 from ..build.consolidate import consolidate, paused_gc
 from ..build.gate import check_gate
-from ..build.report import branch_stats, published_spec_stacks, record_findings
+from ..build.report import branch_stats, published, record_findings
 from ..config import Config
 from ..decode.validate import SourceSummary
-from ..documents import Changes, Conflict, Index, PackageSummary, Report
+from ..documents import Changes, Conflict, Index, IndexFilters, PackageSummary, Report
 from ..errors import BranchError, CrawlerError, PublishRefused
 from ..files import is_safe_name
 from ..mirror.discovery import Discovery, Mirror, Source
@@ -115,6 +115,10 @@ class BranchSync:
         )
         self.outcomes: list[SourceOutcome] = []
         self.early = EarlyConsolidation()
+        self.filters = run.config.filters
+        shaped = self.filters.of_a_branch
+        #: The filters the branch is published with (None: whole), as index.json states them.
+        self.published_filters = IndexFilters(**shaped) if shaped else None
 
     async def sync(self, discovery: Discovery) -> BranchResult:
         """Sync the branch as ``discovery`` lists it."""
@@ -138,7 +142,9 @@ class BranchSync:
         branch = self.branch
         if branch in discovery.problems:  # asked for by name (--all skips it, see Syncer.run)
             raise BranchError(branch, discovery.problems[branch])
-        sources = discovery.refs[branch]
+        sources = [
+            s for s in discovery.refs[branch] if s.is_root or self.filters.keeps_stack(s.label)
+        ]
         plan = await self.run.planner.plan(branch, self.reader.fetcher, sources)
         if plan.previous is not None and plan.previous.stats is not None:
             self.report.stats = plan.previous.stats  # replaced below if the branch is rebuilt
@@ -175,7 +181,8 @@ class BranchSync:
         """The branch's inputs as read: what an unchanged branch has the same of."""
         entries = [o.index_entry() for o in self.outcomes]
         locations = [o.source.location for o in self.outcomes]
-        return fingerprint(entries, formats, self.run.mirror.base, locations)
+        mirror = self.run.mirror.base
+        return fingerprint(entries, formats, mirror, locations, self.published_filters)
 
     def _unchanged(self, previous: BranchState, failed: list[SourceOutcome]) -> BranchResult:
         self._remember(previous)
@@ -197,6 +204,9 @@ class BranchSync:
             # large branch); between them, checkpoint() lets SIGTERM or SIGINT stop it.
             packages, conflicts = self.early.finish(root, stacks)
             del root, stacks
+            if self.published_filters is not None:
+                keeps = self.filters.keeps_package
+                packages = {name: p for name, p in packages.items() if keeps(name)}
             await checkpoint()
             index, changes = await self._build(plan, packages, conflicts)
             report.status, report.error, report.changes = status, None, changes.totals
@@ -235,17 +245,29 @@ class BranchSync:
         entries = [o.index_entry() for o in outcomes]
         for o in outcomes:
             o.release()  # the summaries are consolidated: free them before serialising
-        old = published_spec_stacks(self.run.output / branch / "index.json")
+        last = published(self.run.output / branch / "index.json")
+        old = last.specs if last is not None else None
         if old is None and plan.previous is not None:  # a repair: compare with what it was
             old = _recorded_spec_stacks(self.run.store, branch, plan.previous)
         before = len(old) if old is not None else _published_count(plan.record)
+        if last is not None and last.filters != self.published_filters:
+            # Under other filters the counts are not comparable: no drop to refuse.
+            log.info("%s: filters changed since the last publish: no drop is checked", branch)
+            before = None
         if not self.run.force:
             check_gate(branch, before, stats.specs, self.run.config.publish.max_drop)
         await checkpoint()
         changes = changes_between(branch, old, spec_stacks_of(packages))
         await checkpoint()
         mirror = self.run.mirror.base
-        index = Index(branch=branch, mirror=mirror, sources=entries, stats=stats, packages=packages)
+        index = Index(
+            branch=branch,
+            mirror=mirror,
+            filters=self.published_filters or UNSET,
+            sources=entries,
+            stats=stats,
+            packages=packages,
+        )
         return index, changes
 
     def _done(self, status: BranchStatus, message: str) -> BranchResult:

@@ -129,10 +129,21 @@ class Syncer:
             self.force,
         )
 
-    @staticmethod
-    def _wanted(discovery: Discovery, branches: Sequence[str] | None) -> list[str]:
+    def _wanted(self, discovery: Discovery, branches: Sequence[str] | None) -> list[str]:
+        """The branches named, or with ``--all`` every ref the filters keep (a branch named
+        is synced whatever ``filters.refs`` says)."""
         known = sorted({*discovery.refs, *discovery.problems})
-        wanted = list(dict.fromkeys(branches)) if branches is not None else known
+        if branches is None:
+            filters = self.config.filters
+            kept = [ref for ref in known if filters.keeps_ref(ref)]
+            if known and not kept:
+                globs = f"refs {list(filters.refs)}, exclude_refs {list(filters.exclude_refs)}"
+                raise UsageError(
+                    f"no ref of {discovery.url} matches the filters ({globs}; "
+                    f"known: {', '.join(known)})"
+                )
+            return kept
+        wanted = list(dict.fromkeys(branches))
         unknown = [b for b in wanted if b not in known]
         if unknown:
             raise UsageError(
