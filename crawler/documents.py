@@ -136,8 +136,22 @@ class ChangeTotals(msgspec.Struct, frozen=True, gc=False):
     removed: int
 
 
+class RemovedSpec(msgspec.Struct, frozen=True, gc=False):
+    """An entry of ``removed_specs``: a spec a publish removed, as the index before held it
+    (the new index no longer says what it was)."""
+
+    hash: str
+    version: str
+    compiler: str
+    os: str
+    platform: str
+    target: str
+
+
 class Changes(msgspec.Struct, frozen=True, gc=False):
-    """``changes.json``: what a publish changed (see :mod:`crawler.build.changes`)."""
+    """``changes.json``: what a publish changed (see :mod:`crawler.build.changes`).
+    ``removed_specs`` names each spec of ``removed`` (package -> specs, by hash), unless the
+    index before could not be read (a repair after it was damaged)."""
 
     branch: str
     first_publish: bool
@@ -147,6 +161,7 @@ class Changes(msgspec.Struct, frozen=True, gc=False):
     packages_added: list[str]
     packages_removed: list[str]
     totals: ChangeTotals
+    removed_specs: dict[str, list[RemovedSpec]] = {}
 
 
 # --- what report.json and changes.json have in common -------------------------------------

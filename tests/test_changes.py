@@ -93,10 +93,20 @@ def test_changes_between_two_publishes() -> None:
         "packages_added": ["curl"],
         "packages_removed": ["cmake"],
         "totals": {"specs_before": 3, "specs_after": 3, "added": 2, "removed": 2},
+        "removed_specs": {  # what they were: the new index does not say
+            "cmake": [_removed(C)],
+            "zlib": [_removed(B)],
+        },
     }
     assert summary_line(changes) == (
         "develop: +2 specs, -2 specs (3 -> 3), 1 package added, 1 removed"
     )
+
+
+def _removed(digest: str) -> dict[str, str]:
+    """How ``removed_specs`` names a spec made by :func:`spec`."""
+    fields = ("compiler", "os", "platform", "target")
+    return {"hash": digest, "version": "1.0", **{f: spec(digest)[f] for f in fields}}
 
 
 def test_output_is_deterministic_and_sorted() -> None:

@@ -8,8 +8,6 @@ checks what is published: only the packages and stacks the filters keep, ``filte
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +17,7 @@ import yaml
 from bench.synth import SynthRef, SynthSpec, build_mirror
 from crawler.cli.command import main_async
 
-from .conftest import CLI_TIMEOUT, REPO, cli_env, fast_config
+from .conftest import fast_config, finish, start_cli
 from .schema import assert_valid_index
 
 SPECS = (
@@ -66,15 +64,9 @@ async def test_packages_and_stacks_are_published_as_the_filters_say(tmp_path: Pa
     assert [s["label"] for s in index["sources"]] == ["root", "e4s"]
     assert index["filters"] == {"packages": ["py-*"], "exclude_stacks": ["ml-*"]}
     assert index["stats"]["packages"] == 2 and index["stats"]["specs"] == 2
-    verify = subprocess.run(
-        [sys.executable, "-m", "crawler", "verify", str(tmp_path / "out" / "develop")],
-        cwd=REPO,
-        env=cli_env(),
-        capture_output=True,
-        text=True,
-        timeout=CLI_TIMEOUT,
-    )
-    assert verify.returncode == 0, verify.stdout + verify.stderr
+    folder = str(tmp_path / "out" / "develop")
+    verify = await finish(await start_cli("verify", folder, cwd=tmp_path))
+    assert verify.code == 0, verify.out + verify.err
 
 
 async def test_a_stack_left_out_is_not_even_fetched(tmp_path: Path) -> None:
@@ -105,6 +97,14 @@ async def test_changing_filters_is_a_change_of_inputs_and_no_drop_to_refuse(
     assert await _sync(config, "--branch", "develop", "--package", "zlib") == 6
     changes = json.loads((tmp_path / "out" / "develop" / "changes.json").read_text())
     assert changes["totals"]["removed"] == 3
+    named = {
+        n: [(s["version"], s["compiler"]) for s in v] for n, v in changes["removed_specs"].items()
+    }
+    assert named == {
+        "cmake": [("3.30.0", "gcc@13.2.0")],
+        "py-numpy": [("1.26.4", "gcc@13.2.0")],
+        "py-scipy": [("1.13.0", "gcc@13.2.0")],
+    }
 
     assert await _sync(config, "--branch", "develop") == 0
     assert (tmp_path / "out" / "develop" / "index.json").read_bytes() == whole

@@ -52,6 +52,8 @@ from ..documents import (
     Index,
     IndexFilters,
     PackageSummary,
+    RemovedSpec,
+    SpecDetail,
     StackChanges,
 )
 from ..errors import ChangesInputError
@@ -105,8 +107,28 @@ def compute_changes(old: object | None, new: object) -> Changes:
     :class:`~crawler.documents.Index`; ``old`` None on a first publish). Raises
     :class:`ChangesInputError` for a document that is not an index."""
     index = _index(new, "new")
-    before = spec_stacks_of(_index(old, "previous").packages) if old is not None else None
-    return changes_between(index.branch, before, spec_stacks_of(index.packages))
+    if old is None:
+        return changes_between(index.branch, None, spec_stacks_of(index.packages))
+    previous = _index(old, "previous").packages
+    changes = changes_between(
+        index.branch, spec_stacks_of(previous), spec_stacks_of(index.packages)
+    )
+    return with_removed_specs(changes, previous)
+
+
+def with_removed_specs(changes: Changes, before: Mapping[str, PackageSummary]) -> Changes:
+    """``changes`` naming each spec it removed, as ``before`` (the packages of the index
+    before; those of the removed specs are enough) held it."""
+    named: dict[str, list[RemovedSpec]] = {}
+    for name, hashes in changes.removed.items():
+        details = {d.hash: d for d in before[name].spec_details} if name in before else {}
+        named[name] = [_removed(h, details[h]) for h in hashes if h in details]
+    return msgspec.structs.replace(changes, removed_specs=named)
+
+
+def _removed(digest: str, spec: SpecDetail) -> RemovedSpec:
+    version = spec.versions[0] if spec.versions else ""
+    return RemovedSpec(digest, version, spec.compiler, spec.os, spec.platform, spec.target)
 
 
 def changes_between(branch: str, before: SpecStacks | None, after: SpecStacks) -> Changes:

@@ -40,7 +40,7 @@ from .. import __version__
 from ..build.changes import SpecStacks, changes_between, spec_stacks_of, summary_line
 from ..build.consolidate import consolidate, paused_gc
 from ..build.gate import check_gate
-from ..build.report import branch_stats, published, record_findings
+from ..build.report import branch_stats, published, record_findings, removed_from
 from ..config import Config
 from ..decode.validate import SourceSummary
 from ..documents import Changes, Conflict, Index, IndexFilters, PackageSummary, Report
@@ -258,6 +258,8 @@ class BranchSync:
             check_gate(branch, before, stats.specs, self.run.config.publish.max_drop)
         await checkpoint()
         changes = changes_between(branch, old, spec_stacks_of(packages))
+        if last is not None:
+            changes = removed_from(self.run.output / branch / "index.json", changes)
         await checkpoint()
         mirror = self.run.mirror.base
         index = Index(
