@@ -10,7 +10,12 @@ inputs always give byte-identical files. Synthetic conventions (documented choic
   ``in_buildcache: false`` whose ``ref_count`` counts the referencing records of that index;
 * a stack index holds the specs listing that stack plus the dependency records they need;
 * DB 6/7 nodes always carry a ``compiler``: a spec whose compiler is ``None`` gets
-  ``gcc@13.2.0`` there (and no ``gcc-runtime``); in DB 8 it has no compiler edge at all.
+  ``gcc@13.2.0`` there (and no ``gcc-runtime``); in DB 8 and 9 it has no compiler edge at all;
+* DB 9 nodes (Spack v1.3, spec-file v6) are DB 8's plus ``annotations`` with
+  ``original_specfile_version: 6`` (4 on a node whose compiler is an annotation) and, on a
+  record that edges reach with ``virtuals``, ``provided_virtuals``: those virtuals, sorted;
+* a DB 6 index can be written in an older writer's spelling (``spelling``, see
+  :mod:`bench.spellings`); by default it is Spack v0.18-v0.20's.
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+
+from bench.spellings import check_spelling, respell
 
 __all__ = [
     "SynthRef",
@@ -100,6 +107,7 @@ class SynthRef:
     db_version: int = 8
     layout: str = "v2"
     extra_stacks: tuple[str, ...] = ()
+    spelling: str = ""  # DB 6 only: see :mod:`bench.spellings`
 
 
 @dataclass(frozen=True)
@@ -113,11 +121,14 @@ class _Edge:
 class _IndexBuilder:
     """Builds the Database JSON of any subset of one ref's specs, caching encoded records."""
 
-    def __init__(self, db_version: int) -> None:
-        if db_version not in (6, 7, 8):
+    def __init__(self, db_version: int, spelling: str = "") -> None:
+        if db_version not in (6, 7, 8, 9):
             raise ValueError(f"unsupported synthetic database version {db_version}")
+        check_spelling(spelling, db_version)
         self.db = db_version
+        self.spelling = spelling
         self._dep_nodes: dict[str, dict[str, Any]] = {}
+        self._provides: dict[str, set[str]] = {}  # DB 9: a record's hash -> virtuals edges ask
         self._records: dict[str, tuple[bytes, tuple[str, ...]]] = {}
 
     def _base_node(self, name: str, version: str, spec: SynthSpec, params: dict[str, Any]) -> Any:
@@ -153,7 +164,7 @@ class _IndexBuilder:
         edges: list[_Edge] = []
         if spec.compiler is not None:
             cname, cversion = _split_compiler(spec.compiler)
-            if self.db == 8 and not spec.compiler_via_annotation:
+            if self.db >= 8 and not spec.compiler_via_annotation:
                 compiler_hash = self._dep(spec, cname, cversion, external=True)
                 edges.append(_Edge(cname, compiler_hash, ("build",), ("c", "cxx")))
                 wrapper_hash = self._dep(spec, "compiler-wrapper", "1")
@@ -189,12 +200,17 @@ class _IndexBuilder:
         edges = self._edges(spec)
         if edges:
             node["dependencies"] = [self._edge_json(edge) for edge in edges]
-        if self.db == 8 and spec.compiler is not None and spec.compiler_via_annotation:
+        if self.db == 9:
+            node["annotations"] = {"original_specfile_version": 6}
+            for edge in edges:
+                self._provides.setdefault(edge.hash, set()).update(edge.virtuals)
+        if self.db >= 8 and spec.compiler is not None and spec.compiler_via_annotation:
             cname, cversion = _split_compiler(spec.compiler)
             node["annotations"] = {
                 "compiler": f"{cname}@={cversion}",
                 "original_specfile_version": 4,
             }
+        node = respell(node, self.spelling)
         record = {"spec": node, "ref_count": 0, "in_buildcache": True}
         result = (_ENCODER.encode(record), tuple(edge.hash for edge in edges))
         self._records[spec.dag_hash] = result
@@ -213,19 +229,29 @@ class _IndexBuilder:
         for dep_hash, count in ref_counts.items():
             if dep_hash in entries:
                 raise ValueError(f"dependency hash {dep_hash} collides with a spec hash")
-            record = {"spec": self._dep_nodes[dep_hash], "ref_count": count, "in_buildcache": False}
+            record = {"spec": self._dep_node(dep_hash), "ref_count": count, "in_buildcache": False}
             entries[dep_hash] = _ENCODER.encode(record)
         body = b",".join(b'"%s":%s' % (key.encode(), entries[key]) for key in sorted(entries))
         head = b'{"database":{"version":"%d","installs":{' % self.db
         return head + body + b"}}}"
 
+    def _dep_node(self, dep_hash: str) -> dict[str, Any]:
+        """The node of a dependency record as this builder's version and spelling write it."""
+        node = self._dep_nodes[dep_hash]
+        if self.db == 9:
+            node = {**node, "annotations": {"original_specfile_version": 6}}
+            if self._provides.get(dep_hash):
+                node["provided_virtuals"] = sorted(self._provides[dep_hash])
+        return respell(node, self.spelling)
+
 
 def index_document(
-    specs: Sequence[SynthSpec], db_version: int, *, stack: str | None = None
+    specs: Sequence[SynthSpec], db_version: int, *, stack: str | None = None, spelling: str = ""
 ) -> bytes:
-    """Database JSON of the root index (``stack=None``) or of one stack's index of ``specs``."""
+    """Database JSON of the root index (``stack=None``) or of one stack's index of ``specs``;
+    a DB 6 one in an older writer's ``spelling`` (:mod:`bench.spellings`) if given."""
     chosen = specs if stack is None else [s for s in specs if stack in s.stacks]
-    return _IndexBuilder(db_version).document(chosen)
+    return _IndexBuilder(db_version, spelling).document(chosen)
 
 
 def _check_segment(kind: str, value: str) -> None:
@@ -272,7 +298,9 @@ def build_mirror(
         _check_segment("ref", ref.name)
         if ref.layout not in ("v2", "v3"):
             raise ValueError(f"unknown layout {ref.layout!r} for ref {ref.name}")
-        builder = _IndexBuilder(ref.db_version)
+        # A subclass of the builder (bench.generate's) may take the version alone.
+        extra = (ref.spelling,) if ref.spelling else ()
+        builder = _IndexBuilder(ref.db_version, *extra)
         by_stack: dict[str, list[SynthSpec]] = {}
         for spec in ref.specs:
             for label in spec.stacks:

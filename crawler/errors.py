@@ -14,7 +14,7 @@ carries the exit code the command line ends with when it stops a run (:class:`Ex
     │   ├── SourceChanged            a local index changed while it was read
     │   └── ChecksumError            the bytes do not match the checksum the mirror promised
     ├── IndexFormatError          3  a discovery document or index not shaped as FORMAT.md says
-    │   └── UnsupportedVersionError  an index whose Database version is not 6, 7 or 8
+    │   └── UnsupportedVersionError  an index whose Database version is not 6, 7, 8 or 9
     ├── WorkerError                  a decoding process died twice on one index (url)
     ├── OutOfMemory                  decoding an index ran out of memory twice (url)
     ├── PoolError                    the decoding processes cannot be started (reason)
@@ -225,7 +225,7 @@ class UnsupportedVersionError(IndexFormatError):
         # 8 reads as 8 whether a number or a string: say so when it is a number.
         what = "" if isinstance(version, str) else "a number, not a string; "
         super().__init__(
-            url, f"unsupported database version {version!r} ({what}supported: '6', '7', '8')"
+            url, f"unsupported database version {version!r} ({what}supported: '6', '7', '8', '9')"
         )
         self.args = (url, version)
 

@@ -416,7 +416,8 @@ async def test_200_with_truncated_json_is_not_retried(
         ),
         pytest.param(
             b'{"database": {"version": 8, "installs": {}}}',
-            "unsupported database version 8 (a number, not a string; supported: '6', '7', '8')",
+            "unsupported database version 8 (a number, not a string; "
+            "supported: '6', '7', '8', '9')",
             id="version-int",
         ),
         pytest.param(

@@ -32,6 +32,8 @@ from . import chunks
 from .records import (
     SUPPORTED_VERSIONS,
     Buffer,
+    LegacyRecord,
+    LegacyStackRecord,
     PlainRecord,
     Record,
     StackRecord,
@@ -61,9 +63,10 @@ class Decoders(Generic[R]):
         self.one: msgspec.json.Decoder[R] = msgspec.json.Decoder(kinds[-1])
 
 
-#: A root's pieces: the common case first (see :mod:`.records`); a stack's.
-ROOT = Decoders(PlainRecord, Record)
-STACK = Decoders(StackRecord)
+#: A root's pieces: the common case first, older writers' spellings last (see :mod:`.records`,
+#: which reads every supported version with these); a stack's.
+ROOT = Decoders(PlainRecord, Record, LegacyRecord)
+STACK = Decoders(StackRecord, LegacyStackRecord)
 #: A piece's records: typed, or raw when one of them has the wrong shape (or is too long to
 #: decode, :class:`chunks.Oversized`).
 Records = dict[str, R] | dict[str, msgspec.Raw] | dict[str, chunks.Oversized]

@@ -4,9 +4,17 @@ Each record is decoded into the smallest struct the summary needs; fields not na
 skipped by the decoder without building Python objects. Root records need the whole node
 (variants, dependencies, compiler); a stack's records only contribute their hash and identity.
 :mod:`crawler.decode.read` decodes an index a piece of records at a time (the common case
-first, :class:`PlainRecord`, then :class:`Record`, then record by record, so that one bad record
-cannot sink the others); :func:`decode_document` decodes a whole document's envelope, with
-each record kept as raw JSON.
+first, :class:`PlainRecord`, then :class:`Record`, then :class:`LegacyRecord`, then record by
+record, so that one bad record cannot sink the others); :func:`decode_document` decodes a whole
+document's envelope, with each record kept as raw JSON.
+
+Versions (:data:`SUPPORTED_VERSIONS`) are those Spack v1.3 reads: 6 to 9 (5 and older are an
+error for every Spack command since v1.0, and a newer one is not used). One set of structs reads
+them all, since each version's node adds to the one before: DB 7 moved the deptypes of an edge
+to ``parameters`` beside ``virtuals``, DB 8 replaced ``compiler`` by compiler edges and
+``annotations``, DB 9 added ``provided_virtuals`` (not needed: skipped). The legacy structs
+read what Spack's own readers accept of older writers (:class:`LegacyNode`), kept off the
+common path, which they would slow down.
 
 The structs are ``gc=False``: they hold no reference cycles, and keeping tens of thousands of
 them out of the cyclic garbage collector roughly halves decoding time on a develop-sized index.
@@ -23,7 +31,8 @@ import msgspec
 
 from ..errors import IndexFormatError, UnsupportedVersionError
 
-SUPPORTED_VERSIONS = ("6", "7", "8")
+#: The Database versions read, as ``database.version`` spells them.
+SUPPORTED_VERSIONS = ("6", "7", "8", "9")
 
 Scalar = bool | int | float | str
 ParamValue = Scalar | list[Scalar]
@@ -112,6 +121,81 @@ class PlainRecord(Record, gc=False):
     spec: PlainNode
 
 
+def _first_hash(*hashes: str | None) -> str:
+    """The first hash given; "" when there is none (an edge then fails as one of a bad hash)."""
+    return next((found for found in hashes if found), "")
+
+
+class LegacyEdge(msgspec.Struct, gc=False):
+    """An edge as spec-file v1 keys it by name: ``{"zlib": {"hash": ..., "type": [...]}}``.
+
+    Its hash is the first of ``hash``, ``package_hash``, ``full_hash``, ``build_hash``,
+    ``process_hash`` given (the order of Spack's reader, ``ht.HASHES``; ``process_hash`` from
+    Spack 0.17's). Only ``hash`` is ever a key of a database, so an edge that gives another one
+    points at no record, as in Spack.
+    """
+
+    hash: str | None = None
+    package_hash: str | None = None
+    full_hash: str | None = None
+    build_hash: str | None = None
+    process_hash: str | None = None
+    parameters: DepParameters | None = None
+
+    def dag_hash(self) -> str:
+        """The edge's hash (see the class docstring)."""
+        return _first_hash(
+            self.hash, self.package_hash, self.full_hash, self.build_hash, self.process_hash
+        )
+
+
+class LegacyDependency(Dependency, gc=False):
+    """A :class:`Dependency` whose hash may be under another name (see :class:`LegacyEdge`)."""
+
+    hash: str = ""
+    package_hash: str | None = None
+    full_hash: str | None = None
+    build_hash: str | None = None
+    process_hash: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.hash:
+            self.hash = _first_hash(
+                self.package_hash, self.full_hash, self.build_hash, self.process_hash
+            )
+
+
+class LegacyNode(Node, gc=False):
+    """A :class:`Node` as Spack's readers take it from older writers:
+
+    * no ``hash`` (Spack's database reader puts the record's key there, and ignores what the
+      node holds: Spack's own test mirror ``legacy_yaml`` has a DB 6 index whose nodes carry
+      ``_hash`` and ``_full_hash`` instead); "" here, which the checks read as the key;
+    * an edge's hash under ``full_hash``, ``build_hash``, ... (:class:`LegacyEdge`);
+    * ``dependencies`` as an object keyed by name, and ``variants`` for ``parameters``: the
+      spec-file v1 spellings that Spack 0.17's database reader (which wrote DB 6) accepted.
+    """
+
+    hash: str = ""
+    dependencies: list[LegacyDependency] | dict[str, LegacyEdge] = []  # type: ignore[assignment]
+    variants: dict[str, ParamValue] | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.dependencies, dict):
+            self.dependencies = [
+                LegacyDependency(name, edge.dag_hash(), edge.parameters)
+                for name, edge in self.dependencies.items()
+            ]
+        if self.variants is not None and not self.parameters:
+            self.parameters = self.variants
+
+
+class LegacyRecord(Record, gc=False):
+    """A :class:`Record` of a :class:`LegacyNode`: tried when the others do not fit."""
+
+    spec: LegacyNode
+
+
 class StackNode(msgspec.Struct, gc=False):
     """The identity of a spec as a stack index states it (its edges are not read)."""
 
@@ -125,6 +209,18 @@ class StackRecord(msgspec.Struct, gc=False):
     """One entry of ``installs`` in a stack index."""
 
     spec: StackNode
+
+
+class LegacyStackNode(StackNode, gc=False):
+    """A :class:`StackNode` with no ``hash`` (see :class:`LegacyNode`)."""
+
+    hash: str = ""
+
+
+class LegacyStackRecord(StackRecord, gc=False):
+    """A :class:`StackRecord` of a :class:`LegacyStackNode`."""
+
+    spec: LegacyStackNode
 
 
 class _Database(msgspec.Struct, gc=False):
