@@ -12,7 +12,7 @@ import msgspec
 from .. import __version__
 from ..config import Config, load_config, with_overrides
 from ..errors import UsageError
-from . import find
+from . import completion, configcmd, find
 
 
 class _Parser(argparse.ArgumentParser):
@@ -77,6 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_branches(commands)
     _add_verify(commands)
     find.add_parser(commands)
+    configcmd.add_parser(commands)
+    completion.add_parser(commands)
     return parser
 
 

@@ -1,0 +1,70 @@
+"""``crawler config --defaults``: the documented default config, as shipped in the package.
+
+The text printed is ``crawler/config/defaults.yaml``, package data kept byte for byte equal to
+the repository's ``config/crawler.yaml`` (a test says so): every key, its default and what it
+means. Redirected to a file, it is a config ``crawler sync --config FILE`` takes as it is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import signal
+import sys
+from importlib import resources
+from typing import Any
+
+from ..errors import ExitCode, UsageError
+
+EXIT_SIGPIPE = 128 + signal.SIGPIPE
+EPILOG = (
+    "Save it, edit it and give it to --config: its relative paths (output: ../output) are "
+    "resolved against the folder it is saved in. exit codes: 0 printed, 2 usage error, 4 it "
+    "could not be written, 141 its reader closed the pipe"
+)
+
+
+def default_config() -> str:
+    """The text of the default config file, as shipped in the package."""
+    return resources.files("crawler.config").joinpath("defaults.yaml").read_text("utf-8")
+
+
+def add_parser(commands: Any) -> argparse.ArgumentParser:
+    """Add ``config`` to the command line's subparsers (``add_subparsers()``'s action)."""
+    parser: argparse.ArgumentParser = commands.add_parser(
+        "config",
+        help="print the default config file",
+        description="Print the default config file, every key commented.",
+        epilog=EPILOG,
+    )
+    parser.add_argument(
+        "--defaults", action="store_true", help="print the documented default config"
+    )
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    """``crawler config``: the exit code."""
+    if not args.defaults:  # room for `crawler config --show` (the settings in effect) later
+        raise UsageError("crawler config: give --defaults to print the default config")
+    return write_out(default_config(), "the default config")
+
+
+def write_out(text: str, what: str) -> int:
+    """Print ``text`` on stdout: the exit code. A reader that closed the pipe gets 141, quietly,
+    as SIGPIPE would; a stdout that cannot be written (a full disk) fails the command (4). A
+    stdout closed when the process started (``>&-``) was closed on purpose: that is no failure."""
+    out = sys.stdout
+    if out is None:
+        return ExitCode.OK
+    try:
+        out.write(text)
+        out.flush()
+    except BrokenPipeError:
+        return EXIT_SIGPIPE
+    except OSError as err:
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            reason = err.strerror or err
+            print(f"error: cannot write {what} to standard output: {reason}", file=sys.stderr)
+        return ExitCode.FAILED
+    return ExitCode.OK
