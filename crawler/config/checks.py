@@ -16,6 +16,7 @@ from yarl import URL
 from ..errors import ConfigError
 from ..files import as_given
 from ..urls import file_path, redacted, without_credentials
+from .keys import closest_key
 from .model import Config
 
 #: Why a relative path cannot be used: the folder the run was started in has been deleted.
@@ -34,7 +35,9 @@ def _config_error(origin: str, err: msgspec.ValidationError) -> ConfigError:
     unknown = _UNKNOWN.match(message)
     if unknown:
         key = f"{path}.{unknown['field']}" if path else unknown["field"]
-        return ConfigError(origin, "unknown key", key=key)
+        meant = closest_key(path, unknown["field"])  # concurency: concurrency
+        hint = f" (did you mean '{meant}'?)" if meant else ""
+        return ConfigError(origin, f"unknown key{hint}", key=key)
     if message.startswith("Object missing required field"):
         field = message.split("`")[1]
         return ConfigError(origin, "missing required key", key=f"{path}.{field}" if path else field)

@@ -100,7 +100,7 @@ class SourceOutcome:
         """One human line: label, status, bytes, records, seconds, and a sidecar that
         disagrees (a mirror being updated; the index itself is used)."""
         if self.facts is None:
-            return f"{self.source.label}: {self.status} ({self.error})"
+            return f"{self.source.label}: {self._status_told()} ({self.error})"
         seconds = self.fetch_seconds + self.decode_seconds
         line = (
             f"{self.source.label}: {self.status} {self.size or 0:,} bytes, "
@@ -109,6 +109,18 @@ class SourceOutcome:
         if self.sidecar_matches is False:
             line += f"; its index.json.hash disagrees ({self.sidecar})"
         return line
+
+    def _status_told(self) -> str:
+        """The status, and what "missing" means: a stack's is no error, which a newcomer
+        reading the word beside "cannot fetch" would take it for."""
+        if self.status != "missing":
+            return self.status
+        if self.source.is_root:
+            return "missing: the mirror has no root index for this ref, the branch cannot be built"
+        return (
+            "missing, not an error: the mirror has no index for this stack, "
+            "the branch is built without it"
+        )
 
     def index_entry(self) -> IndexSource:
         """The source as ``index.json`` lists it: only facts about the mirror's content."""
