@@ -25,6 +25,7 @@ _PUBLIC = {
     "load_index": "crawler.consume.load",
     "load_report": "crawler.consume.load",
     "load_changes": "crawler.consume.load",
+    "load_history": "crawler.consume.load",
     "find_specs": "crawler.consume.query",
     "Query": "crawler.consume.query",
     "Match": "crawler.consume.query",
@@ -34,6 +35,7 @@ _PUBLIC = {
     "SpecDetail": "crawler.documents",
     "Report": "crawler.documents",
     "Changes": "crawler.documents",
+    "History": "crawler.documents",
     "NotABranchError": "crawler.errors",
     "SchemaVersionError": "crawler.errors",
     "QueryError": "crawler.errors",
@@ -47,6 +49,7 @@ __all__ = [
     "CrawlerError",
     "ExitCode",
     "Found",
+    "History",
     "Index",
     "Match",
     "NotABranchError",
@@ -61,6 +64,7 @@ __all__ = [
     "find_specs",
     "load_changes",
     "load_config",
+    "load_history",
     "load_index",
     "load_report",
     "main",
@@ -70,9 +74,9 @@ __all__ = [
 if TYPE_CHECKING:
     from .cli.command import main
     from .config import Config, load_config
-    from .consume.load import load_changes, load_index, load_report
+    from .consume.load import load_changes, load_history, load_index, load_report
     from .consume.query import Found, Match, Query, find_specs
-    from .documents import Changes, Index, PackageSummary, Report, SpecDetail
+    from .documents import Changes, History, Index, PackageSummary, Report, SpecDetail
     from .errors import (
         ConfigError,
         CrawlerError,

@@ -164,6 +164,26 @@ class Changes(msgspec.Struct, frozen=True, gc=False):
     removed_specs: dict[str, list[RemovedSpec]] = {}
 
 
+# --- history.json ----------------------------------------------------------------------------
+
+
+class HistoryEntry(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """One publish of a branch: when (its report's ``finished_at``), which ``index.json``
+    (its SHA-256), and what it changed (its ``changes.json``)."""
+
+    published_at: str
+    index_sha256: str
+    changes: Changes
+
+
+class History(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """``history.json``: a branch's last publishes, newest first (at most the config's
+    ``history`` of them)."""
+
+    branch: str
+    publishes: list[HistoryEntry]
+
+
 # --- what report.json and changes.json have in common -------------------------------------
 
 

@@ -13,6 +13,7 @@ from .. import __version__
 from ..config import Config, load_config, with_overrides
 from ..errors import UsageError
 from . import completion, configcmd, find
+from . import log as history_log
 
 
 class _Parser(argparse.ArgumentParser):
@@ -77,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_branches(commands)
     _add_verify(commands)
     find.add_parser(commands)
+    history_log.add_parser(commands)
     configcmd.add_parser(commands)
     completion.add_parser(commands)
     return parser

@@ -33,6 +33,7 @@ from ..output.workdir import STATE_DIR
 from ..sync.reporting import LogReporter
 from ..sync.run import RunResult, Syncer
 from . import completion, configcmd, find
+from . import log as history_log
 from .arguments import build_parser, settings
 from .checks import check_metrics, check_output, leave_a_deleted_working_folder
 from .display import LiveReporter, setup_logging, wants_live
@@ -192,6 +193,8 @@ async def main_async(
         command = args.command
         if command == "find":  # reads only: no logging, config, signals or metrics
             return find.run(args)
+        if command == "log":
+            return history_log.run(args)
         if command == "config":  # prints a text: nothing read, nothing written
             return configcmd.run(args)
         if command == "completion":

@@ -1,8 +1,8 @@
 """The ``crawler`` command's entry point (and ``python -m crawler``'s).
 
-``crawler find`` runs from here importing only what it uses, so that it answers in a fraction
-of a second; every other command goes through :func:`crawler.cli.command.main`, whose imports
-(the whole sync) take about half a second.
+``crawler find`` and ``crawler log`` run from here importing only what they use, so that they
+answer in a fraction of a second; every other command goes through
+:func:`crawler.cli.command.main`, whose imports (the whole sync) take about half a second.
 """
 
 from __future__ import annotations
@@ -12,22 +12,27 @@ import os
 import signal
 import sys
 
+#: The consumer's commands: they read a published branch, and import nothing of the sync.
+_LIGHT = ("find", "log")
+
 
 def run() -> None:
     """Console-script entry point."""
     argv = sys.argv[1:]
-    if argv[:1] == ["find"]:
+    if argv[:1] and argv[0] in _LIGHT:
         # Nothing to clean up: freeing a 60,000-spec index object by object would take a
         # tenth of a second more than the query itself.
-        exit_with(_find(argv[1:]), at_once=True)
+        exit_with(_light(argv[0], argv[1:]), at_once=True)
     from .command import main
 
     exit_with(main(hard=True))
 
 
-def _find(argv: list[str]) -> int:
-    from .find import main
-
+def _light(command: str, argv: list[str]) -> int:
+    if command == "find":
+        from .find import main
+    else:
+        from .log import main
     try:
         return main(argv)
     except KeyboardInterrupt:

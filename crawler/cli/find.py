@@ -36,7 +36,7 @@ DEFAULT_OUTPUT = "output"
 DEFAULT_BRANCH = "develop"
 
 
-class _Parser(argparse.ArgumentParser):
+class Parser(argparse.ArgumentParser):
     """The parser of ``crawler find`` alone (see :func:`main`): raises a :class:`UsageError`
     rather than exiting, and takes no abbreviated option, as the command line's does."""
 
@@ -64,9 +64,9 @@ _TEXTS = {
 }
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The arguments of ``crawler find``."""
-    parser.add_argument("name", nargs="?", help="package name, or a glob such as 'py-*'")
+def add_branch_arguments(parser: argparse.ArgumentParser) -> None:
+    """Which published branch a consumer's command reads: ``--output`` and ``--branch``, or
+    ``--in`` a branch folder (see :func:`branch_folder`)."""
     where = parser.add_argument_group("which branch")
     where.add_argument(
         "--output", metavar="DIR", help=f"output folder (default: ./{DEFAULT_OUTPUT})"
@@ -79,6 +79,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FOLDER",
         help="a published branch folder instead, e.g. snapshots/develop-2025-04-20",
     )
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments of ``crawler find``."""
+    parser.add_argument("name", nargs="?", help="package name, or a glob such as 'py-*'")
+    add_branch_arguments(parser)
     query = parser.add_argument_group("criteria (each narrows the answer)")
     query.add_argument(
         "--version", metavar="V", help="1.26 (and 1.26.x), =1.26 (exactly), 1.2:1.4, 1.2:, :1.4"
@@ -131,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
         variants=args.variant,
         stack=args.stack,
     )
-    folder = _folder(args)
+    folder = branch_folder(args)
     with no_gc():  # a short run over one acyclic document: a collection would only walk it
         # A table shows no variants: unless a criterion tests them, they are not even read.
         packages = load_packages(folder, variants=args.json or bool(args.variant))
@@ -145,28 +151,29 @@ def _answer(query: Query, packages: Packages, found: Found, folder: Path, *, as_
     if found.unknown_targets:
         from ..consume.targets import archspec_version
 
-        _tell(
+        tell(
             f"warning: {folder} holds targets archspec {archspec_version()} does not know: "
             f"{', '.join(sorted(found.unknown_targets))} (their specs match no --family or "
             "--runs-on; a newer archspec may know them)"
         )
     if not found:
-        _tell(_nothing(query, packages, folder))
+        tell(_nothing(query, packages, folder))
         return ExitCode.NO_MATCH
     try:
         _write(found, folder, as_json=as_json)
     except BrokenPipeError:
         return EXIT_SIGPIPE  # the reader took what it wanted (`| head`)
     except OSError as err:  # the results are what was asked for: without them, a failure
-        _tell(f"error: cannot write the results to standard output: {err.strerror or err}")
+        tell(f"error: cannot write the results to standard output: {err.strerror or err}")
         return ExitCode.FAILED
     return ExitCode.OK
 
 
-def _folder(args: argparse.Namespace) -> Path:
+def branch_folder(args: argparse.Namespace) -> Path:
+    """The branch folder :func:`add_branch_arguments` named."""
     if args.folder is not None:
         if args.output is not None or args.branch is not None:
-            raise UsageError("crawler find: give --in FOLDER, or --output and --branch, not both")
+            raise UsageError("give --in FOLDER, or --output and --branch, not both")
         folder: Path = args.folder
         return folder
     return branch_path(args.output or DEFAULT_OUTPUT, args.branch or DEFAULT_BRANCH)
@@ -247,7 +254,7 @@ def _rich_table(found: Found, folder: Path, out: TextIO) -> None:
     Console(file=out).print(table)
 
 
-def _tell(line: str) -> None:
+def tell(line: str) -> None:
     """A line for the user on stderr; one that cannot be written changes no exit code."""
     if sys.stderr is None:
         return
@@ -261,7 +268,7 @@ def main(argv: Sequence[str]) -> int:
     # The process ends after this command: its one document, acyclic, would only be walked.
     gc.disable()
     try:
-        parser = _Parser(prog="crawler find", **_TEXTS)
+        parser = Parser(prog="crawler find", **_TEXTS)
         add_arguments(parser)
         try:
             args = parser.parse_args(argv)
@@ -269,12 +276,12 @@ def main(argv: Sequence[str]) -> int:
             return int(done.code or 0)
         return run(args)
     except CrawlerError as err:  # each class carries its exit code
-        _tell(f"error: {err.headline}{err}")
+        tell(f"error: {err.headline}{err}")
         return err.exit_code
     except Exception:
         import traceback
 
         from .. import __version__
 
-        _tell(f"internal error (a bug in crawler {__version__}):\n{traceback.format_exc()}")
+        tell(f"internal error (a bug in crawler {__version__}):\n{traceback.format_exc()}")
         return ExitCode.INTERNAL

@@ -27,6 +27,8 @@ publish.max_drop       0.5                        refuse a publish losing more t
                                                   of the last published spec count (0-1)
 publish.max_failed_stacks  0                      failed (not missing) stacks a branch may have and
                                                   still be published, as "partial"
+history                30                         publishes each branch's history.json keeps
+                                                  (0: none, and no history.json)
 filters.packages       []                         globs of the packages published (empty: all)
 filters.exclude_packages  []                      globs of packages left out
 filters.stacks         []                         globs of the stacks read (the root always is)
@@ -180,6 +182,7 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=Tr
     rewrites: tuple[Rewrite, ...] = ()
     publish: Publish = Publish()
     filters: Filters = Filters()
+    history: Annotated[int, msgspec.Meta(ge=0, le=1000)] = 30
     immutable_refs: tuple[str, ...] = ("*",)
     mutable_refs: tuple[str, ...] = ("develop",)
     lock_wait: Annotated[float, msgspec.Meta(ge=0)] = 0.0

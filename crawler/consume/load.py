@@ -24,7 +24,15 @@ from typing import TypeVar
 
 import msgspec
 
-from ..documents import SCHEMA_VERSION, Changes, Index, PackageSummary, Report, SpecDetail
+from ..documents import (
+    SCHEMA_VERSION,
+    Changes,
+    History,
+    Index,
+    PackageSummary,
+    Report,
+    SpecDetail,
+)
 from ..errors import NotABranchError, SchemaVersionError, UsageError
 from ..files import is_safe_name, read_regular
 from ..output.workdir import STATE_DIR
@@ -128,6 +136,13 @@ def load_report(path: PathLike) -> Report:
     last publish's statistics, sources and findings."""
     file = _document(path, "report.json")
     return _decode(file, _read(file), Report, "a report.json")
+
+
+def load_history(path: PathLike) -> History:
+    """The ``history.json`` of a published branch folder (or that file itself), typed: its
+    last publishes, newest first, each with what it changed."""
+    file = _document(path, "history.json")
+    return _decode(file, _read(file), History, "a history.json")
 
 
 def load_changes(path: PathLike) -> Changes:

@@ -34,7 +34,7 @@ from .state import BranchState, PagesDigest
 log = logging.getLogger("crawler")
 
 #: The files a published branch folder holds, besides ``pages/<package>/specs.md``.
-BRANCH_FILES = frozenset({"index.json", "changes.json", "report.json"})
+BRANCH_FILES = frozenset({"index.json", "changes.json", "report.json", "history.json"})
 #: Left by file browsers (macOS Finder) in any folder they show: replaced with the rest.
 OS_LITTER = frozenset({".DS_Store"})
 
@@ -65,7 +65,7 @@ def check_replaceable(target: Path) -> None:
 
 
 #: The files a publish writes beside ``index.json``, each a JSON object naming its branch.
-COMPANIONS = ("changes.json", "report.json")
+COMPANIONS = ("changes.json", "report.json", "history.json")
 
 
 def companion_problem(folder: Path, name: str) -> str | None:

@@ -40,6 +40,7 @@ from .. import __version__
 from ..build.changes import SpecStacks, changes_between, spec_stacks_of, summary_line
 from ..build.consolidate import consolidate, paused_gc
 from ..build.gate import check_gate
+from ..build.history import read_history
 from ..build.report import branch_stats, published, record_findings, removed_from
 from ..config import Config
 from ..decode.validate import SourceSummary
@@ -210,6 +211,8 @@ class BranchSync:
             await checkpoint()
             index, changes = await self._build(plan, packages, conflicts)
             report.status, report.error, report.changes = status, None, changes.totals
+            keep = self.run.config.history
+            folder = self.run.output / branch
             digest, pages, swapped = await publish_branch(
                 self.run.output,
                 index,
@@ -217,6 +220,8 @@ class BranchSync:
                 report,
                 with_pages="pages" in plan.formats,
                 finish=self._finish,
+                history=read_history(folder / "history.json", branch) if keep else None,
+                keep=keep,
             )
         if swapped:
             after_publish(self._save_report)

@@ -13,7 +13,8 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
-from ..documents import Changes, Index, PackageSummary, Report
+from ..build.history import extended
+from ..documents import Changes, History, Index, PackageSummary, Report
 from ..errors import CrawlerError
 from ..output.published import PublishedBranch
 from ..output.render import encode_json, render_page
@@ -46,10 +47,14 @@ async def publish_branch(
     *,
     with_pages: bool,
     finish: Callable[[], None],
+    history: History | None = None,
+    keep: int = 0,
 ) -> tuple[str, str | None, bool]:
     """Stage and publish ``index``'s branch, with its pages or not; returns the SHA-256 of its
     index.json, the :class:`~crawler.output.state.PagesDigest` of its pages (None without), and
     whether it was swapped in. ``finish`` stamps the report's times just before it is written.
+    With a ``history`` (the branch's before), ``history.json`` is written too: this publish
+    first, at most ``keep`` publishes in all.
 
     It is not swapped in when the published folder already holds exactly these ``index.json``
     and pages, and intact companions: a run stopped (SIGKILL, a power cut) after its swap but
@@ -77,6 +82,9 @@ async def publish_branch(
             return digest, pages_digest, False
         finish()
         stage.write("report.json", encode_json(report))
+        if history is not None:
+            after = extended(history, report.finished_at, digest, changes, keep)
+            stage.write("history.json", encode_json(after))
         await checkpoint()
         stage.publish()
     finally:

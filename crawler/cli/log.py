@@ -1,0 +1,117 @@
+"""``crawler log``: a published branch's last publishes, newest first, with what each changed
+(its ``history.json``), as a table or JSON Lines. Like ``crawler find``, it only reads, and
+starts without the sync's imports (see :mod:`.entry`)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+
+from ..consume.load import load_history
+from ..documents import HistoryEntry
+from ..errors import CrawlerError, ExitCode
+from .find import EXIT_SIGPIPE, Parser, add_branch_arguments, branch_folder, tell
+
+_TEXTS = {
+    "description": "List the last publishes of a published branch, newest first, with what "
+    "each changed. Reads <output>/<branch>/history.json; writes nothing.",
+    "epilog": "exit codes: 0 listed, 1 internal error, 2 usage error, 4 the list could not be "
+    "written, 11 no published branch there (or one published without a history: "
+    "history: 0), 141 its reader closed the pipe",
+}
+
+
+def add_parser(commands: Any) -> argparse.ArgumentParser:
+    """Add ``log`` to the command line's subparsers."""
+    parser: argparse.ArgumentParser = commands.add_parser(
+        "log", help="list a published branch's last publishes", **_TEXTS
+    )
+    add_arguments(parser)
+    return parser
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments of ``crawler log``."""
+    add_branch_arguments(parser)
+    parser.add_argument(
+        "-n", "--max-count", type=int, metavar="N", help="the last N publishes only"
+    )
+    parser.add_argument("--json", action="store_true", help="JSON Lines: one publish a line")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``crawler log`` with parsed arguments; returns the exit code."""
+    history = load_history(branch_folder(args))
+    publishes = history.publishes[: args.max_count] if args.max_count else history.publishes
+    out = sys.stdout
+    if out is None:
+        return ExitCode.OK
+    try:
+        if args.json:
+            out.flush()
+            out.buffer.write(json_lines(publishes))
+        else:
+            out.write(table(publishes))
+        out.flush()
+    except BrokenPipeError:
+        return EXIT_SIGPIPE
+    except OSError as err:
+        tell(f"error: cannot write the list to standard output: {err.strerror or err}")
+        return ExitCode.FAILED
+    return ExitCode.OK
+
+
+def json_lines(publishes: Sequence[HistoryEntry]) -> bytes:
+    """One JSON object a publish: when, which index, its totals and the packages it added and
+    removed (the specs, by hash, are in ``history.json``)."""
+    encode = msgspec.json.Encoder().encode
+    return b"".join(
+        encode(
+            {
+                "published_at": p.published_at,
+                "index_sha256": p.index_sha256,
+                "first_publish": p.changes.first_publish,
+                "totals": p.changes.totals,
+                "packages_added": p.changes.packages_added,
+                "packages_removed": p.changes.packages_removed,
+            }
+        )
+        + b"\n"
+        for p in publishes
+    )
+
+
+def table(publishes: Sequence[HistoryEntry]) -> str:
+    """The publishes as aligned columns under a header."""
+    rows = [("PUBLISHED", "SPECS", "ADDED", "REMOVED", "PACKAGES")]
+    for p in publishes:
+        totals = p.changes.totals
+        specs = (
+            f"{totals.specs_after:,}"
+            if p.changes.first_publish
+            else (f"{totals.specs_before:,} -> {totals.specs_after:,}")
+        )
+        packages = f"+{len(p.changes.packages_added)} -{len(p.changes.packages_removed)}"
+        rows.append((p.published_at, specs, f"+{totals.added:,}", f"-{totals.removed:,}", packages))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    line = "  ".join(f"{{:<{w}}}" for w in widths) + "  {}\n"
+    return "".join(line.format(*row) for row in rows)
+
+
+def main(argv: Sequence[str]) -> int:
+    """``crawler log ARGV`` on its own, as :mod:`.entry` runs it; returns the exit code."""
+    try:
+        parser = Parser(prog="crawler log", **_TEXTS)
+        add_arguments(parser)
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as done:  # --help
+            return int(done.code or 0)
+        return run(args)
+    except CrawlerError as err:
+        tell(f"error: {err.headline}{err}")
+        return err.exit_code
