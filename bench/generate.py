@@ -265,8 +265,8 @@ class _DepsBuilder(_IndexBuilder):
     this module fails to import or to generate rather than silently producing other mirrors.
     """
 
-    def __init__(self, db_version: int) -> None:
-        super().__init__(db_version)
+    def __init__(self, db_version: int, spelling: str = "") -> None:
+        super().__init__(db_version, spelling)
         self._dep_memo: dict[tuple[object, ...], str] = {}
 
     def _dep(self, spec: SynthSpec, name: str, version: str, external: bool = False) -> str:

@@ -39,10 +39,12 @@ __all__ = [
     "SynthRef",
     "SynthSpec",
     "build_mirror",
+    "build_plain_cache",
     "generate_specs",
     "index_document",
     "make_hash",
     "page_to_specs",
+    "write_index_blobs",
 ]
 
 VariantValue = bool | str | tuple[str, ...]
@@ -328,6 +330,62 @@ def build_mirror(
     text = json.dumps(discovery, indent=2) + "\n"
     (root / "cache_spack_io_index.json").write_bytes(text.encode("utf-8"))
     return discovery
+
+
+def write_index_blobs(
+    cache: Path, blobs: Sequence[tuple[int, bytes]], *, view: str | None = None
+) -> Path:
+    """Write index blobs (Database version, bytes) under ``cache/blobs/`` and the v3 index
+    manifest listing them in that order (the top-level one, or ``view``'s); return its path."""
+    entries = []
+    for db, data in blobs:
+        checksum = hashlib.sha256(data).hexdigest()
+        blob = cache / "blobs" / "sha256" / checksum[:2] / checksum
+        blob.parent.mkdir(parents=True, exist_ok=True)
+        blob.write_bytes(data)
+        entries.append(
+            {
+                "contentLength": len(data),
+                "mediaType": f"application/vnd.spack.db.v{db}+json",
+                "compression": "none",
+                "checksumAlgorithm": "sha256",
+                "checksum": checksum,
+            }
+        )
+    folder = cache / "v3" / "manifests" / "index"
+    manifest = (folder / view if view else folder) / "index.manifest.json"
+    manifest.parent.mkdir(parents=True, exist_ok=True)
+    manifest.write_bytes(json.dumps({"version": 3, "data": entries}, indent=2).encode() + b"\n")
+    (cache / "v3" / "layout.json").write_bytes(b'{"signing": "gpg"}\n')
+    return manifest
+
+
+def build_plain_cache(
+    cache: Path,
+    specs: Sequence[SynthSpec] | None,
+    *,
+    layout: str = "v3",
+    db_versions: Sequence[int] = (8,),
+    views: dict[str, Sequence[SynthSpec]] | None = None,
+) -> None:
+    """Write a plain build cache (no discovery document), as ``spack buildcache push`` and
+    ``update-index`` leave one: its top-level index of ``specs`` (None: none, a cache with only
+    views) in ``layout``; in v3, one blob per Database version of ``db_versions``, listed by
+    one manifest, and each view's index (``update-index --name``)."""
+    if layout == "v2":
+        if views:
+            raise ValueError("views are a v3 feature")
+        data = _IndexBuilder(db_versions[0]).document(specs or ())
+        _write_index(cache, "plain", "", "v2", db_versions[0], data)
+        return
+    if layout != "v3":
+        raise ValueError(f"unknown layout {layout!r}")
+    builders = [(db, _IndexBuilder(db)) for db in db_versions]
+    if specs is not None:
+        write_index_blobs(cache, [(db, b.document(specs)) for db, b in builders])
+    for view, chosen in sorted((views or {}).items()):
+        _check_segment("view", view)
+        write_index_blobs(cache, [(db, b.document(chosen)) for db, b in builders], view=view)
 
 
 def _full_patch(prefix: str) -> str:

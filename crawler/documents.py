@@ -213,6 +213,11 @@ class ReportSource(IndexSource, frozen=True, kw_only=True, gc=False):
     fetch_seconds: float = 0.0
     decode_seconds: float = 0.0
     error: str | None = None
+    #: A v3 index read through its manifest (a plain cache; not written otherwise): the
+    #: manifest, the media type read, and the others it listed (other Database versions).
+    manifest: str | UnsetType = UNSET
+    media_type: str | UnsetType = UNSET
+    media_types_left: list[str] | UnsetType = UNSET
 
 
 class InvalidRecord(msgspec.Struct, frozen=True, gc=False):

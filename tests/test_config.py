@@ -305,7 +305,7 @@ def test_unknown_key(tmp_path: Path, text: str, key: str) -> None:
         ("mirror: ''\n", "mirror", "Expected 'str' of length >= 1"),
         ("mirror: 42\n", "mirror", "Expected 'str', got 'int'"),
         ("mirror: ftp://x\n", "mirror", "unsupported URL scheme 'ftp'"),
-        ("mirror: s3://spack-binaries\n", "mirror", "unsupported URL scheme 's3'"),
+        ("mirror: gs://spack-binaries\n", "mirror", "unsupported URL scheme 'gs'"),
         ("mirror: 'http://[bad'\n", "mirror", "'http://[bad' is not a valid URL: Invalid IPv6"),
         ("mirror: 'http://h:99999/'\n", "mirror", "'http://h:99999/' is not a valid URL: Port"),
         ("mirror: 'https://'\n", "mirror", "'https://' names no host"),

@@ -14,10 +14,11 @@ import msgspec
 from yarl import URL
 
 from ..errors import ConfigError
-from ..files import as_given
+from ..files import as_given, is_safe_name
 from ..urls import file_path, redacted, without_credentials
 from .keys import closest_key
-from .model import Config
+from .model import Config, DeclaredRef, RefEntry
+from .s3 import check_endpoint, check_s3_section, check_s3_url
 
 #: Why a relative path cannot be used: the folder the run was started in has been deleted.
 NO_WORKING_FOLDER = "relative, and the working folder is gone"
@@ -44,7 +45,7 @@ def _config_error(origin: str, err: msgspec.ValidationError) -> ConfigError:
     return ConfigError(origin, message.replace("`", "'"), key=path or None)
 
 
-_SECTIONS = ("timeouts", "retry", "publish", "rewrites")
+_SECTIONS = ("timeouts", "retry", "publish", "rewrites", "s3", "refs", "views")
 
 
 def _check_keys(origin: str, data: object, path: str, seen: set[int] | None = None) -> None:
@@ -71,22 +72,24 @@ def _check_keys(origin: str, data: object, path: str, seen: set[int] | None = No
 
 #: A path that starts like a URL with a slash or the colon missing: ``https:/binaries.spack.io``,
 #: ``https//binaries.spack.io``, ``file:/srv/mirror`` (a folder could be named ``http:stuff``).
-_SCHEME_TYPO = re.compile(r"(?i)(https?|file)(?::/(?!/)|//)")
+_SCHEME_TYPO = re.compile(r"(?i)(https?|file|s3)(?::/(?!/)|//)")
 
 
 def _check_mirror(origin: str, mirror: str, key: str = "mirror") -> None:
     """Refuse a mirror (or a rewrite's replacement, ``key``; that one must be a URL, as it
     replaces the start of one) that no request could be sent to."""
     scheme = mirror.split("://", 1)[0].lower() if "://" in mirror else ""
-    allowed = ("http", "https", "file") if key != "mirror" else ("", "http", "https", "file")
+    allowed = ("http", "https", "file") if key != "mirror" else ("", "http", "https", "file", "s3")
     if scheme not in allowed:
-        use = "http, https, file or a path" if "" in allowed else "an http, https or file URL"
+        use = "http, https, file, s3 or a path" if "" in allowed else "an http, https or file URL"
         what = f"unsupported URL scheme {scheme!r}" if scheme else f"{mirror!r} is not a URL"
         raise ConfigError(origin, f"{what} (use {use})", key)
     if scheme in ("http", "https"):
         check_http_url(origin, mirror, key)
     if scheme == "file":
         _check_file_url(origin, mirror, key)
+    if scheme == "s3":
+        check_s3_url(origin, mirror, key)
 
 
 def _check_file_url(origin: str, url: str, key: str) -> None:
@@ -208,6 +211,8 @@ def build_config(data: object, origin: str = "<defaults>", base: Path | None = N
             raise ConfigError(origin, "unknown key", key=internal)
     try:
         _check_keys(origin, data, "")
+        if isinstance(data.get("refs"), dict):  # as a file writes it (a list: as built)
+            data = {**data, "refs": _convert_refs(origin, data["refs"])}
         # A section whose keys are all commented out reads as null: it means "the defaults".
         data = {k: v for k, v in data.items() if not (v is None and k in _SECTIONS)}
         config = msgspec.convert({**data, "origin": origin}, Config)
@@ -216,8 +221,13 @@ def build_config(data: object, origin: str = "<defaults>", base: Path | None = N
     except RecursionError:  # a YAML alias inside its own value: `a: &x [*x]`
         raise ConfigError(origin, "a value contains itself (a recursive YAML alias)") from None
     _check_mirror(origin, config.mirror)
+    if config.s3.endpoint_url is not None:
+        check_endpoint(origin, config.s3.endpoint_url)
+        check_http_url(origin, config.s3.endpoint_url, "s3.endpoint_url")
+    check_s3_section(origin, config.s3)
     for i, rewrite in enumerate(config.rewrites):
         _check_mirror(origin, rewrite.replacement, f"rewrites[{i}].replacement")
+    _check_refs(origin, config)
     if base is not None:
         metrics = _resolve(base, config.metrics, origin, "metrics") if config.metrics else None
         config = msgspec.structs.replace(
@@ -227,6 +237,76 @@ def build_config(data: object, origin: str = "<defaults>", base: Path | None = N
             metrics=metrics,
         )
     return config
+
+
+def _check_refs(origin: str, config: Config) -> None:
+    """Refuse declared refs (and views) that no run could use: names that are no safe folder
+    names, a stack labelled ``root``, a place that names nothing a request could be sent to."""
+    if config.refs and config.views:
+        raise ConfigError(
+            origin,
+            "names views of the mirror, but refs are declared: declare each view as a "
+            "ref ({url: <cache>, view: <name>})",
+            "views",
+        )
+    for i, view in enumerate(config.views):
+        if not is_safe_name(view):
+            raise ConfigError(
+                origin, f"view name {view!r} is not a safe folder name", f"views[{i}]"
+            )
+    for ref in config.refs:
+        name = ref.name
+        if not is_safe_name(name):
+            raise ConfigError(
+                origin, f"ref name {name!r} is not a safe folder name", f"refs.{name}"
+            )
+        labels = [label for label, _ in ref.stacks]
+        if "root" in labels:
+            where = f"refs.{name}.stacks.root"
+            raise ConfigError(origin, "'root' is the ref's own index (key root), no stack", where)
+        for label in labels:
+            if not _LABEL.fullmatch(label) or not label.isprintable():
+                raise ConfigError(origin, f"bad stack label {label!r}", f"refs.{name}.stacks")
+        for label, place in ref.places:
+            key = f"refs.{name}.root" if label == "root" else f"refs.{name}.stacks.{label}"
+            if isinstance(place, str):
+                _check_place(origin, place, key)
+                continue
+            _check_place(origin, place.url, f"{key}.url")
+            if place.view is not None and not is_safe_name(place.view):
+                raise ConfigError(
+                    origin, f"view name {place.view!r} is not a safe folder name", f"{key}.view"
+                )
+
+
+def _convert_refs(origin: str, refs: dict[object, object]) -> list[DeclaredRef]:
+    """The ``refs`` mapping as :class:`DeclaredRef` values, each ref converted on its own so
+    that an error names it (``refs.develop.root``; msgspec would say ``refs[...]``)."""
+    declared = []
+    for name, ref in refs.items():
+        try:
+            entry = msgspec.convert(ref, RefEntry)
+        except msgspec.ValidationError as err:
+            found = _config_error(origin, err)
+            key = f"refs.{name}.{found.key}" if found.key else f"refs.{name}"
+            raise ConfigError(origin, found.reason, key) from None
+        stacks = tuple(entry.stacks.items())
+        declared.append(DeclaredRef(name=str(name), root=entry.root, stacks=stacks))
+    return declared
+
+
+#: A stack label: printed and logged, so no control characters (as the discovery document's).
+_LABEL = re.compile(r"[^\x00-\x1f\x7f]{1,200}")
+
+
+def _check_place(origin: str, value: str, key: str) -> None:
+    """A declared index: a URL as a mirror's, or a path (a relative one is under the mirror)."""
+    if "\0" in value or not value.strip():
+        raise ConfigError(origin, "must name an index, a cache or a folder (no NUL)", key)
+    if "://" in value:
+        _check_mirror(origin, value, key)
+    elif _SCHEME_TYPO.match(value):
+        raise ConfigError(origin, f"{redacted(value)!r} looks like a mistyped URL", key)
 
 
 def _working_dir(key: str) -> Path:

@@ -46,6 +46,24 @@ max_index_mb           2048                       largest index a source may hav
                                                   served and once gunzipped (a bigger one fails
                                                   that source: a runaway or hostile body cannot
                                                   fill the disk or the memory)
+refs                   {}                         refs declared outright, for a mirror without a
+                                                  discovery document: ``{<ref>: {root: <index>,
+                                                  stacks: {<label>: <index>}}}``; when set, the
+                                                  mirror's discovery document is not read
+views                  []                         views of the mirror's plain build cache to sync
+                                                  as refs, beside those a listing finds
+s3.endpoint_url        null                       an S3-compatible store's URL (MinIO, Ceph...);
+                                                  null: AWS
+s3.region              null                       the bucket's region (null: the profile's, the
+                                                  environment's, else us-east-1)
+s3.profile             null                       a profile of ~/.aws/config and credentials
+s3.access_key_id_variable  null                   the name of the environment variable holding
+                                                  the access key id (never the key itself)
+s3.secret_access_key_variable  null               ... the secret access key
+s3.session_token_variable  null                   ... a session token (temporary credentials)
+s3.anonymous           false                      unsigned requests, for a public bucket
+s3.addressing_style    auto                       ``path`` (most S3-compatible stores),
+                                                  ``virtual`` or ``auto`` (botocore decides)
 =====================  =========================  ==============================================
 
 Relative paths in a config file (``mirror``, ``output``, ``metrics``) are resolved against the
@@ -108,6 +126,26 @@ class Publish(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=T
     max_failed_stacks: Annotated[int, msgspec.Meta(ge=0, le=10_000)] = 0  # as the flag
 
 
+#: The name of an environment variable (never a secret: the config names where it is).
+EnvName = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")]
+
+
+class S3(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """How an ``s3://`` mirror is reached, as Spack's mirrors.yaml describes it
+    (``endpoint_url``, ``profile``, credentials in named environment variables). Without
+    credentials or ``anonymous``, botocore's default chain (``AWS_*`` variables, the default
+    profile, the instance's role) provides them."""
+
+    endpoint_url: Annotated[str, msgspec.Meta(min_length=1)] | None = None
+    region: Annotated[str, msgspec.Meta(pattern=r"^[a-z0-9-]{1,64}$")] | None = None
+    profile: Annotated[str, msgspec.Meta(min_length=1, max_length=200)] | None = None
+    access_key_id_variable: EnvName | None = None
+    secret_access_key_variable: EnvName | None = None
+    session_token_variable: EnvName | None = None
+    anonymous: bool = False
+    addressing_style: Literal["auto", "path", "virtual"] = "auto"
+
+
 #: A glob of names (fnmatch, case-sensitive): ``py-*``, ``e4s*``, ``develop-2025-*``.
 Glob = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
 
@@ -158,6 +196,40 @@ def _kept(name: str, wanted: Iterable[str], excluded: Iterable[str]) -> bool:
     return not any(fnmatch.fnmatchcase(name, g) for g in excluded)
 
 
+class IndexAt(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """An index given as a build cache's root and one of its views: ``{url, view}``."""
+
+    url: Annotated[str, msgspec.Meta(min_length=1)]
+    view: Annotated[str, msgspec.Meta(min_length=1)] | None = None
+
+
+#: Where a declared index is: a cache root, an index's URL or a folder (a string; a relative
+#: one is under the mirror), or a view of a cache (see docs/mirrors.md).
+IndexPlace = Annotated[str, msgspec.Meta(min_length=1)] | IndexAt
+
+
+class RefEntry(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """A declared ref as the config file writes it: ``{root: <index>, stacks: {<label>:
+    <index>}}`` (:class:`DeclaredRef` is the value kept)."""
+
+    root: IndexPlace
+    stacks: dict[str, IndexPlace] = msgspec.field(default_factory=dict)
+
+
+class DeclaredRef(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """A ref declared in the config: its name, its top-level index and its stacks' (label,
+    index), in the order given (a tuple: the config is hashable)."""
+
+    name: str
+    root: IndexPlace
+    stacks: tuple[tuple[str, IndexPlace], ...] = ()
+
+    @property
+    def places(self) -> list[tuple[str, IndexPlace]]:
+        """``("root", root)`` and each stack's, in the order given."""
+        return [("root", self.root), *self.stacks]
+
+
 def normal_formats(formats: Iterable[str]) -> list[str]:
     """One spelling of each choice of formats: json (always written) among them, each once,
     sorted. What a branch was published in (its state) then compares equal however the formats
@@ -183,12 +255,15 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=Tr
     publish: Publish = Publish()
     filters: Filters = Filters()
     history: Annotated[int, msgspec.Meta(ge=0, le=1000)] = 30
+    s3: S3 = S3()
     immutable_refs: tuple[str, ...] = ("*",)
     mutable_refs: tuple[str, ...] = ("develop",)
     lock_wait: Annotated[float, msgspec.Meta(ge=0)] = 0.0
     deadline: Annotated[float, msgspec.Meta(gt=0, le=MAX_DEADLINE)] = DEFAULT_DEADLINE
     metrics: Annotated[str, msgspec.Meta(min_length=1)] | None = None
     max_index_mb: Annotated[int, msgspec.Meta(ge=1, le=1 << 20)] = DEFAULT_MAX_INDEX_MB
+    refs: tuple[DeclaredRef, ...] = ()
+    views: tuple[Annotated[str, msgspec.Meta(min_length=1)], ...] = ()
     #: The file the settings came from, for messages; not a key of the file.
     origin: str = "<defaults>"
     #: The keys that command-line flags set (see :meth:`where`); not a key of the file.
@@ -203,8 +278,14 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=Tr
 
     @property
     def urls(self) -> tuple[str, ...]:
-        """The URLs the user gave: the mirror and the rewrites' replacements."""
-        return (self.mirror, *(r.replacement for r in self.rewrites))
+        """The URLs the user gave: the mirror, the rewrites' replacements, the declared refs'
+        indexes."""
+        declared = [
+            place if isinstance(place, str) else place.url
+            for ref in self.refs
+            for _, place in ref.places
+        ]
+        return (self.mirror, *(r.replacement for r in self.rewrites), *declared)
 
     @property
     def output_dir(self) -> Path:

@@ -13,10 +13,11 @@ reason, so that syncing it fails with that reason while the other refs go on.
 from __future__ import annotations
 
 import os
+import posixpath
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypedDict
 from urllib.parse import quote, urlsplit
 
 import msgspec
@@ -54,7 +55,7 @@ class Mirror:
         """
         scheme, sep, rest = mirror.partition("://")
         scheme = scheme.lower() if sep else ""
-        if scheme in ("http", "https"):
+        if scheme in ("http", "https", "s3"):
             base, _ = without_credentials(f"{scheme}://{rest}")
             return cls(base.rstrip("/"))
         if scheme == "file":
@@ -86,6 +87,14 @@ class Mirror:
                 if path == root or path.startswith(root.rstrip("/") + "/"):
                     return True
             return False
+        if ours.scheme == "s3" or theirs.scheme == "s3":
+            # In the bucket, and lexically under the prefix: a store may normalise "..".
+            root, path = (
+                posixpath.normpath(ours.path or "/"),
+                posixpath.normpath(theirs.path or "/"),
+            )
+            under = path == root or path.startswith(root.rstrip("/") + "/")
+            return (ours.scheme, ours.netloc) == (theirs.scheme, theirs.netloc) and under
         return (ours.scheme, ours.netloc.lower()) == (theirs.scheme, theirs.netloc.lower())
 
     def join(self, path: str) -> str:
@@ -108,6 +117,12 @@ class Source:
     location: str  # where it is fetched from (http(s):// or file://)
     layout: Literal["v2", "v3"]
     checksum: str | None  # v3: the sha256 the blob's name promises
+    #: v3 read through an index manifest (a plain cache, :mod:`.layout`): the manifest's
+    #: location, the media type of the blob it led to (None: the manifest was not found), and
+    #: the media types it listed besides.
+    manifest: str | None = None
+    media_type: str | None = None
+    media_types_left: tuple[str, ...] = ()
 
     @property
     def is_root(self) -> bool:
@@ -120,6 +135,26 @@ class Source:
         return self.location + ".hash" if self.layout == "v2" else None
 
 
+class ManifestFacts(TypedDict, total=False):
+    """What a report says of a source read through a manifest (see :func:`manifest_facts`)."""
+
+    manifest: str
+    media_type: str
+    media_types_left: list[str]
+
+
+def manifest_facts(source: Source) -> ManifestFacts:
+    """The manifest, media type read and media types left of a source read through a manifest,
+    as a report's source entry has them; nothing for another source."""
+    if source.manifest is None:
+        return {}
+    facts = ManifestFacts(manifest=source.manifest)
+    if source.media_type is not None:
+        facts["media_type"] = source.media_type
+        facts["media_types_left"] = list(source.media_types_left)
+    return facts
+
+
 @dataclass(frozen=True)
 class Discovery:
     """The refs of a mirror with their sources, and the refs that cannot be synced."""
@@ -127,6 +162,9 @@ class Discovery:
     url: str
     refs: dict[str, tuple[Source, ...]]
     problems: dict[str, str]
+    #: How each ref was found, when not by a discovery document (see :mod:`.refs`): "v3 view
+    #: 'x' of <cache>", "declared in <config>"...
+    how: dict[str, str] = field(default_factory=dict)
 
 
 class _Entry(msgspec.Struct):
@@ -147,6 +185,8 @@ def map_url(url: str, mirror: Mirror, config: Config) -> str:
     url = _lower_scheme(url)
     parts = urlsplit(url)
     if parts.scheme == "s3":
+        if mirror.base.startswith("s3://") and mirror.contains(url):
+            return url  # a mirror in S3 reads the URLs on it as they are
         location = mirror.join(parts.path)
         if not mirror.contains(location):  # a local mirror's folder: ".." may not climb out
             raise ValueError(f"URL {url} leads out of the mirror {mirror.base}")

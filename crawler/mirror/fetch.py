@@ -1,5 +1,6 @@
-"""The fetcher: reads documents and index files from a mirror, over HTTP(S) or from a local
-folder, through the transport each location needs (:mod:`.http`, :mod:`.local`).
+"""The fetcher: reads documents and index files from a mirror, over HTTP(S), from a local
+folder or from S3, through the transport each location needs (:mod:`.http`, :mod:`.local`,
+:mod:`.s3`: for a mirror given as ``s3://`` alone, so that botocore is imported for it alone).
 
 One :class:`Fetcher` serves a whole run. It picks the transport of each location, sets the
 limit of each kind of body (``max_index_mb`` for an index, :data:`DOCUMENT_LIMIT` for the
@@ -15,12 +16,17 @@ import logging
 import time
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from ..config import Config
+from ..errors import FetchError
 from .http import HTTPTransport
 from .local import LocalFolder
 from .retry import RetryPolicy, Sleep
 from .transport import Fetched, Progress, Transport
+
+if TYPE_CHECKING:
+    from .s3 import S3Transport
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +51,11 @@ class Fetcher:
         self.policy = RetryPolicy(config, sleep)
         self._http = HTTPTransport(config, self.policy)
         self._local = LocalFolder()
+        self._s3: S3Transport | None = None
+        if config.mirror.lower().startswith("s3://"):
+            from .s3 import S3Transport
+
+            self._s3 = S3Transport(config, self.policy)
 
     @property
     def retries(self) -> dict[str, int]:
@@ -53,6 +64,12 @@ class Fetcher:
 
     async def __aenter__(self) -> Fetcher:
         self._http.open()
+        if self._s3 is not None:
+            try:
+                await self._s3.open()  # credentials as the config says, or a ConfigError
+            except BaseException:
+                await self._http.close()
+                raise
         return self
 
     async def __aexit__(
@@ -62,9 +79,17 @@ class Fetcher:
         tb: TracebackType | None,
     ) -> None:
         await self._http.close()
+        if self._s3 is not None:
+            await self._s3.close()
 
     def transport(self, location: str) -> Transport:
-        """The transport that reaches ``location``: a local folder for ``file://``, else HTTP."""
+        """The transport that reaches ``location``: a local folder for ``file://``, S3 for
+        ``s3://`` (a mirror in S3: other mirrors map ``s3://`` source URLs onto their own
+        base), else HTTP."""
+        if location.startswith("s3://"):
+            if self._s3 is None:
+                raise FetchError(location, "s3:// is read for a mirror given as s3:// alone")
+            return self._s3
         return self._local if location.startswith("file://") else self._http
 
     async def confirmed(self, location: str) -> bool:
@@ -93,6 +118,11 @@ class Fetcher:
         """
         limit, what = (SIDECAR_LIMIT, _SIDECAR) if sidecar else (DOCUMENT_LIMIT, _DOCUMENT)
         return await self.transport(location).read(location, limit, what)
+
+    async def listdir(self, location: str) -> list[str] | None:
+        """The names of the entries directly under the folder URL ``location`` (index views,
+        say); None when its transport cannot list (HTTP). A folder not there lists nothing."""
+        return await self.transport(location).listdir(location)
 
     async def download(
         self,

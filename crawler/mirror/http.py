@@ -207,6 +207,10 @@ class HTTPTransport:
         fetched, tries = await self.policy.bounded(location, attempt)
         return dataclasses.replace(fetched, attempts=tries)
 
+    async def listdir(self, location: str) -> list[str] | None:
+        """None: HTTP has no listing (an index page is a server's choice, not a format)."""
+        return None
+
 
 def usable_etag(etag: str | None) -> str | None:
     """An ETag the crawler can send back in ``If-None-Match`` (aiohttp sends it as UTF-8, byte

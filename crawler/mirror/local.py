@@ -85,6 +85,20 @@ class LocalFolder:
         size, digest, identity = await asyncio.to_thread(self.hash_file, location, path, limit)
         return Fetched(location, path, size, digest, 1, 0.0, identity=identity)
 
+    async def listdir(self, location: str) -> list[str] | None:
+        """The names in a local folder, sorted; none for a folder that is not there (or is no
+        folder)."""
+        return await asyncio.to_thread(_list_folder, location, local_path(location))
+
+
+def _list_folder(location: str, path: Path) -> list[str]:
+    try:
+        return sorted(os.listdir(path))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    except OSError as err:  # not searchable: the folder is there, but cannot be read
+        raise FetchError(location, err.strerror or str(err)) from None
+
 
 def _open_local(location: str, path: Path) -> int:
     """A descriptor of a local mirror file, which must be a regular file: a folder is no file

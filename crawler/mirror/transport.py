@@ -89,6 +89,11 @@ class Transport(Protocol):
         ``seconds`` are the fetcher's to fill in."""
         ...
 
+    async def listdir(self, location: str) -> list[str] | None:
+        """The names of the entries directly under this folder URL; None when this transport
+        cannot list (HTTP). A folder that is not there lists nothing."""
+        ...
+
 
 def check_size(
     location: str, size: int | None, limit: int, what: str, how: str = "announced"

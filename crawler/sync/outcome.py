@@ -11,7 +11,7 @@ import msgspec
 
 from ..decode.validate import Kind, SourceSummary
 from ..documents import IndexSource, ReportSource
-from ..mirror.discovery import Source
+from ..mirror.discovery import Source, manifest_facts
 from ..output.state import SourceFacts, SourceState
 
 Status = Literal["fetched", "unchanged", "missing", "failed", "not_read"]
@@ -162,6 +162,7 @@ class SourceOutcome:
             fetch_seconds=round(self.fetch_seconds, 3),
             decode_seconds=round(self.decode_seconds, 3),
             error=self.error,
+            **manifest_facts(self.source),
         )
 
     def state(self) -> SourceState:

@@ -22,8 +22,9 @@ from ..build.changes import counted
 from ..config import Config
 from ..errors import IndexFormatError, OutputError, UsageError, shown
 from ..files import is_safe_name
-from ..mirror.discovery import Discovery, Mirror, parse_discovery
+from ..mirror.discovery import Discovery, Mirror
 from ..mirror.fetch import Fetcher
+from ..mirror.refs import find_refs
 from ..mirror.retry import Sleep
 from ..output.lock import RunLock
 from ..output.state import Store
@@ -72,9 +73,9 @@ class Syncer:
         self.planner = Planner(config, self.output, self.store, force=force)
 
     async def discover(self, fetcher: Fetcher) -> Discovery:
-        """Fetch and parse the mirror's discovery document."""
-        url = self.mirror.discovery_url
-        return parse_discovery(await fetcher.read(url), url, self.mirror, self.config)
+        """The mirror's refs: declared in the config, in its discovery document, or those of a
+        plain build cache (:func:`crawler.mirror.refs.find_refs`)."""
+        return await find_refs(fetcher, self.mirror, self.config)
 
     async def branches(self) -> Discovery:
         """The discovery document alone (for ``crawler branches``)."""

@@ -1,0 +1,207 @@
+"""Finding a mirror's refs, whichever kind of mirror it is (docs/mirrors.md).
+
+In this order, the first that applies:
+
+1. ``refs`` declared in the config: those refs, each index where the config says (a cache root,
+   a view of one, or an index's URL); the mirror's discovery document is not read.
+2. The mirror's discovery document, ``cache_spack_io_index.json`` (:mod:`.discovery`), as the
+   public mirror publishes it: when it exists it is the mirror's word, and nothing else is
+   looked for.
+3. A plain build cache at the mirror (:mod:`.layout`): its top-level index is one ref, named
+   after the mirror (:func:`plain_name`), and each index view is a ref named after the view:
+   the views the config names (``views``) and those a listing finds, where the mirror can be
+   listed (a local folder; a transport with a listing). A ``--mirror`` naming an index itself
+   (``.../build_cache/index.json``, ``.../index.manifest.json``) is that cache.
+
+A ref whose index cannot be used (a manifest that is not JSON, lists no index blob, or only
+versions not read here; a view name that is no safe folder name) is kept with the reason in
+:attr:`Discovery.problems`, as the discovery document's bad refs are: syncing it fails, the
+others go on. A mirror that is none of the three fails as before (exit 3).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable
+from typing import TypeVar
+from urllib.parse import unquote, urlsplit
+
+from ..config import Config
+from ..config.model import DeclaredRef, IndexPlace
+from ..errors import CrawlerError, IndexFormatError, NotFoundError, shown
+from ..files import is_safe_name
+from .discovery import ROOT_LABEL, Discovery, Mirror, Source, parse_discovery
+from .fetch import Fetcher
+from .layout import MANIFEST_FILE, Place, absent, relative, resolve
+
+log = logging.getLogger(__name__)
+
+#: The most entries of the views folder looked at: each is a manifest to read.
+MAX_VIEWS = 10_000
+#: The name of a plain cache's top-level ref when the mirror's path gives none (``/``).
+FALLBACK_NAME = "root"
+
+T = TypeVar("T")
+
+
+async def find_refs(fetcher: Fetcher, mirror: Mirror, config: Config) -> Discovery:
+    """The refs of the mirror and their sources (see the module docstring for the order)."""
+    if config.refs:
+        return await declared_refs(fetcher, mirror, config)
+    url = mirror.discovery_url
+    try:
+        body = await fetcher.read(url)
+    except NotFoundError:
+        found = await plain_cache(fetcher, mirror, config)
+        if found is None:
+            raise  # as before: the discovery document is what the mirror lacks
+        log.info("%s: no discovery document; a plain build cache", found.url)
+        return found
+    if config.views:
+        log.warning("%s: the discovery document wins; views %s are not read", url, config.views)
+    return parse_discovery(body, url, mirror, config)
+
+
+async def declared_refs(fetcher: Fetcher, mirror: Mirror, config: Config) -> Discovery:
+    """The refs the config declares (``refs``), each index found as its place says."""
+    refs: dict[str, tuple[Source, ...]] = {}
+    problems: dict[str, str] = {}
+    how = f"declared in {config.where('refs')}"
+    limit = asyncio.Semaphore(config.concurrency)
+
+    async def one(name: str, ref: DeclaredRef) -> None:
+        try:
+            sources = await asyncio.gather(
+                *(
+                    _bounded(limit, _declared(fetcher, mirror, name, label, place))
+                    for label, place in ref.places
+                )
+            )
+        except (CrawlerError, ValueError) as err:
+            problems[name] = shown(str(err))
+            return
+        refs[name] = tuple(sorted(sources, key=lambda s: (not s.is_root, s.label)))
+
+    await asyncio.gather(*(one(ref.name, ref) for ref in config.refs))
+    return Discovery(
+        f"{config.where('refs')} (refs)",
+        dict(sorted(refs.items())),
+        dict(sorted(problems.items())),
+        {name: how for name in sorted(refs)},
+    )
+
+
+async def _declared(
+    fetcher: Fetcher, mirror: Mirror, ref: str, label: str, place: IndexPlace
+) -> Source:
+    given, view = (place, None) if isinstance(place, str) else (place.url, place.view)
+    where = f"refs.{ref}.{'root' if label == ROOT_LABEL else 'stacks.' + label}"
+    try:
+        return await resolve(fetcher, ref, label, Place.of(_located(mirror, given), view))
+    except (CrawlerError, ValueError) as err:
+        raise ValueError(f"{where}: {err}") from None
+
+
+def _located(mirror: Mirror, given: str) -> str:
+    """A declared place as a URL: a URL as given, a folder as a ``file://`` URL, a relative
+    path under the mirror."""
+    scheme = given.partition("://")[0].lower() if "://" in given else ""
+    if scheme in ("http", "https"):
+        return given
+    if scheme == "file" or given.startswith(("/", "~")):
+        return Mirror.parse(given).base
+    if scheme:  # another transport's (s3://): as given
+        return given
+    return relative(mirror.base, given)
+
+
+async def plain_cache(fetcher: Fetcher, mirror: Mirror, config: Config) -> Discovery | None:
+    """The refs of a plain build cache at the mirror; None when the mirror has no index at
+    all (no top-level index, no view)."""
+    place = Place.of(mirror.base)
+    name = place.view or plain_name(place.cache)
+    top = await _guarded(resolve(fetcher, name, ROOT_LABEL, place))
+    if isinstance(top, Source) and not await _there(fetcher, place, top):
+        found = []
+    else:
+        found = [(name, place, top)]
+    if place.kind == "cache" and place.view is None:  # not one index named by the mirror
+        views = await _views(fetcher, place, config)
+        limit = asyncio.Semaphore(config.concurrency)
+        named = set(config.views)
+        of_views = [_bounded(limit, _view(fetcher, place, v, v in named)) for v in views]
+        for view, source in zip(views, await asyncio.gather(*of_views), strict=True):
+            if source is not None:
+                found.append((view, Place(place.cache, "cache", view), source))
+    return _plain(place, found) if found else None
+
+
+async def _there(fetcher: Fetcher, place: Place, source: Source) -> bool:
+    """Whether the index of ``source`` is there: a manifest was found, or (an index file
+    named outright) a look finds the file."""
+    if place.kind in ("v2", "blob"):
+        return await fetcher.confirmed(source.location)
+    return not absent(source)
+
+
+async def _view(fetcher: Fetcher, place: Place, view: str, named: bool) -> Source | str | None:
+    """A view's source (or why it cannot be used); None when it has no manifest (a listed
+    folder that is no view). One whose name is no safe folder name is refused unread."""
+    if not is_safe_name(view):
+        return f"view name {view!r} is not a safe folder name"
+    source = await _guarded(resolve(fetcher, view, ROOT_LABEL, Place(place.cache, "cache", view)))
+    if isinstance(source, Source) and absent(source):
+        # One the config names is asked for: say it is not there. A listed one is no view.
+        return f"view {view!r} not found: no {source.location}" if named else None
+    return source
+
+
+async def _views(fetcher: Fetcher, place: Place, config: Config) -> list[str]:
+    """The views named in the config and those a listing of the cache finds."""
+    folder = place.views_folder
+    listed = await fetcher.listdir(folder) or []
+    if len(listed) > MAX_VIEWS:  # the mirror's fault: exit 3
+        raise IndexFormatError(
+            folder, f"lists {len(listed):,} entries: at most {MAX_VIEWS:,} views are read"
+        )
+    found = [name for name in listed if name != MANIFEST_FILE]
+    return sorted({*config.views, *found})
+
+
+def _plain(place: Place, found: list[tuple[str, Place, Source | str]]) -> Discovery:
+    refs: dict[str, tuple[Source, ...]] = {}
+    problems: dict[str, str] = {}
+    how: dict[str, str] = {}
+    for name, where, source in found:
+        if name in refs or name in problems:  # a view named as the mirror is
+            problems[name] = "the top-level index and a view share this name: declare refs"
+            refs.pop(name, None)
+        elif isinstance(source, str):
+            problems[name] = source
+        else:
+            refs[name], how[name] = (source,), where.describe()
+    return Discovery(place.cache, dict(sorted(refs.items())), dict(sorted(problems.items())), how)
+
+
+def plain_name(cache: str) -> str:
+    """The ref name of a plain cache's top-level index: the last part of its path (a folder's
+    name: ``/srv/spack-cache`` is ``spack-cache``), else its host, else ``root``."""
+    parts = urlsplit(cache)
+    for name in (unquote(parts.path.rstrip("/").rpartition("/")[2]), parts.hostname or ""):
+        if name and is_safe_name(name):
+            return name
+    return FALLBACK_NAME
+
+
+async def _guarded(work: Awaitable[Source]) -> Source | str:
+    """A source, or why its index cannot be used (a problem of its ref, not of the run)."""
+    try:
+        return await work
+    except (CrawlerError, ValueError) as err:
+        return shown(str(err))
+
+
+async def _bounded(limit: asyncio.Semaphore, work: Awaitable[T]) -> T:
+    async with limit:
+        return await work

@@ -1,0 +1,50 @@
+"""The command line on plain build caches, as a user runs it (real processes; issue 23)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bench.synth import build_plain_cache, generate_specs
+
+from .conftest import ServeMirror, finish, start_cli
+
+pytestmark = pytest.mark.slow
+
+
+async def test_sync_a_local_v3_cache_by_branch_then_list_it(tmp_path: Path) -> None:
+    specs = generate_specs(5, 10)
+    build_plain_cache(tmp_path / "spack-cache", specs, views={"stable": specs[:3]})
+    args = ("--mirror", str(tmp_path / "spack-cache"), "--output", str(tmp_path / "out"))
+    done = await finish(await start_cli("sync", *args, "--branch", "stable", cwd=tmp_path))
+    assert done.code == 0, done.err
+    index = json.loads((tmp_path / "out" / "stable" / "index.json").read_bytes())
+    assert index["stats"]["specs"] == 3
+    assert not (tmp_path / "out" / "spack-cache").exists()
+    done = await finish(await start_cli("branches", "--mirror", args[1], cwd=tmp_path))
+    assert (done.code, done.out) == (0, "spack-cache\troot\nstable\troot\n"), done.err
+
+
+async def test_sync_a_v2_cache_over_http_and_an_unknown_branch(
+    mirror_server: ServeMirror, tmp_path: Path
+) -> None:
+    build_plain_cache(
+        tmp_path / "site" / "old", generate_specs(6, 8), layout="v2", db_versions=(6,)
+    )
+    server = await mirror_server(tmp_path / "site")
+    args = ("--mirror", f"{server.url}/old", "--output", str(tmp_path / "out"))
+    done = await finish(await start_cli("sync", *args, "--branch", "new", cwd=tmp_path))
+    assert done.code == 2
+    assert (
+        f"a plain build cache\nerror: unknown branch new in {server.url}/old (known: old)\n"
+        in done.err
+    )
+    done = await finish(await start_cli("sync", *args, "--all", cwd=tmp_path))
+    assert done.code == 0, done.err
+    [source] = json.loads((tmp_path / "out" / "old" / "index.json").read_bytes())["sources"]
+    assert (source["url"], source["db_version"]) == (
+        f"{server.url}/old/build_cache/index.json",
+        "6",
+    )
