@@ -197,10 +197,11 @@ class Site:
 
     def published(self, out: Path | None = None) -> Published:
         """The published files that depend only on the mirror: index.json and the pages
-        (``report.json`` has times, ``changes.json`` compares with the previous publish),
-        mirror-neutral."""
+        (``report.json`` has times, ``changes.json`` compares with the previous publish,
+        ``history.json`` lists the publishes), mirror-neutral."""
         files = tree_bytes((out or self.out) / BRANCH)
-        kept = {k: v for k, v in files.items() if k not in ("report.json", "changes.json")}
+        dated = ("report.json", "changes.json", "history.json")
+        kept = {k: v for k, v in files.items() if k not in dated}
         return neutral(kept, self.base)
 
     async def start(self) -> Published:

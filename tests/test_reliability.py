@@ -885,6 +885,7 @@ async def test_changes_json_and_the_last_log_line_say_what_changed(site: MakeSit
 
     assert done.code == 0, done.err
     changes = json.loads((s.out / "a" / "changes.json").read_bytes())
+    assert set(changes.pop("removed_specs")) == set(changes["removed"])  # named: test_changes
     assert changes == {
         "branch": "a",
         "first_publish": False,
