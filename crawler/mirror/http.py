@@ -14,12 +14,9 @@ import asyncio
 import base64
 import contextlib
 import dataclasses
-import hashlib
 import logging
-import math
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import BinaryIO
 
 import aiohttp
 from aiohttp.http_exceptions import (
@@ -30,10 +27,11 @@ from aiohttp.http_exceptions import (
 
 from .. import __version__
 from ..config import Config
-from ..errors import FetchError, HTTPStatusError, NotFoundError, OutputError, shown
+from ..errors import FetchError, HTTPStatusError, NotFoundError, shown
 from ..urls import credentials, credentials_for, redacted
 from .proxies import environment_proxies, proxy_for
 from .retry import RetryPolicy, describe, retry_after
+from .stream import stream_to, time_limit
 from .transport import MAX_INDEX, Fetched, Progress, check_size
 
 log = logging.getLogger(__name__)
@@ -67,7 +65,7 @@ class HTTPTransport:
         t = self.config.timeouts
         self._session = aiohttp.ClientSession(
             timeout=aiohttp.ClientTimeout(
-                total=None, connect=_limit(t.connect), sock_read=_limit(t.read)
+                total=None, connect=time_limit(t.connect), sock_read=time_limit(t.read)
             ),
             # Twice the download bound: a source's small sidecar request runs beside its index.
             connector=aiohttp.TCPConnector(limit=2 * self.config.concurrency),
@@ -197,8 +195,8 @@ class HTTPTransport:
                 self._check_status(location, resp)
                 check_size(location, resp.content_length, limit, MAX_INDEX)
                 with _decoding(location, resp):
-                    size, digest = await _stream_to(
-                        resp, dest, location, limit, progress, self.write_batch
+                    size, digest = await stream_to(
+                        _blocks(resp), dest, location, limit, progress, self.write_batch
                     )
                 etag_now = usable_etag(resp.headers.get("ETag"))
                 encoding = resp.headers.get("Content-Encoding")
@@ -251,78 +249,12 @@ def _answered(resp: aiohttp.ClientResponse, etag: str | None = None) -> None:
     log.debug("%s %s%s: HTTP %d", resp.method, resp.url, sent, resp.status)
 
 
-def _limit(seconds: float) -> float | None:
-    """A time limit as aiohttp takes it: None for none (``.inf`` in the config)."""
-    return None if math.isinf(seconds) else seconds
-
-
 def _basic_auth(user: str, password: str) -> str:
     """An ``Authorization`` header's value for HTTP basic auth (RFC 7617, in UTF-8)."""
     return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
 
 
-async def _stream_to(
-    resp: aiohttp.ClientResponse,
-    dest: Path,
-    location: str,
-    limit: int,
-    progress: Progress | None,
-    write_batch: int,
-) -> tuple[int, str]:
-    """Write a response body to ``dest`` while hashing it, off the event loop.
-
-    A body longer than ``limit`` bytes (once decoded, for a compressed ``Content-Encoding``)
-    fails as soon as it is: a runaway or hostile server cannot fill the disk.
-
-    Chunks are gathered into batches of about ``write_batch`` bytes; each batch is hashed and
-    written by one call in a worker thread (``hashlib`` and file writes release the GIL), so the
-    event loop only reads sockets: hashing 600 MB on the loop would stall every other download.
-    """
-    digest = hashlib.sha256()
-    size = 0
-    batch: list[bytes] = []
-    pending = 0
-    tell = progress or (lambda _: None)
-    tell(0)  # before an earlier attempt's file is replaced
-    try:
-        # On the loop, not in a thread: a download cancelled meanwhile (the branch's root
-        # failed, or SIGTERM) would leave the file the thread opened unclosed.
-        out = _create(dest)
-    except OSError as err:
-        raise OutputError(str(dest), err.strerror or str(err)) from None
-    try:
-        # iter_chunks hands over each received block as is (iter_any joins what is buffered)
-        async for chunk, _ in resp.content.iter_chunks():
-            batch.append(chunk)
-            pending += len(chunk)
-            check_size(location, size + pending, limit, MAX_INDEX, "read")
-            if pending >= write_batch:
-                await asyncio.to_thread(_hash_and_write, digest, out, batch)
-                size, batch, pending = size + pending, [], 0
-                tell(size)
-        if batch:
-            await asyncio.to_thread(_hash_and_write, digest, out, batch)
-            size += pending
-            tell(size)
-    finally:
-        # Not in a thread either: a download cancelled while it waited for a free one (the
-        # batches are flushed: closing is one syscall) would leave the file open.
-        out.close()
-    return size, digest.hexdigest()
-
-
-def _create(dest: Path) -> BinaryIO:
-    """A new, empty file at ``dest``. An earlier attempt's file is unlinked, not truncated: a
-    decoding worker may still have it mapped, and a mapping past a file's end faults."""
-    dest.unlink(missing_ok=True)
-    return dest.open("wb")
-
-
-def _hash_and_write(digest: hashlib._Hash, out: BinaryIO, chunks: list[bytes]) -> None:
-    try:
-        for chunk in chunks:
-            digest.update(chunk)
-            out.write(chunk)
-        out.flush()  # what the progress callback is told is on disk must be in the file
-    except OSError as err:  # disk full, quota: the output's problem, not the mirror's
-        raise OutputError(out.name, err.strerror or str(err)) from None
+async def _blocks(resp: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
+    """A response body's blocks, each as received (iter_any would join what is buffered)."""
+    async for chunk, _ in resp.content.iter_chunks():
+        yield chunk

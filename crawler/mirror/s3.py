@@ -19,14 +19,12 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
-import hashlib
 import logging
-import math
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import aiohttp
 from aiobotocore.config import AioConfig
@@ -37,10 +35,11 @@ from botocore.loaders import Loader, create_loader
 
 from .. import __version__
 from ..config import Config
-from ..errors import ConfigError, FetchError, HTTPStatusError, OutputError
+from ..errors import ConfigError, FetchError, HTTPStatusError
 from .http import usable_etag
 from .retry import RetryPolicy
 from .s3errors import S3ConnectionError, split_location, translated
+from .stream import stream_to, time_limit
 from .transport import MAX_INDEX, Fetched, Progress, check_size
 
 if TYPE_CHECKING:
@@ -90,8 +89,8 @@ class S3Transport:
         t = self.config.timeouts
         settings = AioConfig(
             signature_version=UNSIGNED if s3.anonymous else None,
-            connect_timeout=_limit(t.connect),
-            read_timeout=_limit(t.read),
+            connect_timeout=time_limit(t.connect),
+            read_timeout=time_limit(t.read),
             retries={"total_max_attempts": 1},  # the crawler's policy retries
             max_pool_connections=2 * self.config.concurrency,
             user_agent_appid=f"spack-cache-crawler-{__version__}",
@@ -218,7 +217,7 @@ class S3Transport:
             with translated(location):
                 async with answer["Body"] as body:
                     check_size(location, answer.get("ContentLength"), limit, MAX_INDEX)
-                    size, digest = await _stream_to(
+                    size, digest = await stream_to(
                         body.iter_chunks(_CHUNK), dest, location, limit, progress, self.write_batch
                     )
             return Fetched(location, dest, size, digest, 0, 0.0, usable_etag(answer.get("ETag")))
@@ -269,64 +268,3 @@ def _keys_from_environment(origin: str, variable: str | None, key: str) -> str |
     if not value:
         raise ConfigError(origin, f"the environment variable {variable} is not set", f"s3.{key}")
     return value
-
-
-def _limit(seconds: float) -> float | None:
-    """A time limit as aiohttp takes it: None for none (``.inf`` in the config)."""
-    return None if math.isinf(seconds) else seconds
-
-
-async def _stream_to(
-    chunks: AsyncIterator[bytes],
-    dest: Path,
-    location: str,
-    limit: int,
-    progress: Progress | None,
-    write_batch: int,
-) -> tuple[int, str]:
-    """Write a body to ``dest`` while hashing it, in batches of about ``write_batch`` bytes,
-    each hashed and written in a worker thread (as :mod:`.http` does: hashing on the loop
-    would stall the other downloads); one longer than ``limit`` fails as soon as it is."""
-    digest = hashlib.sha256()
-    size, pending = 0, 0
-    batch: list[bytes] = []
-    tell = progress or (lambda _: None)
-    tell(0)  # before an earlier attempt's file is replaced
-    try:
-        # On the loop, not in a thread: a cancelled download would leave the file open.
-        out = _create(dest)
-    except OSError as err:
-        raise OutputError(str(dest), err.strerror or str(err)) from None
-    try:
-        async for chunk in chunks:
-            batch.append(chunk)
-            pending += len(chunk)
-            check_size(location, size + pending, limit, MAX_INDEX, "read")
-            if pending >= write_batch:
-                await asyncio.to_thread(_hash_and_write, digest, out, batch)
-                size, batch, pending = size + pending, [], 0
-                tell(size)
-        if batch:
-            await asyncio.to_thread(_hash_and_write, digest, out, batch)
-            size += pending
-            tell(size)
-    finally:
-        out.close()
-    return size, digest.hexdigest()
-
-
-def _create(dest: Path) -> BinaryIO:
-    """A new, empty file at ``dest``: an earlier attempt's is unlinked, not truncated (a
-    decoding worker may still have it mapped, and a mapping past a file's end faults)."""
-    dest.unlink(missing_ok=True)
-    return dest.open("wb")
-
-
-def _hash_and_write(digest: hashlib._Hash, out: BinaryIO, chunks: list[bytes]) -> None:
-    try:
-        for chunk in chunks:
-            digest.update(chunk)
-            out.write(chunk)
-        out.flush()  # what the progress callback is told is on disk must be in the file
-    except OSError as err:  # disk full, quota: the output's problem, not the mirror's
-        raise OutputError(out.name, err.strerror or str(err)) from None

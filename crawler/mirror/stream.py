@@ -1,0 +1,85 @@
+"""Streaming a download to its file: hashed and written in batches in a worker thread, its
+size bounded as it comes. One piece for every transport that downloads a body (HTTP, S3)."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import math
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import BinaryIO
+
+from ..errors import OutputError
+from .transport import MAX_INDEX, Progress, check_size
+
+
+def time_limit(seconds: float) -> float | None:
+    """A time limit as aiohttp and botocore take it: None for none (``.inf`` in the config)."""
+    return None if math.isinf(seconds) else seconds
+
+
+async def stream_to(
+    chunks: AsyncIterator[bytes],
+    dest: Path,
+    location: str,
+    limit: int,
+    progress: Progress | None,
+    write_batch: int,
+) -> tuple[int, str]:
+    """Write a body (its ``chunks``) to ``dest`` while hashing it, off the event loop.
+
+    A body longer than ``limit`` bytes (once decoded, for a compressed ``Content-Encoding``)
+    fails as soon as it is: a runaway or hostile server cannot fill the disk.
+
+    Chunks are gathered into batches of about ``write_batch`` bytes; each batch is hashed and
+    written by one call in a worker thread (``hashlib`` and file writes release the GIL), so the
+    event loop only reads sockets: hashing 600 MB on the loop would stall every other download.
+    """
+    digest = hashlib.sha256()
+    size = 0
+    batch: list[bytes] = []
+    pending = 0
+    tell = progress or (lambda _: None)
+    tell(0)  # before an earlier attempt's file is replaced
+    try:
+        # On the loop, not in a thread: a download cancelled meanwhile (the branch's root
+        # failed, or SIGTERM) would leave the file the thread opened unclosed.
+        out = _create(dest)
+    except OSError as err:
+        raise OutputError(str(dest), err.strerror or str(err)) from None
+    try:
+        async for chunk in chunks:
+            batch.append(chunk)
+            pending += len(chunk)
+            check_size(location, size + pending, limit, MAX_INDEX, "read")
+            if pending >= write_batch:
+                await asyncio.to_thread(_hash_and_write, digest, out, batch)
+                size, batch, pending = size + pending, [], 0
+                tell(size)
+        if batch:
+            await asyncio.to_thread(_hash_and_write, digest, out, batch)
+            size += pending
+            tell(size)
+    finally:
+        # Not in a thread either: a download cancelled while it waited for a free one (the
+        # batches are flushed: closing is one syscall) would leave the file open.
+        out.close()
+    return size, digest.hexdigest()
+
+
+def _create(dest: Path) -> BinaryIO:
+    """A new, empty file at ``dest``. An earlier attempt's file is unlinked, not truncated: a
+    decoding worker may still have it mapped, and a mapping past a file's end faults."""
+    dest.unlink(missing_ok=True)
+    return dest.open("wb")
+
+
+def _hash_and_write(digest: hashlib._Hash, out: BinaryIO, chunks: list[bytes]) -> None:
+    try:
+        for chunk in chunks:
+            digest.update(chunk)
+            out.write(chunk)
+        out.flush()  # what the progress callback is told is on disk must be in the file
+    except OSError as err:  # disk full, quota: the output's problem, not the mirror's
+        raise OutputError(out.name, err.strerror or str(err)) from None
