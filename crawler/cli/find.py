@@ -14,7 +14,7 @@ import contextlib
 import difflib
 import gc
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -263,18 +263,29 @@ def tell(line: str) -> None:
 
 
 def main(argv: Sequence[str]) -> int:
-    """``crawler find ARGV`` on its own, as :mod:`.entry` runs it: returns the exit code; an
-    error is a line on stderr, a bug its traceback."""
+    """``crawler find ARGV`` on its own, as :mod:`.entry` runs it (see :func:`run_alone`)."""
     # The process ends after this command: its one document, acyclic, would only be walked.
     gc.disable()
+    return run_alone("crawler find", _TEXTS, add_arguments, run, argv)
+
+
+def run_alone(
+    prog: str,
+    texts: dict[str, str],
+    add: Callable[[argparse.ArgumentParser], None],
+    command: Callable[[argparse.Namespace], int],
+    argv: Sequence[str],
+) -> int:
+    """A consumer's command (find, log) on its own, without the command line's parser: its
+    exit code; an error is a line on stderr, a bug its traceback."""
     try:
-        parser = Parser(prog="crawler find", **_TEXTS)
-        add_arguments(parser)
+        parser = Parser(prog=prog, **texts)
+        add(parser)
         try:
             args = parser.parse_args(argv)
         except SystemExit as done:  # --help
             return int(done.code or 0)
-        return run(args)
+        return command(args)
     except CrawlerError as err:  # each class carries its exit code
         tell(f"error: {err.headline}{err}")
         return err.exit_code

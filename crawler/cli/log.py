@@ -13,8 +13,8 @@ import msgspec
 
 from ..consume.load import load_history
 from ..documents import HistoryEntry
-from ..errors import CrawlerError, ExitCode
-from .find import EXIT_SIGPIPE, Parser, add_branch_arguments, branch_folder, tell
+from ..errors import ExitCode
+from .find import EXIT_SIGPIPE, add_branch_arguments, branch_folder, run_alone, tell
 
 _TEXTS = {
     "description": "List the last publishes of a published branch, newest first, with what "
@@ -104,14 +104,4 @@ def table(publishes: Sequence[HistoryEntry]) -> str:
 
 def main(argv: Sequence[str]) -> int:
     """``crawler log ARGV`` on its own, as :mod:`.entry` runs it; returns the exit code."""
-    try:
-        parser = Parser(prog="crawler log", **_TEXTS)
-        add_arguments(parser)
-        try:
-            args = parser.parse_args(argv)
-        except SystemExit as done:  # --help
-            return int(done.code or 0)
-        return run(args)
-    except CrawlerError as err:
-        tell(f"error: {err.headline}{err}")
-        return err.exit_code
+    return run_alone("crawler log", _TEXTS, add_arguments, run, argv)
