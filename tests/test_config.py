@@ -355,6 +355,10 @@ def test_unknown_key(tmp_path: Path, text: str, key: str) -> None:
         ('metrics: "\\t"\n', "metrics", "must not be empty or blank"),
         ("mirror: 'file://'\n", "mirror", "'file://' names no folder"),
         ("max_index_mb: 0\n", "max_index_mb", "Expected 'int' >= 1"),
+        ("history: -1\n", "history", "Expected 'int' >= 0"),
+        ("history: 1001\n", "history", "Expected 'int' <= 1000"),
+        ("prune_formats: maybe\n", "prune_formats", "Expected 'bool', got 'str'"),
+        ("filters:\n  refs: [1]\n", "filters.refs[0]", "Expected 'str', got 'int'"),
         ("max_index_mb: 1.5\n", "max_index_mb", "Expected 'int', got 'float'"),
     ],
 )
