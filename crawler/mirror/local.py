@@ -8,8 +8,6 @@ import hashlib
 import os
 from pathlib import Path
 
-import aiofiles
-
 from ..errors import FetchError, NotFoundError
 from ..files import open_regular
 from ..urls import file_path
@@ -60,14 +58,9 @@ class LocalFolder:
 
     async def read(self, location: str, limit: int, what: str) -> bytes:
         """The whole file, which must be a regular one of at most ``limit`` bytes."""
-        fd = await asyncio.to_thread(_open_local, location, local_path(location))
-        try:
-            async with aiofiles.open(fd, "rb") as src:  # closes fd
-                data: bytes = await src.read(limit + 1)
-                check_size(location, len(data), limit, what, "read")
-                return data
-        except OSError as err:
-            raise FetchError(location, err.strerror or str(err)) from None
+        data = await asyncio.to_thread(_read_local, location, local_path(location), limit)
+        check_size(location, len(data), limit, what, "read")
+        return data
 
     async def download(
         self,
@@ -97,6 +90,18 @@ def _list_folder(location: str, path: Path) -> list[str]:
     except (FileNotFoundError, NotADirectoryError):
         return []
     except OSError as err:  # not searchable: the folder is there, but cannot be read
+        raise FetchError(location, err.strerror or str(err)) from None
+
+
+def _read_local(location: str, path: Path, limit: int) -> bytes:
+    """Up to ``limit + 1`` bytes of a local mirror file (see :func:`_open_local`), opened, read
+    and closed in one thread: a read cancelled meanwhile (its ref's other reads failed) must
+    not leave its descriptor open, as one opened here and read on the loop would."""
+    fd = _open_local(location, path)
+    try:
+        with open(fd, "rb") as src:  # closes fd
+            return src.read(limit + 1)
+    except OSError as err:
         raise FetchError(location, err.strerror or str(err)) from None
 
 
