@@ -1010,7 +1010,8 @@ async def test_branches_lists_refs_with_their_labels(
 
     assert code == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[:2] == ["develop\troot data-vis-sdk e4s ml-cpu", "v0.23.1\troot"]
+    listed = f"\tlisted in {server.url}/cache_spack_io_index.json"
+    assert lines[:2] == [f"develop\troot data-vis-sdk e4s ml-cpu{listed}", f"v0.23.1\troot{listed}"]
     unusable = dict(line.split("\t", 1) for line in lines[2:])
     assert sorted(unusable) == ["../escape", "no-root"]
     assert unusable["no-root"].startswith("UNUSABLE: ") and "root" in unusable["no-root"]

@@ -1696,7 +1696,8 @@ def test_branches_prints_refs_and_labels(tmp_path: Path) -> None:
     config = sample_config(tmp_path)
     done = run_cli("branches", "--config", str(config), cwd=tmp_path)
     assert (done.code, done.err) == (0, "")
-    expected = [f"{ref}\t{' '.join(labels)}" for ref, labels in sample_labels().items()]
+    how = f"listed in {SAMPLE_MIRROR.as_uri()}/cache_spack_io_index.json"
+    expected = [f"{ref}\t{' '.join(labels)}\t{how}" for ref, labels in sample_labels().items()]
     assert done.out.splitlines() == sorted(expected)
     assert not (tmp_path / "out").exists()
 
@@ -1720,7 +1721,7 @@ async def test_branches_over_http_lists_unusable_refs(
     done = await run_here_async(capsys, "branches", "--mirror", server.url)
     assert (done.code, done.err) == (0, "")
     assert done.out.splitlines() == [
-        "a\troot s1",
+        f"a\troot s1\tlisted in {server.url}/cache_spack_io_index.json",
         "../evil\tUNUSABLE: ref name '../evil' is not a safe folder name",
         f"bare\tUNUSABLE: URL {root_url}# of stack 'root' has a query or fragment",
         "bidi\tUNUSABLE: bad stack label 's\\u202e1'",

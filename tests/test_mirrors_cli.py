@@ -24,10 +24,12 @@ async def test_sync_a_local_v3_cache_by_branch_then_list_it(tmp_path: Path) -> N
     assert index["stats"]["specs"] == 3
     assert not (tmp_path / "out" / "spack-cache").exists()
     done = await finish(await start_cli("branches", "--mirror", args[1], cwd=tmp_path))
-    assert (done.code, done.out) == (0, "spack-cache\troot\nstable\troot\n"), done.err
+    cache = (tmp_path / "spack-cache").as_uri()
+    listed = f"spack-cache\troot\tv3 index of {cache}\nstable\troot\tv3 view 'stable' of {cache}\n"
+    assert (done.code, done.out) == (0, listed), done.err
 
 
-async def test_sync_a_v2_cache_over_http_and_an_unknown_branch(
+async def test_a_v2_cache_over_http_is_named_by_branch_or_after_its_path(
     mirror_server: ServeMirror, tmp_path: Path
 ) -> None:
     build_plain_cache(
@@ -35,15 +37,21 @@ async def test_sync_a_v2_cache_over_http_and_an_unknown_branch(
     )
     server = await mirror_server(tmp_path / "site")
     args = ("--mirror", f"{server.url}/old", "--output", str(tmp_path / "out"))
-    done = await finish(await start_cli("sync", *args, "--branch", "new", cwd=tmp_path))
+    # Two names for the one index: which would it be? Neither: both are unknown.
+    two = ("--branch", "new", "--branch", "newer")
+    done = await finish(await start_cli("sync", *args, *two, cwd=tmp_path))
     assert done.code == 2
-    assert (
-        f"a plain build cache\nerror: unknown branch new in {server.url}/old (known: old)\n"
-        in done.err
-    )
+    assert f"error: unknown branch new, newer in {server.url}/old (known: old)\n" in done.err
+    assert not (tmp_path / "out" / "new").exists() and not (tmp_path / "out" / "newer").exists()
+
+    done = await finish(await start_cli("sync", *args, "--branch", "site-mirror", cwd=tmp_path))
+    assert done.code == 0, done.err
+    named = json.loads((tmp_path / "out" / "site-mirror" / "index.json").read_bytes())
     done = await finish(await start_cli("sync", *args, "--all", cwd=tmp_path))
     assert done.code == 0, done.err
-    [source] = json.loads((tmp_path / "out" / "old" / "index.json").read_bytes())["sources"]
+    index = json.loads((tmp_path / "out" / "old" / "index.json").read_bytes())
+    assert index == {**named, "branch": "old"}
+    [source] = index["sources"]
     assert (source["url"], source["db_version"]) == (
         f"{server.url}/old/build_cache/index.json",
         "6",

@@ -141,7 +141,8 @@ def _tell(line: str) -> None:
 async def _branches(config: Config, sleep: Sleep) -> int:
     discovery = await Syncer(config, LogReporter(), sleep=sleep).branches()
     lines = [
-        f"{ref}\t{' '.join(s.label for s in sources)}" for ref, sources in discovery.refs.items()
+        f"{ref}\t{' '.join(s.label for s in sources)}\t{discovery.how.get(ref, '')}"
+        for ref, sources in discovery.refs.items()
     ]
     lines += [f"{shown(ref)}\tUNUSABLE: {problem}" for ref, problem in discovery.problems.items()]
     try:

@@ -162,7 +162,7 @@ class Discovery:
     url: str
     refs: dict[str, tuple[Source, ...]]
     problems: dict[str, str]
-    #: How each ref was found, when not by a discovery document (see :mod:`.refs`): "v3 view
+    #: How each ref was found (see :mod:`.refs`): "listed in <discovery document>", "v3 view
     #: 'x' of <cache>", "declared in <config>"...
     how: dict[str, str] = field(default_factory=dict)
 
@@ -270,4 +270,4 @@ def parse_discovery(body: bytes, url: str, mirror: Mirror, config: Config) -> Di
             problems[ref] = f"no '{ROOT_LABEL}' index listed"
         else:
             refs[ref] = tuple(sorted(sources, key=lambda s: (not s.is_root, s.label)))
-    return Discovery(url, refs, problems)
+    return Discovery(url, refs, problems, dict.fromkeys(refs, f"listed in {url}"))

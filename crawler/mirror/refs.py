@@ -8,7 +8,8 @@ In this order, the first that applies:
    public mirror publishes it: when it exists it is the mirror's word, and nothing else is
    looked for.
 3. A plain build cache at the mirror (:mod:`.layout`): its top-level index is one ref, named
-   after the mirror (:func:`plain_name`), and each index view is a ref named after the view:
+   by ``--branch`` or after the mirror (:func:`top_name`), and each index view is a ref named
+   after the view:
    the views the config names (``views``) and those a listing finds, where the mirror can be
    listed (a local folder; a transport with a listing). A ``--mirror`` naming an index itself
    (``.../build_cache/index.json``, ``.../index.manifest.json``) is that cache.
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from typing import TypeVar
 from urllib.parse import unquote, urlsplit
 
@@ -45,15 +46,19 @@ FALLBACK_NAME = "root"
 T = TypeVar("T")
 
 
-async def find_refs(fetcher: Fetcher, mirror: Mirror, config: Config) -> Discovery:
-    """The refs of the mirror and their sources (see the module docstring for the order)."""
+async def find_refs(
+    fetcher: Fetcher, mirror: Mirror, config: Config, asked: Sequence[str] = ()
+) -> Discovery:
+    """The refs of the mirror and their sources (see the module docstring for the order);
+    ``asked``, the branches named on the command line, may name a plain cache's top-level
+    index."""
     if config.refs:
         return await declared_refs(fetcher, mirror, config)
     url = mirror.discovery_url
     try:
         body = await fetcher.read(url)
     except NotFoundError:
-        found = await plain_cache(fetcher, mirror, config)
+        found = await plain_cache(fetcher, mirror, config, asked)
         if found is None:
             raise  # as before: the discovery document is what the mirror lacks
         log.info("%s: no discovery document; a plain build cache", found.url)
@@ -116,18 +121,21 @@ def _located(mirror: Mirror, given: str) -> str:
     return relative(mirror.base, given)
 
 
-async def plain_cache(fetcher: Fetcher, mirror: Mirror, config: Config) -> Discovery | None:
+async def plain_cache(
+    fetcher: Fetcher, mirror: Mirror, config: Config, asked: Sequence[str] = ()
+) -> Discovery | None:
     """The refs of a plain build cache at the mirror; None when the mirror has no index at
     all (no top-level index, no view)."""
     place = Place.of(mirror.base)
-    name = place.view or plain_name(place.cache)
+    # Not one index named by the mirror: the cache's views, too.
+    views = await _views(fetcher, place, config) if place.kind == "cache" and not place.view else []
+    name = place.view or top_name(place.cache, asked, views)
     top = await _guarded(resolve(fetcher, name, ROOT_LABEL, place))
     if isinstance(top, Source) and not await _there(fetcher, place, top):
         found = []
     else:
         found = [(name, place, top)]
-    if place.kind == "cache" and place.view is None:  # not one index named by the mirror
-        views = await _views(fetcher, place, config)
+    if views:
         limit = asyncio.Semaphore(config.concurrency)
         named = set(config.views)
         of_views = [_bounded(limit, _view(fetcher, place, v, v in named)) for v in views]
@@ -182,6 +190,15 @@ def _plain(place: Place, found: list[tuple[str, Place, Source | str]]) -> Discov
         else:
             refs[name], how[name] = (source,), where.describe()
     return Discovery(place.cache, dict(sorted(refs.items())), dict(sorted(problems.items())), how)
+
+
+def top_name(cache: str, asked: Sequence[str], views: Sequence[str]) -> str:
+    """The ref name of a plain cache's top-level index: the one branch asked for that is no
+    view's name (``crawler sync --mirror /srv/cache --branch site``), else :func:`plain_name`.
+    Two such names leave it at :func:`plain_name`, and both fail as unknown branches: one
+    index under two names would be published twice."""
+    others = [name for name in dict.fromkeys(asked) if name not in views]
+    return others[0] if len(others) == 1 else plain_name(cache)
 
 
 def plain_name(cache: str) -> str:

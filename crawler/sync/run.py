@@ -72,10 +72,11 @@ class Syncer:
         self.store = Store(self.output)
         self.planner = Planner(config, self.output, self.store, force=force)
 
-    async def discover(self, fetcher: Fetcher) -> Discovery:
+    async def discover(self, fetcher: Fetcher, asked: Sequence[str] = ()) -> Discovery:
         """The mirror's refs: declared in the config, in its discovery document, or those of a
-        plain build cache (:func:`crawler.mirror.refs.find_refs`)."""
-        return await find_refs(fetcher, self.mirror, self.config)
+        plain build cache (:func:`crawler.mirror.refs.find_refs`), whose top-level index a
+        branch ``asked`` for may name."""
+        return await find_refs(fetcher, self.mirror, self.config, asked)
 
     async def branches(self) -> Discovery:
         """The discovery document alone (for ``crawler branches``)."""
@@ -94,7 +95,7 @@ class Syncer:
             for line in [*recover(self.output), *check_work_folders(self.output)]:
                 log.warning("%s", line)
             async with Fetcher(self.config, sleep=self._sleep) as fetcher:
-                discovery = await self.discover(fetcher)
+                discovery = await self.discover(fetcher, branches or ())
                 wanted = self._wanted(discovery, branches)
                 reader = SourceReader(self.config, fetcher, self.store, self.reporter)
                 with self._workspace(reader) as work:
