@@ -175,6 +175,16 @@ def tree_bytes(root: Path) -> dict[str, bytes]:
     }
 
 
+#: The published documents that carry the time of their publish.
+DATED = ("report.json", "history.json")
+
+
+def undated_bytes(folder: Path) -> dict[str, bytes]:
+    """:func:`tree_bytes` of a published branch folder without its :data:`DATED` documents:
+    what two syncs of one mirror publish alike, whenever they run."""
+    return {k: v for k, v in tree_bytes(folder).items() if k not in DATED}
+
+
 @dataclass
 class SlowMirrorServer(MirrorServer):
     """A :class:`MirrorServer` that can hold answers back, for tests that need a run to last.

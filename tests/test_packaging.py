@@ -52,7 +52,9 @@ def run(argv: Sequence[object], cwd: Path, timeout: float) -> str:
         timeout=timeout,
         check=False,
     )
-    assert proc.returncode == 0, f"{' '.join(map(str, argv))} failed:\n{proc.stdout[-6000:]}"
+    # pytest's own summary lines name what failed; the tail shows how.
+    named = "\n".join(line for line in proc.stdout.splitlines() if line.startswith(("FAILED", "ERROR")))
+    assert proc.returncode == 0, f"{' '.join(map(str, argv))} failed:\n{named}\n{proc.stdout[-6000:]}"
     return proc.stdout
 
 
