@@ -53,8 +53,12 @@ def run(argv: Sequence[object], cwd: Path, timeout: float) -> str:
         check=False,
     )
     # pytest's own summary lines name what failed; the tail shows how.
-    named = "\n".join(line for line in proc.stdout.splitlines() if line.startswith(("FAILED", "ERROR")))
-    assert proc.returncode == 0, f"{' '.join(map(str, argv))} failed:\n{named}\n{proc.stdout[-6000:]}"
+    named = "\n".join(
+        line for line in proc.stdout.splitlines() if line.startswith(("FAILED", "ERROR"))
+    )
+    assert proc.returncode == 0, (
+        f"{' '.join(map(str, argv))} failed:\n{named}\n{proc.stdout[-6000:]}"
+    )
     return proc.stdout
 
 
