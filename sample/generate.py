@@ -8,6 +8,10 @@ The target folder is deleted and rebuilt; the result is byte-identical on every 
 * ``develop-2025-04-20``: Database 7, v2 layout, the specs of the reference pages in
   ``sample/reference/`` (a crawl must reproduce those pages) plus generated packages;
 * ``v0.23.1``: Database 6, v2 layout, a few generated packages in two stacks.
+
+And beside it, ``site-cache``: a site's own plain build cache, as ``spack buildcache push`` and
+``update-index`` (Spack v1.3) leave one: no discovery document, a v3 top-level index listing a
+Database 8 and a Database 9 blob side by side, and the view ``stable`` (``update-index --name``).
 """
 
 from __future__ import annotations
@@ -21,7 +25,13 @@ SAMPLE_DIR = Path(__file__).resolve().parent
 if str(SAMPLE_DIR.parent) not in sys.path:
     sys.path.insert(0, str(SAMPLE_DIR.parent))
 
-from bench.synth import SynthRef, build_mirror, generate_specs, page_to_specs  # noqa: E402
+from bench.synth import (  # noqa: E402
+    SynthRef,
+    build_mirror,
+    build_plain_cache,
+    generate_specs,
+    page_to_specs,
+)
 
 REFERENCE_DIR = SAMPLE_DIR / "reference"
 DEVELOP_STACKS = ("data-vis-sdk", "e4s", "ml-linux-x86_64-cpu", "ml-linux-x86_64-cuda")
@@ -66,17 +76,30 @@ def sample_refs() -> list[SynthRef]:
 
 def generate(out: Path) -> dict[str, list[dict[str, str]]]:
     """Delete ``out`` and build the sample mirror there; return its discovery document."""
+    _clear(out, "cache_spack_io_index.json")
+    return build_mirror(out, sample_refs())
+
+
+def generate_plain(out: Path) -> None:
+    """Delete ``out`` and build the sample's plain build cache there."""
+    _clear(out, "v3/layout.json")
+    specs = generate_specs(1300, 12, stacks=(), specs_per_package=(1, 2))
+    build_plain_cache(out, specs, db_versions=(8, 9), views={"stable": specs[::2]})
+
+
+def _clear(out: Path, sign: str) -> None:
+    """Delete ``out``, if it holds ``sign``: never a folder that is something else."""
     if out.exists():
-        if any(out.iterdir()) and not (out / "cache_spack_io_index.json").is_file():
+        if any(out.iterdir()) and not (out / sign).is_file():
             raise SystemExit(f"refusing to delete {out}: it does not look like a mirror")
         shutil.rmtree(out)
-    return build_mirror(out, sample_refs())
 
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--out", type=Path, default=SAMPLE_DIR / "mirror")
+    parser.add_argument("--plain-out", type=Path, default=SAMPLE_DIR / "site-cache")
     args = parser.parse_args(argv)
     out: Path = args.out
     for ref in sample_refs():
@@ -87,8 +110,10 @@ def main(argv: list[str] | None = None) -> int:
             f"{len(ref.specs)} specs, stacks {labels} + 404 {list(ref.extra_stacks)}"
         )
     generate(out)
-    size = sum(path.stat().st_size for path in out.rglob("*") if path.is_file())
-    print(f"wrote {out} ({size} bytes)")
+    generate_plain(args.plain_out)
+    for folder in (out, args.plain_out):
+        size = sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
+        print(f"wrote {folder} ({size} bytes)")
     return 0
 
 

@@ -24,7 +24,7 @@ from crawler.decode.records import SUPPORTED_VERSIONS
 from crawler.errors import ConfigError, IndexFormatError
 from crawler.mirror.manifest import choose_index, unsigned
 
-from .conftest import ServeMirror, fast_config, tree_bytes
+from .conftest import SAMPLE_MIRROR, ServeMirror, fast_config, tree_bytes
 
 URL = "file:///m/v3/manifests/index/index.manifest.json"
 
@@ -185,6 +185,25 @@ async def test_a_manifest_with_v8_and_v9_blobs_is_read_in_the_newest_version_rea
     assert source["media_type"] == f"application/vnd.spack.db.v{take}+json"
     assert source["media_types_left"] == [f"application/vnd.spack.db.v{17 - take}+json"]
     assert source["sha256"] == hashlib.sha256(data if take == 8 else v9(data)).hexdigest()
+
+
+async def test_the_sample_site_cache_gives_its_v9_index_and_its_view(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The worked example of docs/mirrors.md: the committed plain cache, synced with --all."""
+    cache = SAMPLE_MIRROR.parent / "site-cache"
+    code, _, err = await crawl(capsys, "sync", "--all", *run(tmp_path, str(cache)))
+    assert code == 0, err
+    assert sorted(p.name for p in (tmp_path / "out").iterdir() if p.name[0] != ".") == [
+        "site-cache",
+        "stable",
+    ]
+    for ref, specs in (("site-cache", 19), ("stable", 10)):
+        [source] = report(tmp_path, ref)["sources"]
+        assert source["db_version"] == "9"
+        assert source["media_types_left"] == ["application/vnd.spack.db.v8+json"]
+        index = json.loads((tmp_path / "out" / ref / "index.json").read_bytes())
+        assert index["stats"]["specs"] == specs
 
 
 async def test_a_cache_served_over_http_with_views_named_in_the_config(

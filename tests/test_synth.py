@@ -376,12 +376,13 @@ def test_reference_pages_round_trip(page: Path, db: int, tmp_path: Path) -> None
 
 
 def test_committed_sample_matches_regeneration(tmp_path: Path) -> None:
-    out = tmp_path / "mirror"
+    out, plain = tmp_path / "mirror", tmp_path / "site-cache"
     subprocess.run(
-        [sys.executable, str(SAMPLE / "generate.py"), "--out", str(out)],
+        [sys.executable, SAMPLE / "generate.py", "--out", out, "--plain-out", plain],
         check=True,
         capture_output=True,
     )
+    assert _tree(plain) == _tree(SAMPLE / "site-cache")
     fresh = _tree(out)
     assert sorted(fresh) == sorted(_tree(SAMPLE / "mirror"))
     assert fresh == _tree(SAMPLE / "mirror")
