@@ -446,8 +446,8 @@ async def test_refs_the_mirror_lists_as_unusable_are_not_in_the_metrics(
     assert 'branch="develop"' in text
     assert "no-root" not in text and "evil" not in text
     err = capsys.readouterr().err
-    assert "WARNING no-root: unusable in the discovery document: no 'root' index listed" in err
-    assert "WARNING evil\\x1b[31m: unusable in the discovery document: ref name" in err
+    assert "WARNING no-root: unusable ref of " in err and ": no 'root' index listed" in err
+    assert "WARNING evil\\x1b[31m: unusable ref of " in err
     assert "\x1b" not in err
 
 
@@ -472,10 +472,9 @@ async def test_all_with_no_usable_ref_is_an_unusable_mirror(
     capsys.readouterr()
     assert await main_async(argv) == 3
     err = capsys.readouterr().err
-    assert "WARNING develop: unusable in the discovery document:" in err
+    assert f"WARNING develop: unusable ref of {discovery_file.as_uri()}:" in err
     assert (
-        f"error: mirror unusable: bad document at {discovery_file.as_uri()}: the discovery "
-        "document lists no usable ref "
+        f"error: mirror unusable: bad document at {discovery_file.as_uri()}: no usable ref "
         "(1 unusable ref: see the warnings)" in err
     )
     assert "crawler_run_exit_code 3" in metrics.read_text()

@@ -358,7 +358,7 @@ async def test_a_cache_whose_only_index_is_unusable_is_an_unusable_mirror_for_al
     write_index_blobs(tmp_path / "cache", [(5, b"{}")])
     code, _, err = await crawl(capsys, "sync", "--all", *run(tmp_path, str(tmp_path / "cache")))
     assert code == 3
-    assert "lists no usable ref" in err
+    assert f"bad document at {(tmp_path / 'cache').as_uri()}: no usable ref" in err
 
 
 # --- refs declared in the config --------------------------------------------------------------

@@ -178,7 +178,7 @@ def _add_branches(commands: argparse._SubParsersAction[_Parser]) -> None:
     branches = commands.add_parser(
         "branches",
         help="list the refs of the mirror and their stacks",
-        description="List the refs of the mirror's discovery document with their stack labels.",
+        description="List the refs of the mirror with their stack labels and how each was found.",
         epilog="exit codes: 0 listed, 1 internal error, 2 usage or config error, 3 mirror "
         "unusable, 4 the list could not be written, 9 deadline passed, 129/130/143 "
         "interrupted, 141 its reader closed the pipe",

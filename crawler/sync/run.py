@@ -1,7 +1,7 @@
 """Sync: the branches of a mirror, each fetched, consolidated, checked and published whole.
 
-A run holds the output folder's lock (:mod:`crawler.output.lock`) from start to end, reads the
-mirror's discovery document, then syncs the requested branches one after the other
+A run holds the output folder's lock (:mod:`crawler.output.lock`) from start to end, finds the
+mirror's refs (:mod:`crawler.mirror.refs`), then syncs the requested branches one after the other
 (:mod:`crawler.sync.branch`) with one HTTP session and one pool of decoding processes
 (:mod:`crawler.sync.sources`).
 """
@@ -79,7 +79,7 @@ class Syncer:
         return await find_refs(fetcher, self.mirror, self.config, asked)
 
     async def branches(self) -> Discovery:
-        """The discovery document alone (for ``crawler branches``)."""
+        """The mirror's refs alone (for ``crawler branches``)."""
         async with Fetcher(self.config, sleep=self._sleep) as fetcher:
             return await self.discover(fetcher)
 
@@ -104,9 +104,8 @@ class Syncer:
                             # --all: the mirror lists it, nobody asked for it. Not a result:
                             # neither a failure to alert on forever, nor a success in metrics.
                             problem = discovery.problems[branch]
-                            log.warning(
-                                "%s: unusable in the discovery document: %s", shown(branch), problem
-                            )
+                            where = discovery.url
+                            log.warning("%s: unusable ref of %s: %s", shown(branch), where, problem)
                             continue
                         one = BranchSync(self._context(), reader, branch, work)
                         self.results.append(await one.sync(discovery))
@@ -115,7 +114,7 @@ class Syncer:
                     # published before would go stale with every run passing.
                     raise IndexFormatError(
                         discovery.url,
-                        "the discovery document lists no usable ref "
+                        "no usable ref "
                         f"({counted(len(discovery.problems), 'unusable ref')}: see the warnings)",
                     )
         return RunResult(self.results, time.monotonic() - started)
