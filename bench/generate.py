@@ -28,7 +28,9 @@ Specs come from :func:`bench.synth.generate_specs` and are then made closer to a
 
 Ref ``i`` uses seed ``seed + i``. Ref names: the first is
 ``develop``, later DB 8 refs are weekly snapshots ``develop-YYYY-MM-DD``, DB 7 refs
-``v0.23.N`` and DB 6 refs ``v0.21.N`` (``--db mixed`` cycles 8, 7, 6 over the refs).
+``v0.23.N`` and DB 6 refs ``v0.21.N`` (``--db mixed`` cycles 8, 7, 6 over the refs). ``--db 9``
+gives the same specs as ``--db 8`` (same seed), written as Spack v1.3 writes Database 9 (with
+``provided_virtuals``): the two benchmarks compare the versions on one content.
 """
 
 from __future__ import annotations
@@ -294,15 +296,15 @@ class MirrorParams:
     records: int = 60_000
     stacks: int = 30
     refs: int = 1
-    db: str = "8"  # "6", "7", "8" or "mixed"
+    db: str = "8"  # "6", "7", "8", "9" or "mixed"
     layout: str = "v2"
     seed: int = 2025
 
     def __post_init__(self) -> None:
         if self.records < 1 or self.refs < 1 or self.stacks < 0:
             raise ValueError("records and refs must be >= 1, stacks >= 0")
-        if self.db not in ("6", "7", "8", "mixed"):
-            raise ValueError(f"db must be 6, 7, 8 or mixed, not {self.db!r}")
+        if self.db not in ("6", "7", "8", "9", "mixed"):
+            raise ValueError(f"db must be 6, 7, 8, 9 or mixed, not {self.db!r}")
         if self.layout not in ("v2", "v3"):
             raise ValueError(f"layout must be v2 or v3, not {self.layout!r}")
 
@@ -385,7 +387,7 @@ def ref_names(params: MirrorParams) -> list[str]:
         db = params.db_of(index)
         if index == 0:
             names.append("develop")
-        elif db == 8:
+        elif db >= 8:
             names.append(f"develop-{snapshot - datetime.timedelta(weeks=index):%Y-%m-%d}")
         else:
             names.append(f"v0.{23 if db == 7 else 21}.{index}")
@@ -431,7 +433,7 @@ def realistic_specs(seed: int, records: int, stacks: Sequence[str], db: int) -> 
             seed,
             n_packages,
             specs_per_package=per_package,
-            annotation_fraction=0.05 if db == 8 else 0.0,
+            annotation_fraction=0.05 if db >= 8 else 0.0,
         )
         if len(base) >= records:
             break
@@ -549,7 +551,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--records", type=int, default=defaults.records, help="root specs")
     parser.add_argument("--stacks", type=int, default=defaults.stacks, help="stacks per ref")
     parser.add_argument("--refs", type=int, default=defaults.refs, help="refs in the mirror")
-    parser.add_argument("--db", default=defaults.db, choices=("6", "7", "8", "mixed"))
+    parser.add_argument("--db", default=defaults.db, choices=("6", "7", "8", "9", "mixed"))
     parser.add_argument("--layout", default=defaults.layout, choices=("v2", "v3"))
     parser.add_argument("--seed", type=int, default=defaults.seed)
 
