@@ -21,6 +21,7 @@ inputs always give byte-identical files. Synthetic conventions (documented choic
 from __future__ import annotations
 
 import base64
+import gzip
 import hashlib
 import json
 import random
@@ -367,11 +368,13 @@ def build_plain_cache(
     layout: str = "v3",
     db_versions: Sequence[int] = (8,),
     views: dict[str, Sequence[SynthSpec]] | None = None,
+    binaries: bool = False,
 ) -> None:
     """Write a plain build cache (no discovery document), as ``spack buildcache push`` and
     ``update-index`` leave one: its top-level index of ``specs`` (None: none, a cache with only
     views) in ``layout``; in v3, one blob per Database version of ``db_versions``, listed by
-    one manifest, and each view's index (``update-index --name``)."""
+    one manifest, and each view's index (``update-index --name``). With ``binaries`` (v3),
+    each spec's manifest and blobs too (:func:`write_binaries`)."""
     if layout == "v2":
         if views:
             raise ValueError("views are a v3 feature")
@@ -386,6 +389,41 @@ def build_plain_cache(
     for view, chosen in sorted((views or {}).items()):
         _check_segment("view", view)
         write_index_blobs(cache, [(db, b.document(chosen)) for db, b in builders], view=view)
+    if binaries:
+        write_binaries(cache, specs or ())
+
+
+def write_binaries(cache: Path, specs: Sequence[SynthSpec]) -> None:
+    """Write what ``spack buildcache push`` leaves of each spec in a v3 cache: its manifest,
+    ``v3/manifests/spec/<name>/<name>-<version>-<hash>.spec.manifest.json`` (unsigned), listing
+    two gzipped blobs, the tarball and the spec file. Neither holds anything real: a line
+    naming the spec, and its name, version and hash as JSON."""
+    for spec in specs:
+        stem = f"{spec.name}-{spec.version.replace('/', '_')}-{spec.dag_hash}"
+        line = f"synthetic binary of {spec.name}@{spec.version} /{spec.dag_hash}\n".encode()
+        about = {"name": spec.name, "version": spec.version, "hash": spec.dag_hash}
+        entries = []
+        for media_type, data in (
+            ("application/vnd.spack.install.v2.tar+gzip", line),
+            ("application/vnd.spack.spec.v5+json", json.dumps(about).encode()),
+        ):
+            packed = gzip.compress(data, mtime=0)
+            checksum = hashlib.sha256(packed).hexdigest()
+            blob = cache / "blobs" / "sha256" / checksum[:2] / checksum
+            blob.parent.mkdir(parents=True, exist_ok=True)
+            blob.write_bytes(packed)
+            entries.append(
+                {
+                    "contentLength": len(packed),
+                    "mediaType": media_type,
+                    "compression": "gzip",
+                    "checksumAlgorithm": "sha256",
+                    "checksum": checksum,
+                }
+            )
+        manifest = cache / "v3" / "manifests" / "spec" / spec.name / f"{stem}.spec.manifest.json"
+        manifest.parent.mkdir(parents=True, exist_ok=True)
+        manifest.write_bytes(json.dumps({"version": 3, "data": entries}, indent=2).encode() + b"\n")
 
 
 def _full_patch(prefix: str) -> str:

@@ -20,15 +20,27 @@ from typing import Generic, TypeVar
 import msgspec
 from msgspec import UNSET, UnsetType
 
-#: ``schema_version`` of the ``index.json`` this version writes.
-SCHEMA_VERSION = 1
+#: ``schema_version`` of the ``index.json`` this version writes (2: specs carry their
+#: dependencies, target family and locations; see docs/output-format.md).
+SCHEMA_VERSION = 2
 
 
 # --- index.json ------------------------------------------------------------------------------
 
 
+class SpecDependency(msgspec.Struct, frozen=True, gc=False):
+    """One dependency of a spec, as its record's edge states it: another spec's hash (a spec
+    of the index, or a record that is in no build cache: an external, a compiler...), its
+    name, and the dependency types (``build``, ``link``, ``run``, ``test``)."""
+
+    hash: str
+    name: str
+    type: tuple[str, ...]
+
+
 class SpecDetail(msgspec.Struct, frozen=True, gc=False):
-    """One entry of a package's ``spec_details``."""
+    """One entry of a package's ``spec_details``: the fields of the reference site's pages
+    (:data:`PAGE_FIELDS`), then those of schema 2, which an index of schema 1 lacks."""
 
     compiler: str
     hash: str
@@ -39,6 +51,17 @@ class SpecDetail(msgspec.Struct, frozen=True, gc=False):
     target: str
     variants: tuple[str, ...]
     versions: tuple[str]
+    #: The generic architecture of ``target`` (``x86_64``, ``aarch64``...), None when the
+    #: crawler's archspec does not know the target.
+    family: str | None = None
+    dependencies: tuple[SpecDependency, ...] = ()
+    #: For each of ``stacks``, where the spec is fetched from in that stack's cache: its spec
+    #: manifest (v3) or spec file (v2).
+    locations: dict[str, str] = {}
+
+
+#: The fields of a :class:`SpecDetail` that the reference site's pages show, in its order.
+PAGE_FIELDS = SpecDetail.__struct_fields__[:9]
 
 
 class PackageMeta(msgspec.Struct, frozen=True, gc=False):

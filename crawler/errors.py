@@ -365,7 +365,7 @@ class SchemaVersionError(CrawlerError):
         super().__init__(path, version, supported)
 
     def __str__(self) -> str:
-        reads = f"this crawler reads schema_version {self.supported}"
+        reads = f"this crawler reads schema_version {self.supported} and older"
         newer = type(self.version) is int and self.version > self.supported
         if newer:
             return (

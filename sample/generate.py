@@ -11,7 +11,8 @@ The target folder is deleted and rebuilt; the result is byte-identical on every 
 
 And beside it, ``site-cache``: a site's own plain build cache, as ``spack buildcache push`` and
 ``update-index`` (Spack v1.3) leave one: no discovery document, a v3 top-level index listing a
-Database 8 and a Database 9 blob side by side, and the view ``stable`` (``update-index --name``).
+Database 8 and a Database 9 blob side by side, the view ``stable`` (``update-index --name``),
+and each spec's manifest and (synthetic) tarball.
 """
 
 from __future__ import annotations
@@ -84,7 +85,7 @@ def generate_plain(out: Path) -> None:
     """Delete ``out`` and build the sample's plain build cache there."""
     _clear(out, "v3/layout.json")
     specs = generate_specs(1300, 12, stacks=(), specs_per_package=(1, 2))
-    build_plain_cache(out, specs, db_versions=(8, 9), views={"stable": specs[::2]})
+    build_plain_cache(out, specs, db_versions=(8, 9), views={"stable": specs[::2]}, binaries=True)
 
 
 def _clear(out: Path, sign: str) -> None:

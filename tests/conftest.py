@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import logging
 import os
 import signal
@@ -20,6 +21,7 @@ from collections import defaultdict, deque
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aiohttp import web
@@ -173,6 +175,14 @@ def tree_bytes(root: Path) -> dict[str, bytes]:
         for p in sorted(root.rglob("*"))
         if p.is_file() and ".crawler" not in p.relative_to(root).parts
     }
+
+
+def mirror_neutral(index: Path, mirror: str) -> dict[str, Any]:
+    """An ``index.json`` with its mirror's URL made ``<mirror>``, in its ``mirror`` and in
+    the locations of its specs: what two mirrors of the same content publish alike."""
+    data: dict[str, Any] = json.loads(index.read_text("utf-8").replace(mirror, "<mirror>"))
+    assert data["mirror"] == "<mirror>", f"{index} names another mirror than {mirror}"
+    return data
 
 
 #: The published documents that carry the time of their publish.

@@ -6,6 +6,8 @@ from __future__ import annotations
 import contextlib
 import io
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -28,6 +30,8 @@ def test_the_page_has_examples() -> None:
 def output(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("docs") / "output"
     sync_sample(folder)
+    plain = ["sync", "--all", "--mirror", str(REPO / "sample" / "site-cache"), "-q"]
+    subprocess.run([sys.executable, "-m", "crawler", *plain, "--output", str(folder)], check=True)
     return folder
 
 

@@ -128,11 +128,11 @@ def test_a_newer_index_is_exit_12(
     sample: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     document = json.loads((sample / "develop" / "index.json").read_bytes())
-    document["schema_version"] = 2
+    document["schema_version"] = 3
     (tmp_path / "develop").mkdir()
     (tmp_path / "develop" / "index.json").write_text(json.dumps(document))
     done = here(capsys, "--output", str(tmp_path))
-    assert done.code == 12 and "schema_version 2 is newer" in done.err and done.out == ""
+    assert done.code == 12 and "schema_version 3 is newer" in done.err and done.out == ""
 
 
 def test_unknown_targets_in_the_index_are_a_warning(

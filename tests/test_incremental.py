@@ -88,11 +88,12 @@ def server_etag(data: bytes) -> str:
 
 
 def neutral(files: Published, base: str) -> Published:
-    """``files`` with the mirror's base URL in ``index.json`` replaced by a placeholder."""
+    """``files`` with the mirror's base URL in ``index.json`` replaced by a placeholder (in
+    its ``mirror``, and in the locations of its specs)."""
     field = b'"mirror":' + json.dumps(base).encode()
     index = files["index.json"]
     assert index.count(field) == 1, f"{field!r} not in index.json"
-    return {**files, "index.json": index.replace(field, b'"mirror":"<mirror>"')}
+    return {**files, "index.json": index.replace(json.dumps(base)[1:-1].encode(), b"<mirror>")}
 
 
 @dataclass

@@ -225,12 +225,18 @@ def _stack(path: str) -> SourceSummary:
 
 
 def _facts(summary: SourceSummary) -> Facts:
+    """What a summary says, whatever the shards it was merged from: each spec's edges are
+    numbered in the order the shards were merged, so they are compared as the edges."""
+    table = summary.dependencies
     return {
         "db_version": summary.db_version,
         "records": summary.records,
         "in_buildcache": summary.in_buildcache,
         "hashes": sorted(summary.hashes),
-        "specs": sorted(summary.specs, key=lambda row: row.hash),
+        "specs": [
+            (msgspec.structs.replace(row, dependencies=()), [table[i] for i in row.dependencies])
+            for row in sorted(summary.specs, key=lambda row: row.hash)
+        ],
         "identities": (  # stacks only
             sorted(zip(summary.hashes, summary.identities, strict=True))
             if summary.identities

@@ -26,6 +26,7 @@ from aiohttp.test_utils import TestServer
 from bench.synth import SynthRef, build_mirror, generate_specs, index_document
 from crawler.build import consolidate
 from crawler.build.consolidate import Consolidator
+from crawler.build.locations import Caches
 from crawler.cli.command import main, main_async
 from crawler.decode import chunks, progressive
 from crawler.decode.pool import DecodeQueue
@@ -255,9 +256,9 @@ def test_decoding_processes_stop_before_the_output_is_built(
             events.append("close")
         close(self)
 
-    def finishing(self: Consolidator, root: SourceSummary) -> tuple[object, object]:
+    def finishing(self: Consolidator, root: SourceSummary, caches: Caches) -> tuple[object, object]:
         events.append("finish")
-        return finish(self, root)
+        return finish(self, root, caches)
 
     monkeypatch.setattr(DecodeQueue, "start", starting)
     monkeypatch.setattr(DecodeQueue, "close", closing)

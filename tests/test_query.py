@@ -155,7 +155,7 @@ def test_a_path_that_is_no_published_branch_is_named(sample: Path, where: str, s
     [
         (b"[1, 2]", NotABranchError, "not a JSON object"),
         (b'{"schema_version": 1, "branch": 3}', NotABranchError, "not an index.json as a publish"),
-        (b'{"schema_version": 2, "branch": 3}', SchemaVersionError, "is newer than this crawler"),
+        (b'{"schema_version": 3, "branch": 3}', SchemaVersionError, "is newer than this crawler"),
         (b'{"schema_version": "1"}', SchemaVersionError, "schema_version '1', unknown"),
     ],
 )
@@ -170,7 +170,7 @@ def test_a_damaged_or_newer_index_is_refused_with_its_own_error(
 
 def test_a_newer_index_of_the_same_shape_is_refused_too(sample: Path, tmp_path: Path) -> None:
     document = json.loads((sample / "develop" / "index.json").read_bytes())
-    document["schema_version"] = 2
+    document["schema_version"] = 3
     (tmp_path / "develop").mkdir()
     (tmp_path / "develop" / "index.json").write_text(json.dumps(document))
     with pytest.raises(SchemaVersionError) as caught:

@@ -290,6 +290,7 @@ def test_spec_without_root(branch: Path) -> None:
         f"{at}.meta.stacks: {stacks} does not contain items matching the given schema",
         f"{at}.spec_details[0].stacks: {stacks} does not contain items matching the given schema",
         f"index.json: package zlib-ng: spec {spec['hash']}: stacks lack root",
+        f"index.json: package zlib-ng: spec {spec['hash']}: locations in no stack of it: ['root']",
     ]
 
 

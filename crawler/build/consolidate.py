@@ -19,7 +19,9 @@ from operator import attrgetter
 from typing import NamedTuple
 
 from ..decode.validate import IDENTITY_FIELDS, IDENTITY_SEPARATOR, SourceSummary, SpecRow
-from ..documents import Conflict, PackageMeta, PackageSummary, SpecDetail
+from ..documents import Conflict, PackageMeta, PackageSummary, SpecDependency, SpecDetail
+from ..targets import Targets
+from .locations import Caches
 
 SIZE_UNKNOWN = "-"
 
@@ -68,6 +70,8 @@ class Consolidator:
         #: label -> (spec, identity) of each spec the stack states another identity for
         self._unlike: dict[str, list[tuple[int, str]]] = {}
         self._finished = False
+        #: The specs' targets that archspec does not know (known once :meth:`finish` ran).
+        self.unknown_targets: list[str] = []
 
     @property
     def folded(self) -> set[str]:
@@ -127,9 +131,12 @@ class Consolidator:
         if unlike:
             self._unlike[label] = unlike
 
-    def finish(self, root: SourceSummary) -> tuple[dict[str, PackageSummary], list[Conflict]]:
+    def finish(
+        self, root: SourceSummary, caches: Caches | None = None
+    ) -> tuple[dict[str, PackageSummary], list[Conflict]]:
         """Per-package summaries (sorted by name) and the conflicts, from the root (prepared
-        now if it was not) and the stacks folded in; nothing can be folded in afterwards."""
+        now if it was not) and the stacks folded in; nothing can be folded in afterwards.
+        ``caches`` gives each spec its locations (none without)."""
         self._not_finished()
         if self._root is None:
             self.prepare(root)
@@ -146,10 +153,12 @@ class Consolidator:
             self._root, self._holders, self._unlike = None, [], {}
             prepared.forget_folding()
             rows = prepared.rows
+            details = _Details(root.dependencies, caches or Caches({}))
             packages = {
-                name: _package(rows[start:end], labels[start:end], meta)
+                name: _package(details.of(rows[start:end], labels[start:end]), meta)
                 for name, start, end, meta in prepared.packages
             }
+        self.unknown_targets = sorted(details.targets.unknown)
         return packages, conflicts
 
     def _conflicts(self, prepared: PreparedRoot) -> list[Conflict]:
@@ -254,22 +263,39 @@ class _RootMeta(NamedTuple):
         )
 
 
-def _package(rows: list[SpecRow], labels: list[tuple[str, ...]], meta: _RootMeta) -> PackageSummary:
-    """A package's summary from its rows, sorted by hash, and each one's stacks."""
-    details = [
-        SpecDetail(
-            row.compiler,
-            row.hash,
-            row.os,
-            row.platform,
-            SIZE_UNKNOWN,
-            stacks,
-            row.target,
-            row.variants,
-            (row.version,),
-        )
-        for row, stacks in zip(rows, labels, strict=True)
-    ]
+class _Details:
+    """Builds the :class:`SpecDetail` of rows: their dependencies from the root's table, their
+    target's family (archspec's answers cached by target) and their locations."""
+
+    def __init__(self, dependencies: list[SpecDependency], caches: Caches) -> None:
+        self.dependencies = dependencies
+        self.caches = caches
+        self.targets = Targets()
+
+    def of(self, rows: list[SpecRow], labels: list[tuple[str, ...]]) -> list[SpecDetail]:
+        table, family, locations = self.dependencies, self.targets.family, self.caches.locations
+        return [
+            SpecDetail(
+                row.compiler,
+                row.hash,
+                row.os,
+                row.platform,
+                SIZE_UNKNOWN,
+                stacks,
+                row.target,
+                row.variants,
+                (row.version,),
+                family(row.target),
+                tuple([table[i] for i in row.dependencies]),
+                locations(row, stacks),
+            )
+            for row, stacks in zip(rows, labels, strict=True)
+        ]
+
+
+def _package(details: list[SpecDetail], meta: _RootMeta) -> PackageSummary:
+    """A package's summary from its specs' details, sorted by hash."""
+    labels = [detail.stacks for detail in details]
     by_stack = Counter(itertools.chain.from_iterable(labels))
     return PackageSummary(
         PackageMeta(

@@ -149,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
 def _answer(query: Query, packages: Packages, found: Found, folder: Path, *, as_json: bool) -> int:
     """Print what was found (or say why nothing was); the exit code."""
     if found.unknown_targets:
-        from ..consume.targets import archspec_version
+        from ..targets import archspec_version
 
         tell(
             f"warning: {folder} holds targets archspec {archspec_version()} does not know: "

@@ -164,7 +164,9 @@ def _schema_version(file: Path, data: bytes) -> object:
 
 
 def _check_version(file: Path, version: object) -> None:
-    if type(version) is not int or version != SCHEMA_VERSION:
+    """Versions 1 to :data:`SCHEMA_VERSION` are read: a spec of version 1 has no family,
+    dependencies or locations (their defaults: None, empty)."""
+    if type(version) is not int or not 1 <= version <= SCHEMA_VERSION:
         raise SchemaVersionError(str(file), version, SCHEMA_VERSION)
 
 

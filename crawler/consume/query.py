@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, NamedTuple, TypedDict, Unpack
 
 from ..documents import Index, PackageSummary, SpecDetail
 from ..errors import QueryError
-from .targets import Targets, check_family, host_target
+from ..targets import Targets, check_family, host_target
 from .versions import parse_versions
 
 if TYPE_CHECKING:

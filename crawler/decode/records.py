@@ -65,17 +65,26 @@ class CompilerField(msgspec.Struct, gc=False):
 
 
 class DepParameters(msgspec.Struct, gc=False):
-    """DB 7/8 edge attributes: only ``virtuals`` matters (it marks the compiler edge)."""
+    """DB 7+ edge attributes: the dependency types, and the virtuals it provides (which mark
+    the compiler edge)."""
 
+    deptypes: list[str] = []
     virtuals: list[str] = []
 
 
 class Dependency(msgspec.Struct, gc=False):
-    """One edge of ``spec.dependencies`` (DB 6 has ``type`` instead of ``parameters``: ignored)."""
+    """One edge of ``spec.dependencies``: DB 6 gives its dependency types as ``type``, later
+    versions in ``parameters``."""
 
     name: str
     hash: str
     parameters: DepParameters | None = None
+    type: list[str] | None = None
+
+    def deptypes(self) -> tuple[str, ...]:
+        """The edge's dependency types (``build``, ``link``, ``run``, ``test``), sorted."""
+        given = self.parameters.deptypes if self.parameters is not None else self.type
+        return tuple(sorted(given)) if given else ()
 
 
 class Annotations(msgspec.Struct, gc=False):
@@ -141,6 +150,7 @@ class LegacyEdge(msgspec.Struct, gc=False):
     build_hash: str | None = None
     process_hash: str | None = None
     parameters: DepParameters | None = None
+    type: list[str] | None = None
 
     def dag_hash(self) -> str:
         """The edge's hash (see the class docstring)."""
@@ -183,7 +193,7 @@ class LegacyNode(Node, gc=False):
     def __post_init__(self) -> None:
         if isinstance(self.dependencies, dict):
             self.dependencies = [
-                LegacyDependency(name, edge.dag_hash(), edge.parameters)
+                LegacyDependency(name, edge.dag_hash(), edge.parameters, edge.type)
                 for name, edge in self.dependencies.items()
             ]
         if self.variants is not None and not self.parameters:

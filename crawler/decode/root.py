@@ -15,6 +15,7 @@ from array import array
 
 import msgspec
 
+from ..documents import SpecDependency
 from ..files import open_regular
 from . import chunks
 from .read import (
@@ -149,7 +150,13 @@ def merge_root(shards: list[RootShard]) -> SourceSummary:
     specs: list[SpecRow] = []
     invalid = [InvalidRecord(k, reason) for k, reason in rejected.items()]
     total = len(invalid)
+    table: dict[tuple[str, str, tuple[str, ...]], int] = {}
     for shard in shards:
+        number = table.setdefault
+        edge_numbers = [number(edge, len(table)) for edge in shard.edge_table]
+        spec_edges = [edge_numbers[n] for n in array("I", shard.edge_numbers)]
+        edge_counts = array("I", shard.edge_counts)
+        edge_at = 0
         invalid = first_invalid([*invalid, *shard.invalid])
         total += len(shard.invalid) + shard.invalid_unlisted
         edges = {i: h for i, h, _ in shard.edges}
@@ -161,15 +168,27 @@ def merge_root(shards: list[RootShard]) -> SourceSummary:
             name, version, platform, os_, target, compiler = fields[6 * i : 6 * i + 6]
             rendered = tuple(variants[at : at + count])
             at += count
+            own = tuple(spec_edges[edge_at : edge_at + edge_counts[i]])
+            edge_at += edge_counts[i]
             if key in rejected:
                 continue
             if i in edges:
                 compiler = valid[edges[i]]
-            specs.append(SpecRow(key, name, version, platform, os_, target, compiler, rendered))
+            row = SpecRow(key, name, version, platform, os_, target, compiler, rendered, own)
+            specs.append(row)
     records = sum(shard.records for shard in shards)
     hashes = [h for shard in shards for h in shard.hashes if h not in rejected]
+    dependencies = [SpecDependency(*edge) for edge in table]
     return SourceSummary(
-        shards[0].db_version, records, len(specs), hashes, specs, [], invalid, total - len(invalid)
+        shards[0].db_version,
+        records,
+        len(specs),
+        hashes,
+        specs,
+        [],
+        invalid,
+        total - len(invalid),
+        dependencies,
     )
 
 

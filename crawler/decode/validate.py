@@ -69,6 +69,7 @@ from typing import Literal
 
 import msgspec
 
+from ..documents import SpecDependency
 from ..files import is_safe_name
 from .records import Dependency, Node, ParamValue, PlainValue
 
@@ -126,6 +127,8 @@ class SpecRow(msgspec.Struct, array_like=True, frozen=True, gc=False):
     target: str
     compiler: str
     variants: tuple[str, ...]
+    #: Its edges: numbers in its summary's :attr:`SourceSummary.dependencies`.
+    dependencies: tuple[int, ...] = ()
 
     def identity(self) -> str:
         """What a stack must agree on for this hash (see :func:`identity`)."""
@@ -150,6 +153,8 @@ class SourceSummary(msgspec.Struct, frozen=True, gc=False):
     identities: list[str]  # stacks: identity of each of ``hashes``, same order
     invalid: list[InvalidRecord]  # the first :data:`INVALID_SHOWN` by (hash, reason)
     invalid_unlisted: int = 0  # invalid records beyond those of ``invalid``
+    #: root: the distinct edges of ``specs``, which each spec's ``dependencies`` number
+    dependencies: list[SpecDependency] = []
 
     @property
     def invalid_total(self) -> int:

@@ -21,7 +21,7 @@ What is checked, in this order:
      and ``meta.stacks`` / ``compilers`` / ``oss`` / ``platforms`` / ``targets`` / ``versions``
      are what the specs give (sorted unique lists); ``spec_details`` are sorted by hash; every
      spec's ``stacks`` are sorted and include ``root``, and name only sources that were read
-     (``status`` ``ok``);
+     (``status`` ``ok``); its ``locations`` are of its stacks;
    * ``stats.packages`` and ``stats.specs`` count the packages and specs, and the root source's
      ``in_buildcache`` equals the number of specs.
 
@@ -121,6 +121,9 @@ def _package_problems(name: str, package: PackageSummary, readable: set[str]) ->
             problems.append(f"{where}: spec {spec.hash}: stacks lack root")
         if list(spec.stacks) != sorted(set(spec.stacks)):
             problems.append(f"{where}: spec {spec.hash}: stacks are not sorted and unique")
+        if not spec.locations.keys() <= set(spec.stacks):
+            strays = sorted(spec.locations.keys() - set(spec.stacks))
+            problems.append(f"{where}: spec {spec.hash}: locations in no stack of it: {strays}")
     for label in sorted(set(by_stack) | set(meta.num_specs_by_stack)):
         stated, counted = meta.num_specs_by_stack.get(label, 0), by_stack[label]
         if stated != counted:

@@ -11,7 +11,7 @@ from typing import Any
 
 import msgspec
 
-from ..documents import PackageSummary
+from ..documents import PAGE_FIELDS, PackageSummary
 
 _ENCODER = msgspec.json.Encoder(order="sorted")
 
@@ -35,7 +35,9 @@ def render_page(package: str, ref: str, summary: PackageSummary) -> str:
     and ``": "``, non-ASCII escaped), so the same call is used here.
     """
     meta = json.dumps(msgspec.to_builtins(summary.meta), sort_keys=True)
-    details = json.dumps(msgspec.to_builtins(summary.spec_details), sort_keys=True)
+    # Only the page's fields: those schema 2 added to the index are not on the site's pages.
+    fields = [{name: getattr(d, name) for name in PAGE_FIELDS} for d in summary.spec_details]
+    details = json.dumps(fields, sort_keys=True)
     return (
         f'---\ntitle: "{package}"\nlayout: cache\ncategories: [package, {ref}]\n'
         f"meta: {meta}\nspec_details: {details}\n---"

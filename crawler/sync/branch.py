@@ -41,6 +41,7 @@ from ..build.changes import SpecStacks, changes_between, spec_stacks_of, summary
 from ..build.consolidate import consolidate, paused_gc
 from ..build.gate import check_gate
 from ..build.history import read_history
+from ..build.locations import Caches
 from ..build.report import branch_stats, published, record_findings, removed_from
 from ..config import Config
 from ..decode.validate import SourceSummary
@@ -115,7 +116,7 @@ class BranchSync:
             started_at=_now(),
         )
         self.outcomes: list[SourceOutcome] = []
-        self.early = EarlyConsolidation()
+        self.early = EarlyConsolidation(branch)
         self.filters = run.config.filters
         shaped = self.filters.of_a_branch
         #: The filters the branch is published with (None: whole), as index.json states them.
@@ -203,7 +204,8 @@ class BranchSync:
         with paused_gc():  # everything up to the publish builds acyclic data
             # The build is synchronous work in steps of up to a second or so (more for a
             # large branch); between them, checkpoint() lets SIGTERM or SIGINT stop it.
-            packages, conflicts = self.early.finish(root, stacks)
+            caches = Caches.of(o.source for o in self.outcomes)
+            packages, conflicts = self.early.finish(root, stacks, caches)
             del root, stacks
             if self.published_filters is not None:
                 keeps = self.filters.keeps_package

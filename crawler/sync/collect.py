@@ -10,10 +10,12 @@ from collections.abc import Awaitable, Callable, Collection, Sequence
 
 from ..build import consolidate
 from ..build.changes import counted
+from ..build.locations import Caches
 from ..decode.validate import SourceSummary
 from ..documents import Conflict, PackageSummary
 from ..errors import BranchError
 from ..mirror.discovery import Source
+from ..targets import archspec_version as version
 from .outcome import SourceOutcome
 
 log = logging.getLogger(__name__)
@@ -28,7 +30,8 @@ class EarlyConsolidation:
     is published from it before every source is in and the branch passed its checks.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, branch: str) -> None:
+        self.branch = branch
         self._consolidator = consolidate.Consolidator()
 
     async def offer(self, outcome: SourceOutcome) -> None:
@@ -44,9 +47,10 @@ class EarlyConsolidation:
         outcome.consolidated()  # its hashes are not needed again: do not hold them
 
     def finish(
-        self, root: SourceSummary, stacks: dict[str, SourceSummary]
+        self, root: SourceSummary, stacks: dict[str, SourceSummary], caches: Caches
     ) -> tuple[dict[str, PackageSummary], list[Conflict]]:
-        """:func:`crawler.build.consolidate.consolidate` of the final summaries."""
+        """:func:`crawler.build.consolidate.consolidate` of the final summaries, each spec
+        located in ``caches``."""
         consolidator = self._consolidator
         # A decoded stack is never read again: these are the summaries folded in (whose
         # hashes were freed since, so that they could not be folded in anew).
@@ -54,7 +58,16 @@ class EarlyConsolidation:
             raise RuntimeError("a consolidated summary was replaced")
         for label in stacks.keys() - consolidator.folded:
             consolidator.add(label, stacks[label].hashes, stacks[label].identities)
-        return consolidator.finish(root)
+        found = consolidator.finish(root, caches)
+        if consolidator.unknown_targets:  # a newer archspec may know them: no error
+            unknown = ", ".join(consolidator.unknown_targets)
+            log.warning(
+                "%s: targets unknown to archspec %s have no family: %s",
+                self.branch,
+                version(),
+                unknown,
+            )
+        return found
 
 
 async def read_all(

@@ -9,6 +9,8 @@ family is its generic architecture, the root of its ancestors (``x86_64``, ``aar
 archspec is imported when first needed, so queries that use no target pay nothing for it. An
 index may hold a target this archspec does not know (a newer archspec may): such a target has
 no family and runs on no host here, and is reported (:attr:`Targets.unknown`), never an error.
+
+Used by a sync (each spec's ``family`` in ``index.json``) and by queries of a published index.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import difflib
 from functools import cache
 from typing import TYPE_CHECKING
 
-from ..errors import UnknownTargetError
+from .errors import UnknownTargetError
 
 if TYPE_CHECKING:
     from archspec.cpu import Microarchitecture

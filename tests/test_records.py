@@ -1,0 +1,147 @@
+"""The records of ``index.json`` schema 2 (issue 24): each spec's dependencies, target family
+and locations, from a real sync over loopback, checked against the index records themselves,
+archspec and Spack's naming of spec files; and schema 1 indexes still read."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import archspec
+import archspec.cpu
+import pytest
+import yaml
+
+import crawler
+from bench.synth import SynthRef, SynthSpec, build_mirror, generate_specs
+from crawler.cli.command import main_async
+from crawler.documents import PAGE_FIELDS
+
+from .conftest import ServeMirror, fast_config
+from .schema import assert_valid_index
+
+STACKS = ("e4s", "ml")
+
+
+def _specs() -> list[SynthSpec]:
+    specs = generate_specs(24, 25, stacks=STACKS, annotation_fraction=0.2)
+    return [
+        *specs,
+        SynthSpec("zen-app", "1.0", target="zen3", stacks=("e4s",)),
+        SynthSpec("arm-app", "git.feature/x=2.0", target="neoverse_v2", stacks=("ml",)),
+        SynthSpec("future-app", "1.0", target="zen99"),
+    ]
+
+
+async def _sync(tmp_path: Path, mirror: str) -> dict[str, Any]:
+    out = tmp_path / "out"
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump(fast_config(mirror, out)))
+    assert await main_async(["sync", "--all", "--config", str(config), "-q"]) == 0
+    return assert_valid_index(out / "develop" / "index.json")
+
+
+def _edges(root: Path, url: str, key: str) -> list[dict[str, Any]]:
+    """A record's edges as its index states them: hash, name and types."""
+    index = root / url.removeprefix("s3://spack-binaries/")
+    node = json.loads(index.read_bytes())["database"]["installs"][key]["spec"]
+    edges = []
+    for edge in node.get("dependencies", []):
+        types = edge["parameters"]["deptypes"] if "parameters" in edge else edge["type"]
+        edges.append({"hash": edge["hash"], "name": edge["name"], "type": sorted(types)})
+    return edges
+
+
+def _spec_file(spec: dict[str, Any], name: str) -> str:
+    """Spack's name of a v2 spec file (binary_distribution.tarball_name), written out here."""
+    parts = [spec["platform"], spec["os"], spec["target"], spec["compiler"].replace("@", "-")]
+    version = spec["versions"][0].replace("/", "_")
+    return f"{'-'.join(parts)}-{name}-{version}-{spec['hash']}.spec.json.sig"
+
+
+@pytest.mark.parametrize("layout", ["v2", "v3"])
+@pytest.mark.parametrize("db", [6, 8])
+async def test_each_spec_has_its_edges_family_and_locations(
+    mirror_server: ServeMirror,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    layout: str,
+    db: int,
+) -> None:
+    root = tmp_path / "mirror"
+    specs = _specs()
+    discovery = build_mirror(
+        root, [SynthRef("develop", tuple(specs), db_version=db, layout=layout)]
+    )
+    server = await mirror_server(root)
+    index = await _sync(tmp_path, server.url)
+
+    assert index["schema_version"] == 2
+    urls = {entry["label"]: entry["url"] for entry in discovery["develop"]}
+    caches = {
+        label: server.url + "/" + url.removeprefix("s3://spack-binaries/").split("/build_cache/")[0]
+        if layout == "v2"
+        else server.url + "/" + url.removeprefix("s3://spack-binaries/").split("/blobs/")[0]
+        for label, url in urls.items()
+    }
+    targets = archspec.cpu.TARGETS
+    seen = 0
+    for name, package in index["packages"].items():
+        for spec in package["spec_details"]:
+            seen += 1
+            assert spec["dependencies"] == _edges(root, urls["root"], spec["hash"])
+            known = targets.get(spec["target"])
+            assert spec["family"] == (known.family.name if known else None)
+            assert sorted(spec["locations"]) == spec["stacks"]
+            for label, url in spec["locations"].items():
+                version = spec["versions"][0].replace("/", "_")
+                stem = f"{name}-{version}-{spec['hash']}"
+                if layout == "v3":
+                    path = f"v3/manifests/spec/{name}/{stem}.spec.manifest.json"
+                else:
+                    path = f"build_cache/{_spec_file(spec, name)}"
+                assert url == f"{caches[label]}/{path}"
+    assert seen == len(specs)
+
+    details = {p: package["spec_details"] for p, package in index["packages"].items()}
+    assert [d["family"] for d in details["zen-app"]] == ["x86_64"]
+    assert [d["family"] for d in details["arm-app"]] == ["aarch64"]
+    [arm] = details["arm-app"]
+    assert "git.feature_x=2.0" in arm["locations"]["ml"]
+    assert any(edge["type"] for d in details["zen-app"] for edge in d["dependencies"])
+    # A target archspec does not know: no family, a warning, never a failure.
+    assert [d["family"] for d in details["future-app"]] == [None]
+    warned = [line for line in capsys.readouterr().err.splitlines() if "archspec" in line]
+    assert len(warned) == 1, warned
+    version = archspec.__version__
+    assert warned[0].endswith(
+        f"WARNING develop: targets unknown to archspec {version} have no family: zen99"
+    )
+
+
+async def test_the_pages_keep_the_reference_fields_only(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    config = tmp_path / "c.yaml"
+    mirror = Path(__file__).resolve().parent.parent / "sample" / "mirror"
+    config.write_text(yaml.safe_dump(fast_config(str(mirror), out, formats=["json", "pages"])))
+    assert await main_async(["sync", "--branch", "develop", "--config", str(config), "-q"]) == 0
+    page = (out / "develop" / "pages" / "adios2" / "specs.md").read_text()
+    details = json.loads(page.split("spec_details: ", 1)[1].rsplit("\n---", 1)[0])
+    assert details and all(sorted(d) == sorted(PAGE_FIELDS) for d in details)
+
+
+def test_an_index_of_schema_1_is_read_with_the_defaults_of_schema_2(tmp_path: Path) -> None:
+    folder = tmp_path / "develop"
+    folder.mkdir()
+    sample = Path(__file__).resolve().parent / "data" / "schema1-index.json"
+    (folder / "index.json").write_bytes(sample.read_bytes())
+    index = crawler.load_index(folder)
+    assert index.schema_version == 1
+    specs = [s for p in index.packages.values() for s in p.spec_details]
+    assert specs and all(s.family is None and s.dependencies == () for s in specs)
+    assert all(s.locations == {} for s in specs)
+    found = crawler.find_specs(index, family="x86_64")  # from the targets, as before
+    assert [m.spec.target for m in found] and all(
+        archspec.cpu.TARGETS[m.spec.target].family.name == "x86_64" for m in found
+    )
