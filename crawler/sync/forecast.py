@@ -172,6 +172,8 @@ class Forecaster:
         """Whether every source read is the last publish's bytes (so the branch's inputs are
         known without a download), and if not, why a sync would build it."""
         fresh = [s for s in sources if s.verdict in ("download", "unchanged") and s.same is None]
+        if plan.record is None:
+            return False, "first publish"
         if plan.previous is None:
             return False, "no state of an earlier publish by this version: built anew"
         if not fresh:
