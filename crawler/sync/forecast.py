@@ -104,11 +104,6 @@ class BranchForecast:
     message: str
     sources: list[SourceForecast] = field(default_factory=list)
 
-    @property
-    def ok(self) -> bool:
-        """False for a branch that would fail."""
-        return self.status not in ("refused", "failed")
-
 
 class Forecaster:
     """Forecasts the branches of one run: one fetcher, the run's planner and store (read)."""
@@ -207,7 +202,8 @@ class Forecaster:
         promised = promised_sha256(source, before, sidecar)
         vouched = promised is not None and self._cached(kind, promised, before)
         if vouched and await self.fetcher.confirmed(source.location):
-            why = "its blob's checksum is cached" if source.checksum else "its index.json.hash"
+            names = "its blob's checksum" if source.checksum else "its index.json.hash"
+            why = f"{names} names cached bytes"
             return self._unchanged(source, promised, before, why)
         probed = await self.fetcher.probe(source.location, etag)
         last = before.sha256 if before is not None else None
