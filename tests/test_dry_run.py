@@ -201,7 +201,7 @@ async def test_a_failing_stack_gives_the_exit_code_of_a_sync(
     assert await sync(config, "-q", f"--max-failed-stacks={budget}") == code  # as the sync
 
 
-async def test_a_held_lock_is_told_and_neither_waited_for_nor_touched(
+async def test_a_live_lock_holder_is_told_not_waited_for_nor_touched(
     tmp_path: Path,
     mirror_server: ServeMirror,
     capsys: pytest.CaptureFixture[str],
@@ -226,6 +226,12 @@ async def test_a_held_lock_is_told_and_neither_waited_for_nor_touched(
     assert "a sync may be running; a dry run does not wait for it" in err
     assert snapshot(tmp_path / "out") == before
     assert await sync(config, "-q") == 7  # the sync itself is locked out
+
+    holder.stop()  # killed: the file still names it, a pid of this host that is gone
+    assert str(holder.pid).encode() in lock.read_bytes()
+    capsys.readouterr()
+    assert await sync(config, "--dry-run") == 6
+    assert "a sync may be running" not in capsys.readouterr().err
 
 
 async def test_a_local_mirror_is_hashed_in_place(

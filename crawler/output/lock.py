@@ -333,7 +333,7 @@ def lock_named(output: Path) -> str | None:
         holder = Holder.parse(read_regular(path, _MAX_CONTENT))
     except OSError:
         return None
-    here = holder.host == socket.gethostname() and holder.pid is not None
-    if not holder.known or (here and holder.pid is not None and not _pid_alive(holder.pid)):
+    pid, here = holder.pid, holder.host == socket.gethostname()
+    if not holder.known or (here and pid is not None and not _pid_alive(pid)):
         return None
     return f"{path} names {holder.describe()}: a sync may be running"
