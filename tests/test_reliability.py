@@ -1388,7 +1388,7 @@ async def test_a_stale_sidecar_is_not_trusted_when_the_etag_was_never_learnt(
 ) -> None:
     """Refs ``a`` and ``b`` start with the same bytes. ``b``'s sidecar names bytes ``a``'s cached
     summary already covers, but a sidecar is only trusted for a URL whose server was seen to send
-    no ETag (crawler/sync/sources.py ``_promised``), so ``b`` is downloaded once and its ETag
+    no ETag (crawler/sync/sources.py ``promised_sha256``), so ``b`` is downloaded once and its ETag
     learnt. When ``b``'s root index later changes while its sidecar still names the old one, the
     conditional request sees the change: the new index must be read, not the old summary."""
     s = await site((ref("a"), ref("b")))

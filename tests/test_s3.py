@@ -158,6 +158,34 @@ async def test_a_stack_whose_key_is_missing_is_reported_missing(
         assert str(found.value) == f"cannot fetch {missing}: NoSuchKey: no such key"
         assert await fetcher.present(missing, 5) is False
         assert await fetcher.confirmed(missing) is False
+        with pytest.raises(NotFoundError):
+            await fetcher.probe(missing)
+
+
+async def test_a_dry_run_of_a_mirror_in_s3_writes_nothing(
+    moto_endpoint: str, sample_bucket: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--dry-run`` over S3: blobs whose summary is cached are confirmed by ``HeadObject``, the
+    rest asked for with ``IfNoneMatch``; nothing is written (see tests/test_dry_run.py)."""
+    settings = fast_config(f"s3://{sample_bucket}/spack", tmp_path / "out")
+    config = write_config(tmp_path / "crawler.yaml", {**settings, "s3": s3_settings(moto_endpoint)})
+    sync = ["sync", "--config", str(config), "--branch", "develop", "--branch", "v0.23.1"]
+    assert await main_async([*sync, "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "develop: would be published (first publish)\n  root: would download 59,305 bytes" in out
+    assert not (tmp_path / "out").exists()
+
+    assert await main_async([*sync, "-q"]) == 0
+    before = tree_bytes(tmp_path / "out")
+    capsys.readouterr()
+    assert await main_async([*sync, "--dry-run"]) == 6
+    out = capsys.readouterr().out
+    assert (
+        "develop: unchanged (output is current)\n"
+        "  root: unchanged (its blob's checksum names cached bytes)" in out
+    )
+    assert "v0.23.1: skipped (immutable and published)" in out
+    assert tree_bytes(tmp_path / "out") == before
 
 
 # --- the transport's operations ----------------------------------------------------------
@@ -182,6 +210,10 @@ async def test_download_hashes_and_a_second_one_with_the_etag_is_not_modified(
         assert again.not_modified and not (tmp_path / "b").exists()
         assert await fetcher.present(location, 5) is True
         assert await fetcher.confirmed(location) is True
+        # A dry run's probe: the same GetObject, its body closed unread.
+        probed = await fetcher.probe(location)
+        assert (probed.not_modified, probed.size, probed.etag) == (False, len(expected), first.etag)
+        assert (await fetcher.probe(location, first.etag)).not_modified
 
 
 async def test_an_index_larger_than_the_limit_fails_unread(

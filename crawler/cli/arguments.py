@@ -151,6 +151,12 @@ def _add_sync(commands: argparse._SubParsersAction[_Parser]) -> None:
         help="lift the publish gate and re-sync immutable refs that are already published",
     )
     sync.add_argument("--metrics", metavar="FILE", help="write an OpenMetrics file after the run")
+    sync.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="say what a sync would download and do with each branch, writing nothing "
+        "(no lock, state, cache, metrics or output); exits as the sync would",
+    )
     _add_filters(sync)
 
 

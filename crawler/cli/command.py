@@ -29,10 +29,11 @@ from ..files import is_safe_name
 from ..mirror.proxies import environment_proxies
 from ..mirror.retry import Sleep
 from ..ops import metrics
+from ..output.lock import lock_named
 from ..output.workdir import STATE_DIR
 from ..sync.reporting import LogReporter
 from ..sync.run import RunResult, Syncer
-from . import completion, configcmd, find
+from . import completion, configcmd, find, preview
 from . import log as history_log
 from .arguments import build_parser, settings
 from .checks import check_metrics, check_output, leave_a_deleted_working_folder
@@ -48,7 +49,12 @@ EXIT_SIGPIPE = 128 + signal.SIGPIPE
 
 def exit_code(result: RunResult) -> int:
     """The run's exit code: the most serious outcome of its branches."""
-    statuses = {b.status for b in result.branches}
+    return code_of(b.status for b in result.branches)
+
+
+def code_of(outcomes: Iterable[str]) -> int:
+    """The exit code of branches ending with these statuses: the most serious one's."""
+    statuses = set(outcomes)
     if statuses & {"failed", "refused"}:
         return ExitCode.FAILED
     if "partial" in statuses:
@@ -183,6 +189,7 @@ async def main_async(
     config: Config | None = None
     result: RunResult | None = None
     code: int = ExitCode.INTERNAL
+    dry = False
     # The signal handlers, kept until a sync's metrics are written: a signal once the outcome is
     # known must neither kill the process before then (the default action) nor change the code.
     held = contextlib.ExitStack()
@@ -192,6 +199,7 @@ async def main_async(
         if isinstance(args, int):  # --help and --version
             return args
         command = args.command
+        dry = command == "sync" and args.dry_run  # writes nothing: no metrics either
         if command == "find":  # reads only: no logging, config, signals or metrics
             return find.run(args)
         if command == "log":
@@ -218,7 +226,7 @@ async def main_async(
         if stopper is not None:
             stopper.settle(code)
         try:
-            if config is not None and command == "sync" and code != ExitCode.LOCKED:
+            if config is not None and command == "sync" and code != ExitCode.LOCKED and not dry:
                 _write_metrics(config, result, code, time.monotonic() - started)
         finally:
             held.close()
@@ -265,6 +273,8 @@ async def _command(
         if args.command == "branches":
             return await _branches(config, sleep), None
         check_output(config)
+        if args.dry_run:
+            return await _dry_run(config, args, sleep), None
         syncer = Syncer(config, LogReporter(), sleep=sleep, force=args.force)
         result = await _sync(syncer, args)
     except asyncio.CancelledError:
@@ -277,6 +287,25 @@ async def _command(
         names = ", ".join(b.branch for b in result.failed)
         _tell(f"error: {len(result.failed)} branch(es) failed: {names}")
     return exit_code(result), result
+
+
+async def _dry_run(config: Config, args: argparse.Namespace, sleep: Sleep) -> int:
+    """``sync --dry-run``: each branch's forecast on stdout, and the exit code a sync would
+    most likely have (see :mod:`crawler.sync.forecast`)."""
+    busy = lock_named(config.output_dir.resolve())
+    if busy is not None:
+        log.warning("%s; a dry run does not wait for it", busy)
+    syncer = Syncer(config, LogReporter(), sleep=sleep, force=args.force)
+    forecasts = await syncer.forecast(None if args.all else args.branch)
+    code = code_of(f.status for f in forecasts)
+    try:
+        _results([*preview.lines(forecasts), preview.verdict(code)])
+    except BrokenPipeError:
+        return EXIT_SIGPIPE
+    except OSError as err:  # the forecast is what was asked for: without it, the command failed
+        _tell(f"error: cannot write the forecast to standard output: {err.strerror or err}")
+        return ExitCode.FAILED
+    return code
 
 
 def _stopped(stopper: Stopper, result: RunResult | None, deadline: float) -> str:

@@ -23,7 +23,7 @@ from ..errors import FetchError
 from .http import HTTPTransport
 from .local import LocalFolder
 from .retry import RetryPolicy, Sleep
-from .transport import Fetched, Progress, Transport
+from .transport import Fetched, Probed, Progress, Transport
 
 if TYPE_CHECKING:
     from .s3 import S3Transport
@@ -158,6 +158,15 @@ class Fetcher:
         if not fetched.not_modified:
             _log_read(location, fetched.size, seconds, fetched.sha256)
         return dataclasses.replace(fetched, seconds=seconds)
+
+    async def probe(self, location: str, etag: str | None = None) -> Probed:
+        """What a :meth:`download` of an index would first be told, nothing written (``crawler
+        sync --dry-run``): the same request (conditional with ``etag``), retried alike, its
+        body left unread; a local file is hashed in place. A 404 raises
+        :class:`~crawler.errors.NotFoundError`, and a status or an announced size a download
+        would fail on raises as it would."""
+        limit = self.config.max_index_bytes
+        return await self.transport(location).probe(location, limit, etag=etag)
 
 
 def _log_read(location: str, size: int, seconds: float, sha256: str | None) -> None:

@@ -32,7 +32,7 @@ from ..urls import credentials, credentials_for, redacted
 from .proxies import environment_proxies, proxy_for
 from .retry import RetryPolicy, describe, retry_after
 from .stream import stream_to, time_limit
-from .transport import MAX_INDEX, Fetched, Progress, check_size
+from .transport import MAX_INDEX, Fetched, Probed, Progress, check_size
 
 log = logging.getLogger(__name__)
 
@@ -179,31 +179,57 @@ class HTTPTransport:
         etag = usable_etag(etag)  # one kept by an earlier version may not be
 
         async def attempt() -> Fetched:
-            asked = {"If-None-Match": etag} if etag else {}
-            if stored:
-                asked["Accept-Encoding"] = "identity"
-            async with self.session.get(
-                location,
-                headers=self._headers(location, asked),
-                allow_redirects=False,
-                auto_decompress=not stored,
-                proxy=self._proxy(location),
-            ) as resp:
-                _answered(resp, etag)
-                if etag and resp.status == 304:
+            async with self._index_get(location, limit, etag, stored) as resp:
+                if resp is None:
                     return Fetched(location, None, 0, None, 0, 0.0, etag)
-                self._check_status(location, resp)
-                check_size(location, resp.content_length, limit, MAX_INDEX)
                 with _decoding(location, resp):
                     size, digest = await stream_to(
                         _blocks(resp), dest, location, limit, progress, self.write_batch
                     )
-                etag_now = usable_etag(resp.headers.get("ETag"))
                 encoding = resp.headers.get("Content-Encoding")
-                return Fetched(location, dest, size, digest, 0, 0.0, etag_now, encoding)
+                return Fetched(location, dest, size, digest, 0, 0.0, _etag_of(resp), encoding)
 
         fetched, tries = await self.policy.bounded(location, attempt)
         return dataclasses.replace(fetched, attempts=tries)
+
+    async def probe(self, location: str, limit: int, *, etag: str | None) -> Probed:
+        """The conditional ``GET`` a download makes, its body left unread (``--dry-run``)."""
+        etag = usable_etag(etag)
+
+        async def attempt() -> Probed:
+            async with self._index_get(location, limit, etag, stored=False) as resp:
+                if resp is None:
+                    return Probed(location, True, None, etag)
+                found = Probed(location, False, resp.content_length, _etag_of(resp))
+                resp.close()  # the body is not wanted: drop the connection rather than read it
+                return found
+
+        probed, _ = await self.policy.bounded(location, attempt)
+        return probed
+
+    @contextlib.asynccontextmanager
+    async def _index_get(
+        self, location: str, limit: int, etag: str | None, stored: bool
+    ) -> AsyncIterator[aiohttp.ClientResponse | None]:
+        """One ``GET`` of an index (conditional with ``etag``): its response, its status and
+        announced size checked; None for a 304 answer to ``etag``."""
+        asked = {"If-None-Match": etag} if etag else {}
+        if stored:
+            asked["Accept-Encoding"] = "identity"
+        async with self.session.get(
+            location,
+            headers=self._headers(location, asked),
+            allow_redirects=False,
+            auto_decompress=not stored,
+            proxy=self._proxy(location),
+        ) as resp:
+            _answered(resp, etag)
+            if etag and resp.status == 304:
+                yield None
+                return
+            self._check_status(location, resp)
+            check_size(location, resp.content_length, limit, MAX_INDEX)
+            yield resp
 
     async def listdir(self, location: str) -> list[str] | None:
         """None: HTTP has no listing (an index page is a server's choice, not a format)."""
@@ -241,6 +267,10 @@ def _decoding(location: str, resp: aiohttp.ClientResponse) -> Iterator[None]:
             reason = f"body does not decode as its Content-Encoding ({encoding}) says"
             raise FetchError(location, reason) from err
         raise
+
+
+def _etag_of(resp: aiohttp.ClientResponse) -> str | None:
+    return usable_etag(resp.headers.get("ETag"))
 
 
 def _answered(resp: aiohttp.ClientResponse, etag: str | None = None) -> None:

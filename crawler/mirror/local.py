@@ -11,7 +11,7 @@ from pathlib import Path
 from ..errors import FetchError, NotFoundError
 from ..files import open_regular
 from ..urls import file_path
-from .transport import MAX_INDEX, Fetched, Progress, check_size, file_identity
+from .transport import MAX_INDEX, Fetched, Probed, Progress, check_size, file_identity
 
 #: How much of a local index is hashed at a time.
 _READ_BATCH = 2 << 20
@@ -77,6 +77,12 @@ class LocalFolder:
         path = local_path(location)
         size, digest, identity = await asyncio.to_thread(self.hash_file, location, path, limit)
         return Fetched(location, path, size, digest, 1, 0.0, identity=identity)
+
+    async def probe(self, location: str, limit: int, *, etag: str | None) -> Probed:
+        """The file hashed in place, as a download does (a local file has no validator)."""
+        path = local_path(location)
+        size, digest, _ = await asyncio.to_thread(self.hash_file, location, path, limit)
+        return Probed(location, False, size, None, digest)
 
     async def listdir(self, location: str) -> list[str] | None:
         """The names in a local folder, sorted; none for a folder that is not there (or is no

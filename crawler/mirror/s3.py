@@ -40,10 +40,11 @@ from .http import usable_etag
 from .retry import RetryPolicy
 from .s3errors import S3ConnectionError, split_location, translated
 from .stream import stream_to, time_limit
-from .transport import MAX_INDEX, Fetched, Progress, check_size
+from .transport import MAX_INDEX, Fetched, Probed, Progress, check_size
 
 if TYPE_CHECKING:
     from types_aiobotocore_s3 import S3Client
+    from types_aiobotocore_s3.type_defs import GetObjectOutputTypeDef
 
 log = logging.getLogger(__name__)
 
@@ -198,22 +199,12 @@ class S3Transport:
         """Stream an object to ``dest``, hashing it: with ``etag``, a conditional
         ``GetObject`` (``IfNoneMatch``). The body is always as stored (``stored`` changes
         nothing: S3 undoes no encoding)."""
-        bucket, key = split_location(location)
         etag = usable_etag(etag)
 
         async def attempt() -> Fetched:
-            try:
-                with translated(location):
-                    if etag:
-                        answer = await self.client.get_object(
-                            Bucket=bucket, Key=key, IfNoneMatch=etag
-                        )
-                    else:
-                        answer = await self.client.get_object(Bucket=bucket, Key=key)
-            except HTTPStatusError as err:
-                if etag and err.status == 304:
-                    return Fetched(location, None, 0, None, 0, 0.0, etag)
-                raise
+            answer = await self._index_get(location, etag)
+            if answer is None:
+                return Fetched(location, None, 0, None, 0, 0.0, etag)
             with translated(location):
                 async with answer["Body"] as body:
                     check_size(location, answer.get("ContentLength"), limit, MAX_INDEX)
@@ -224,6 +215,37 @@ class S3Transport:
 
         fetched, tries = await self._bounded(location, attempt)
         return dataclasses.replace(fetched, attempts=tries)
+
+    async def probe(self, location: str, limit: int, *, etag: str | None) -> Probed:
+        """The conditional ``GetObject`` a download makes, its body closed unread
+        (``--dry-run``)."""
+        etag = usable_etag(etag)
+
+        async def attempt() -> Probed:
+            answer = await self._index_get(location, etag)
+            if answer is None:
+                return Probed(location, True, None, etag)
+            with translated(location):
+                async with answer["Body"]:  # closed unread: the body is not wanted
+                    size = answer.get("ContentLength")
+                    check_size(location, size, limit, MAX_INDEX)
+            return Probed(location, False, size, usable_etag(answer.get("ETag")))
+
+        probed, _ = await self._bounded(location, attempt)
+        return probed
+
+    async def _index_get(self, location: str, etag: str | None) -> GetObjectOutputTypeDef | None:
+        """A ``GetObject`` of an index (``IfNoneMatch`` with ``etag``); None for a 304."""
+        bucket, key = split_location(location)
+        try:
+            with translated(location):
+                if etag:
+                    return await self.client.get_object(Bucket=bucket, Key=key, IfNoneMatch=etag)
+                return await self.client.get_object(Bucket=bucket, Key=key)
+        except HTTPStatusError as err:
+            if etag and err.status == 304:
+                return None
+            raise
 
     async def listdir(self, location: str) -> list[str] | None:
         """The names directly under a folder (keys and common prefixes under ``<key>/``, with

@@ -54,6 +54,19 @@ class Fetched:
             raise SourceChanged(self.location, "changed while it was being read")
 
 
+@dataclass(frozen=True)
+class Probed:
+    """What the request a download would start with says of an index, its body not read
+    (``crawler sync --dry-run``): not modified since ``etag``, or its announced size and ETag
+    (for a local file, which is hashed in place: its size and SHA-256)."""
+
+    location: str
+    not_modified: bool
+    size: int | None
+    etag: str | None
+    sha256: str | None = None
+
+
 def file_identity(found: os.stat_result) -> tuple[int, ...]:
     """A file's :attr:`Fetched.identity`."""
     return found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns, found.st_ctime_ns
@@ -87,6 +100,11 @@ class Transport(Protocol):
     ) -> Fetched:
         """An index of at most ``limit`` bytes, hashed (see :meth:`Fetcher.download`); its
         ``seconds`` are the fetcher's to fill in."""
+        ...
+
+    async def probe(self, location: str, limit: int, *, etag: str | None) -> Probed:
+        """The request :meth:`download` starts with (conditional with ``etag``), its body not
+        read (see :meth:`Fetcher.probe`)."""
         ...
 
     async def listdir(self, location: str) -> list[str] | None:

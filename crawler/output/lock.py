@@ -75,6 +75,7 @@ from pathlib import Path
 from types import TracebackType
 
 from ..errors import LockBusyError, OutputError, shown
+from ..files import read_regular
 from .folder import OutputFolder, hold, let_go
 
 LOCK_FILE = Path(".crawler") / "lock"
@@ -321,3 +322,18 @@ class RunLock:
         traceback: TracebackType | None,
     ) -> None:
         self.release()
+
+
+def lock_named(output: Path) -> str | None:
+    """What ``output``'s lock file says of a run holding it, read without locking it; None
+    when it names no run, or one of this host that is gone. A dry run takes no lock: even a
+    shared one would, for an instant, refuse the lock to a run started with ``lock_wait`` 0."""
+    path = output / LOCK_FILE
+    try:
+        holder = Holder.parse(read_regular(path, _MAX_CONTENT))
+    except OSError:
+        return None
+    pid, here = holder.pid, holder.host == socket.gethostname()
+    if not holder.known or (here and pid is not None and not _pid_alive(pid)):
+        return None
+    return f"{path} names {holder.describe()}: a sync may be running"

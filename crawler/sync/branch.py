@@ -118,9 +118,8 @@ class BranchSync:
         self.outcomes: list[SourceOutcome] = []
         self.early = EarlyConsolidation(branch)
         self.filters = run.config.filters
-        shaped = self.filters.of_a_branch
         #: The filters the branch is published with (None: whole), as index.json states them.
-        self.published_filters = IndexFilters(**shaped) if shaped else None
+        self.published_filters = published_filters(run.config)
 
     async def sync(self, discovery: Discovery) -> BranchResult:
         """Sync the branch as ``discovery`` lists it."""
@@ -144,9 +143,7 @@ class BranchSync:
         branch = self.branch
         if branch in discovery.problems:  # asked for by name (--all skips it, see Syncer.run)
             raise BranchError(branch, discovery.problems[branch])
-        sources = [
-            s for s in discovery.refs[branch] if s.is_root or self.filters.keeps_stack(s.label)
-        ]
+        sources = branch_sources(self.run.config, discovery, branch)
         plan = await self.run.planner.plan(branch, self.reader.fetcher, sources)
         if plan.previous is not None and plan.previous.stats is not None:
             self.report.stats = plan.previous.stats  # replaced below if the branch is rebuilt
@@ -158,8 +155,10 @@ class BranchSync:
         failed = check_sources(branch, self.outcomes, plan.excused, budget)
         if plan.previous is None:
             log.debug("%s: no state of an earlier publish by this version", branch)
-        elif self._current(plan.previous, self._fingerprint(plan.formats), plan.formats):
-            return self._unchanged(plan.previous, failed)
+        else:
+            inputs = self._fingerprint(plan.formats)
+            if is_current(self.run.output, branch, plan.previous, inputs, plan.formats):
+                return self._unchanged(plan.previous, failed)
         # Once the branch is known to change (an unchanged one replaces nothing), before the
         # work of building it; checked again at the swap.
         check_replaceable(self.run.output / branch)
@@ -181,10 +180,7 @@ class BranchSync:
 
     def _fingerprint(self, formats: list[str]) -> str:
         """The branch's inputs as read: what an unchanged branch has the same of."""
-        entries = [o.index_entry() for o in self.outcomes]
-        locations = [o.source.location for o in self.outcomes]
-        mirror = self.run.mirror.base
-        return fingerprint(entries, formats, mirror, locations, self.published_filters)
+        return inputs_of(self.outcomes, formats, self.run.mirror, self.published_filters)
 
     def _unchanged(self, previous: BranchState, failed: list[SourceOutcome]) -> BranchResult:
         self._remember(previous)
@@ -297,14 +293,6 @@ class BranchSync:
         self.run.reporter.branch_done(branch, message, ok=not failing)
         return BranchResult(branch, status, message, report)
 
-    def _current(self, previous: BranchState, inputs: str, formats: list[str]) -> bool:
-        """True when the published branch was made from exactly these inputs and is intact in
-        the ``formats`` this run would write."""
-        if previous.fingerprint != inputs:
-            log.debug("%s: inputs differ from the last publish's", self.branch)
-            return False
-        return PublishedBranch(self.run.output, self.branch).intact(previous, formats)
-
     def _remember(self, previous: BranchState) -> None:
         """Keep what this run learnt about the sources (a new ETag for the same bytes, a server
         that stopped sending ETags) although nothing is published."""
@@ -355,6 +343,42 @@ class BranchSync:
             self._save_report()
         except CrawlerError as err:
             log.warning("%s: %s (the run report of this branch is not saved)", self.branch, err)
+
+
+def branch_sources(config: Config, discovery: Discovery, branch: str) -> list[Source]:
+    """The sources of ``branch`` a sync reads: the root, and the stacks the filters keep."""
+    filters = config.filters
+    return [s for s in discovery.refs[branch] if s.is_root or filters.keeps_stack(s.label)]
+
+
+def published_filters(config: Config) -> IndexFilters | None:
+    """The filters a branch is published with (None: whole), as ``index.json`` states them."""
+    shaped = config.filters.of_a_branch
+    return IndexFilters(**shaped) if shaped else None
+
+
+def inputs_of(
+    outcomes: Sequence[SourceOutcome],
+    formats: list[str],
+    mirror: Mirror,
+    filters: IndexFilters | None,
+) -> str:
+    """A branch's inputs as read (its sources' outcomes, written in ``formats``, published
+    with ``filters``): what an unchanged branch has the same of."""
+    entries = [o.index_entry() for o in outcomes]
+    locations = [o.source.location for o in outcomes]
+    return fingerprint(entries, formats, mirror.base, locations, filters)
+
+
+def is_current(
+    output: Path, branch: str, previous: BranchState, inputs: str, formats: list[str]
+) -> bool:
+    """True when the published branch was made from exactly these inputs and is intact in
+    the ``formats`` a run would write."""
+    if previous.fingerprint != inputs:
+        log.debug("%s: inputs differ from the last publish's", branch)
+        return False
+    return PublishedBranch(output, branch).intact(previous, formats)
 
 
 def _published_count(previous: BranchState | None) -> int | None:

@@ -115,7 +115,7 @@ def check_sources(
     root = outcomes[0]
     if root.status == "missing":
         raise BranchError(branch, f"root index not found at {root.source.location}")
-    if root.facts is None:
+    if root.status == "failed":  # else it was read, or proven unchanged: its facts are known
         raise BranchError(branch, f"root index failed: {root.error}")
     failed = [o for o in outcomes[1:] if o.status == "failed"]
     # Beyond the budget only stacks the output was published without may fail (all of them

@@ -30,6 +30,7 @@ from ..output.lock import RunLock
 from ..output.state import Store
 from ..output.workdir import check_work_folders, recover, state_dir
 from .branch import BranchResult, BranchSync, RunContext
+from .forecast import BranchForecast, Forecaster
 from .plan import Planner
 from .reporting import Reporter
 from .sources import SourceReader
@@ -86,9 +87,7 @@ class Syncer:
     async def run(self, branches: Sequence[str] | None) -> RunResult:
         """Sync the named branches (None: every ref of the mirror) under the output's lock."""
         started = time.monotonic()
-        for name in branches or ():
-            if not is_safe_name(name):
-                raise UsageError(f"branch name {name!r} is not a safe folder name")
+        _check_names(branches)
         async with RunLock(self.output, wait=self.config.lock_wait) as lock:
             if lock.broken:
                 log.warning("%s", lock.broken)
@@ -99,25 +98,26 @@ class Syncer:
                 wanted = self._wanted(discovery, branches)
                 reader = SourceReader(self.config, fetcher, self.store, self.reporter)
                 with self._workspace(reader) as work:
-                    for branch in wanted:
-                        if branches is None and branch in discovery.problems:
-                            # --all: the mirror lists it, nobody asked for it. Not a result:
-                            # neither a failure to alert on forever, nor a success in metrics.
-                            problem = discovery.problems[branch]
-                            where = discovery.url
-                            log.warning("%s: unusable ref of %s: %s", shown(branch), where, problem)
-                            continue
+                    for branch in _to_sync(discovery, wanted, branches):
                         one = BranchSync(self._context(), reader, branch, work)
                         self.results.append(await one.sync(discovery))
-                if branches is None and not discovery.refs:
-                    # --all with nothing to sync is no "nothing changed" (exit 6): the refs
-                    # published before would go stale with every run passing.
-                    raise IndexFormatError(
-                        discovery.url,
-                        "no usable ref "
-                        f"({counted(len(discovery.problems), 'unusable ref')}: see the warnings)",
-                    )
+                _check_any(discovery, branches)
         return RunResult(self.results, time.monotonic() - started)
+
+    async def forecast(self, branches: Sequence[str] | None) -> list[BranchForecast]:
+        """What :meth:`run` would do with the named branches, found out without writing
+        anything and without the lock (``crawler sync --dry-run``, see :mod:`.forecast`)."""
+        _check_names(branches)
+        async with Fetcher(self.config, sleep=self._sleep) as fetcher:
+            discovery = await self.discover(fetcher, branches or ())
+            wanted = self._wanted(discovery, branches)
+            forecaster = Forecaster(self._context(), fetcher)
+            found = [
+                await forecaster.branch(branch, discovery)
+                for branch in _to_sync(discovery, wanted, branches)
+            ]
+            _check_any(discovery, branches)
+        return found
 
     def _context(self) -> RunContext:
         return RunContext(
@@ -168,3 +168,34 @@ class Syncer:
             # Also when the run fails or is stopped (a time limit killing it every night
             # would otherwise let the cache grow); what this run read is kept.
             self.store.prune(reader.read_sha256)
+
+
+def _check_names(branches: Sequence[str] | None) -> None:
+    for name in branches or ():
+        if not is_safe_name(name):
+            raise UsageError(f"branch name {name!r} is not a safe folder name")
+
+
+def _to_sync(
+    discovery: Discovery, wanted: list[str], branches: Sequence[str] | None
+) -> Iterator[str]:
+    """The ``wanted`` branches a run syncs: with ``--all`` (``branches`` None), not those the
+    mirror gives as unusable. Nobody asked for those: neither a failure to alert
+    on forever, nor a success in metrics; a warning says why each is left out."""
+    for branch in wanted:
+        if branches is None and branch in discovery.problems:
+            problem = discovery.problems[branch]
+            log.warning("%s: unusable ref of %s: %s", shown(branch), discovery.url, problem)
+            continue
+        yield branch
+
+
+def _check_any(discovery: Discovery, branches: Sequence[str] | None) -> None:
+    """``--all`` with nothing to sync is no "nothing changed" (exit 6): the refs published
+    before would go stale with every run passing."""
+    if branches is None and not discovery.refs:
+        raise IndexFormatError(
+            discovery.url,
+            "no usable ref "
+            f"({counted(len(discovery.problems), 'unusable ref')}: see the warnings)",
+        )

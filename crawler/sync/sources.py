@@ -155,27 +155,6 @@ class SourceReader:
         cached = self.store.load(kind, sha256)
         return cached.summary if cached else None
 
-    @staticmethod
-    def _promised(outcome: SourceOutcome, before: SourceState | None) -> str | None:
-        """The SHA-256 the mirror vouches for without a download, if any.
-
-        Nothing for a local mirror: hashing the file is exact and cheap. A v3 blob's name is its
-        checksum. A v2 sidecar is uploaded after its index, so it can be stale for a moment: it
-        is trusted only where a conditional request is impossible, that is for a URL that was
-        downloaded before and whose server sent no ETag then (with an ETag, ``If-None-Match``
-        is exact).
-        """
-        source = outcome.source
-        if source.location.startswith("file://"):
-            return None
-        if source.checksum is not None:
-            return source.checksum
-        if before is None:
-            return None
-        sidecar = outcome.sidecar
-        trusted = before.downloaded and before.etag is None and is_sha256(sidecar)
-        return sidecar if trusted else None
-
     async def _fetch(
         self, fetcher: Fetcher, outcome: SourceOutcome, dest: Path, previous: BranchState | None
     ) -> Fetched | None:
@@ -190,10 +169,10 @@ class SourceReader:
         if source.sidecar is None:
             return await self._fetch_index(fetcher, outcome, dest, before)
         if before is None or before.etag is None:  # the sidecar may serve as the validator
-            outcome.sidecar = await self._sidecar(fetcher, source.sidecar)
+            outcome.sidecar = await read_sidecar(fetcher, source.sidecar)
             return await self._fetch_index(fetcher, outcome, dest, before)
         # With an ETag the sidecar is only reported: fetch it alongside, not before.
-        sidecar = asyncio.create_task(self._sidecar(fetcher, source.sidecar))
+        sidecar = asyncio.create_task(read_sidecar(fetcher, source.sidecar))
         try:
             path = await self._fetch_index(fetcher, outcome, dest, before)
         except BaseException:
@@ -212,7 +191,7 @@ class SourceReader:
     ) -> Fetched | None:
         source = outcome.source
         etag = before.etag if before and self.store.has(outcome.kind, before.sha256) else None
-        promised = self._promised(outcome, before)
+        promised = promised_sha256(source, before, outcome.sidecar)
         if promised is not None and self.store.has(outcome.kind, promised):
             # A name or a sidecar vouches for the bytes, not that the index is still there:
             # unless HEAD confirms it, the download decides (a cold sync would say "missing").
@@ -255,18 +234,38 @@ class SourceReader:
             return None  # same bytes as a cached summary: no need to decode them again
         return fetched
 
-    @staticmethod
-    async def _sidecar(fetcher: Fetcher, location: str) -> str | None:
-        """A v2 ``index.json.hash`` if there is one (None if absent or unreadable).
 
-        It is recorded in the report and compared with the index's SHA-256; as a validator it
-        can spare a download (see :mod:`crawler.output.state`).
-        """
-        try:
-            text = (await fetcher.read(location, sidecar=True)).decode("ascii", "replace").strip()
-        except NotFoundError:
-            return None
-        except FetchError as err:  # only a validator: the index itself decides
-            log.warning("ignoring unreadable sidecar: %s", err)
-            return None
-        return text if is_sha256(text) else f"invalid: {text[:80]!r}"
+def promised_sha256(source: Source, before: SourceState | None, sidecar: str | None) -> str | None:
+    """The SHA-256 the mirror vouches for without a download, if any (``before``: the source's
+    state at the last publish, ``sidecar``: its v2 ``index.json.hash`` as read now).
+
+    Nothing for a local mirror: hashing the file is exact and cheap. A v3 blob's name is its
+    checksum. A v2 sidecar is uploaded after its index, so it can be stale for a moment: it
+    is trusted only where a conditional request is impossible, that is for a URL that was
+    downloaded before and whose server sent no ETag then (with an ETag, ``If-None-Match``
+    is exact).
+    """
+    if source.location.startswith("file://"):
+        return None
+    if source.checksum is not None:
+        return source.checksum
+    if before is None:
+        return None
+    trusted = before.downloaded and before.etag is None and is_sha256(sidecar)
+    return sidecar if trusted else None
+
+
+async def read_sidecar(fetcher: Fetcher, location: str) -> str | None:
+    """A v2 ``index.json.hash`` if there is one (None if absent or unreadable).
+
+    It is recorded in the report and compared with the index's SHA-256; as a validator it
+    can spare a download (see :mod:`crawler.output.state`).
+    """
+    try:
+        text = (await fetcher.read(location, sidecar=True)).decode("ascii", "replace").strip()
+    except NotFoundError:
+        return None
+    except FetchError as err:  # only a validator: the index itself decides
+        log.warning("ignoring unreadable sidecar: %s", err)
+        return None
+    return text if is_sha256(text) else f"invalid: {text[:80]!r}"
