@@ -1,12 +1,20 @@
-"""Variant rendering is exact and does not depend on how a root index is split over workers."""
+"""Rendering: variants exactly as written, whatever the split of a root over workers; index.json
+the same bytes when written in chunks."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import msgspec
+import pytest
+
+import crawler
 from bench.synth import SynthSpec, index_document
 from crawler.decode.root import load_root_shard, merge_root, summarize_root_shard
+from crawler.output.render import PACKAGES_PER_CHUNK, encode_index, encode_json
+
+from .test_query import sample  # noqa: F401 - the fixture: one sync of the sample mirror
 
 
 def _root(tmp_path: Path, parameters: list[dict[str, object]]) -> str:
@@ -56,3 +64,15 @@ def test_the_number_of_shards_does_not_change_the_summary(tmp_path: Path) -> Non
     assert _variants(path, 2) == one
     assert _variants(path, 3) == one
     assert one["pkg1"] == ("x=-0.0", "patches=abcdef1")
+
+
+@pytest.mark.parametrize("packages", [0, 1, PACKAGES_PER_CHUNK, PACKAGES_PER_CHUNK * 2 + 3])
+def test_an_index_encoded_in_chunks_is_the_same_bytes(sample: Path, packages: int) -> None:
+    """index.json is written a few packages at a time: the bytes are those of one encoding,
+    also when a string of the index spells the key the packages are put after."""
+    index = crawler.load_index(sample / "develop")
+    template = next(iter(index.packages.values()))
+    many = {f"pkg-{i:04}": template for i in range(packages)}
+    sources = [msgspec.structs.replace(index.sources[0], url='s3://b/"packages":{}/x')]
+    index = msgspec.structs.replace(index, packages=many, sources=sources)
+    assert b"".join(encode_index(index)) == encode_json(index)

@@ -7,11 +7,12 @@ compared by its SHA-256, pages with the reference site's), so the two encoders l
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import msgspec
 
-from ..documents import PAGE_FIELDS, PackageSummary
+from ..documents import PAGE_FIELDS, Index, PackageSummary
 
 _ENCODER = msgspec.json.Encoder(order="sorted")
 
@@ -26,6 +27,29 @@ def encode_json(document: Any) -> bytearray:
     _ENCODER.encode_into(document, buffer)
     buffer += b"\n"
     return buffer
+
+
+#: Packages encoded into one chunk of :func:`encode_index` (a few hundred kB).
+PACKAGES_PER_CHUNK = 200
+
+
+def encode_index(index: Index[PackageSummary]) -> Iterator[bytes]:
+    """:func:`encode_json` of ``index``, the same bytes, in chunks of a few packages: a
+    develop-sized index is over 100 MB, which one buffer would hold at the peak of the run.
+
+    The document is encoded without its packages, and they are put where its empty
+    ``"packages":{}`` is: with sorted keys, that is the first place these bytes appear (in a
+    string, its quotes would be escaped).
+    """
+    frame = _ENCODER.encode(msgspec.structs.replace(index, packages={}))
+    head, found, tail = frame.partition(b'"packages":{}')
+    assert found, "an index without its packages key"
+    yield head + b'"packages":{'
+    items = list(index.packages.items())
+    for start in range(0, len(items), PACKAGES_PER_CHUNK):
+        chunk = _ENCODER.encode(dict(items[start : start + PACKAGES_PER_CHUNK]))
+        yield (b"," if start else b"") + chunk[1:-1]  # the chunk's own braces left out
+    yield b"}" + tail + b"\n"
 
 
 def render_page(package: str, ref: str, summary: PackageSummary) -> str:

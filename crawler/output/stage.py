@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import logging
 import os
 import secrets
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from ..errors import OutputError
@@ -81,15 +82,23 @@ class BranchStage:
 
     def write(self, relative: str, data: bytes | bytearray) -> None:
         """Add one file to the staged branch (no fsync: :meth:`publish` flushes them all)."""
+        self.write_chunks(relative, [data])
+
+    def write_chunks(self, relative: str, chunks: Iterable[bytes | bytearray]) -> str:
+        """Add one file written a chunk at a time; its SHA-256."""
         folder = os.path.dirname(relative)
+        digest = hashlib.sha256()
         try:
             if folder:
                 makedirs_at(self._fd, folder)
             flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
             with open(os.open(relative, flags, 0o666, dir_fd=self._fd), "wb") as out:
-                out.write(data)
+                for chunk in chunks:
+                    digest.update(chunk)
+                    out.write(chunk)
         except OSError as err:
             raise OutputError(str(self.path / relative), err.strerror or str(err)) from None
+        return digest.hexdigest()
 
     def discard(self) -> None:
         """Drop the staged files; the published branch is untouched."""

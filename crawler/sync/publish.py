@@ -8,7 +8,6 @@ the event loop a turn every few dozen pages, so that a signal stops the run befo
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -17,7 +16,7 @@ from ..build.history import extended
 from ..documents import Changes, History, Index, PackageSummary, Report
 from ..errors import CrawlerError
 from ..output.published import PublishedBranch
-from ..output.render import encode_json, render_page
+from ..output.render import encode_index, encode_json, render_page
 from ..output.stage import BranchStage
 from ..output.state import PagesDigest
 
@@ -64,9 +63,8 @@ async def publish_branch(
     branch = index.branch
     stage = BranchStage(output, branch)
     try:
-        encoded = encode_json(index)
+        digest = stage.write_chunks("index.json", encode_index(index))
         await checkpoint()
-        stage.write("index.json", encoded)
         stage.write("changes.json", encode_json(changes))
         pages = PagesDigest() if with_pages else None
         if pages is not None:
@@ -76,7 +74,6 @@ async def publish_branch(
                 page = render_page(name, branch, summary).encode()
                 stage.write(f"pages/{name}/specs.md", page)
                 pages.add(name, page)
-        digest = hashlib.sha256(encoded).hexdigest()
         pages_digest = pages.hexdigest() if pages else None
         if PublishedBranch(output, branch).holds(digest, pages_digest):
             return digest, pages_digest, False
