@@ -33,6 +33,8 @@ _PUBLIC = {
     "Index": "crawler.documents",
     "PackageSummary": "crawler.documents",
     "SpecDetail": "crawler.documents",
+    "SpecLinks": "crawler.documents",
+    "SpecDependency": "crawler.documents",
     "Report": "crawler.documents",
     "Changes": "crawler.documents",
     "History": "crawler.documents",
@@ -58,7 +60,9 @@ __all__ = [
     "QueryError",
     "Report",
     "SchemaVersionError",
+    "SpecDependency",
     "SpecDetail",
+    "SpecLinks",
     "UnknownTargetError",
     "__version__",
     "find_specs",
@@ -76,7 +80,16 @@ if TYPE_CHECKING:
     from .config import Config, load_config
     from .consume.load import load_changes, load_history, load_index, load_report
     from .consume.query import Found, Match, Query, find_specs
-    from .documents import Changes, History, Index, PackageSummary, Report, SpecDetail
+    from .documents import (
+        Changes,
+        History,
+        Index,
+        PackageSummary,
+        Report,
+        SpecDependency,
+        SpecDetail,
+        SpecLinks,
+    )
     from .errors import (
         ConfigError,
         CrawlerError,

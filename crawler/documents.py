@@ -20,8 +20,8 @@ from typing import Generic, TypeVar
 import msgspec
 from msgspec import UNSET, UnsetType
 
-#: ``schema_version`` of the ``index.json`` this version writes (2: specs carry their
-#: dependencies, target family and locations; see docs/output-format.md).
+#: ``schema_version`` of the ``index.json`` this version writes (2: each spec's target family,
+#: and ``specs``, its dependencies and locations; see docs/output-format.md).
 SCHEMA_VERSION = 2
 
 
@@ -40,7 +40,7 @@ class SpecDependency(msgspec.Struct, frozen=True, gc=False):
 
 class SpecDetail(msgspec.Struct, frozen=True, gc=False):
     """One entry of a package's ``spec_details``: the fields of the reference site's pages
-    (:data:`PAGE_FIELDS`), then those of schema 2, which an index of schema 1 lacks."""
+    (:data:`PAGE_FIELDS`), then ``family`` (schema 2; an index of schema 1 lacks it)."""
 
     compiler: str
     hash: str
@@ -54,9 +54,16 @@ class SpecDetail(msgspec.Struct, frozen=True, gc=False):
     #: The generic architecture of ``target`` (``x86_64``, ``aarch64``...), None when the
     #: crawler's archspec does not know the target.
     family: str | None = None
+
+
+class SpecLinks(msgspec.Struct, frozen=True, gc=False):
+    """A spec's entry in ``specs`` (schema 2): what it links to, which is most of an index's
+    bytes, apart from ``packages``, so that a reader of packages skips it whole (``crawler
+    find`` reads a develop-sized index twice as fast)."""
+
     dependencies: tuple[SpecDependency, ...] = ()
-    #: For each of ``stacks``, where the spec is fetched from in that stack's cache: its spec
-    #: manifest (v3) or spec file (v2).
+    #: For each of the spec's ``stacks``, where it is fetched from in that stack's cache: its
+    #: spec manifest (v3) or spec file (v2).
     locations: dict[str, str] = {}
 
 
@@ -138,6 +145,8 @@ class Index(msgspec.Struct, Generic[P], frozen=True, kw_only=True, gc=False):
     sources: list[IndexSource]
     stats: IndexStats
     packages: dict[str, P]
+    #: Each spec's links, by hash (schema 2; empty in an index of schema 1).
+    specs: dict[str, SpecLinks] = {}
 
 
 # --- changes.json ----------------------------------------------------------------------------

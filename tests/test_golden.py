@@ -202,11 +202,14 @@ def _break(index: dict[str, Any], where: str) -> None:
     elif where == "schema_version":
         index["schema_version"] = 3
     elif where == "dependency hash":
-        detail["dependencies"] = [{"hash": "x", "name": "zlib", "type": ["link"]}]
+        links = index["specs"][detail["hash"]]
+        links["dependencies"] = [{"hash": "x", "name": "zlib", "type": ["link"]}]
     elif where == "family":
         detail["family"] = 64
     elif where == "missing locations":
-        del detail["locations"]
+        del index["specs"][detail["hash"]]["locations"]
+    elif where == "links of no hash":
+        index["specs"]["not a hash"] = {"dependencies": [], "locations": {}}
     elif where == "uppercase hash":
         detail["hash"] = detail["hash"].upper()
     elif where == "size":
@@ -243,6 +246,7 @@ def _break(index: dict[str, Any], where: str) -> None:
         "dependency hash",
         "family",
         "missing locations",
+        "links of no hash",
         "uppercase hash",
         "size",
         "two versions",

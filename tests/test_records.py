@@ -1,6 +1,7 @@
-"""The records of ``index.json`` schema 2 (issue 24): each spec's dependencies, target family
-and locations, from a real sync over loopback, checked against the index records themselves,
-archspec and Spack's naming of spec files; and schema 1 indexes still read."""
+"""The records of ``index.json`` schema 2 (issue 24): each spec's target family, and in
+``specs`` its dependencies and locations, from a real sync over loopback, checked against the
+index records themselves, archspec and Spack's naming of spec files; ``crawler find --json``
+gives them too; and schema 1 indexes still read."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from bench.synth import SynthRef, SynthSpec, build_mirror, generate_specs
 from crawler.cli.command import main_async
 from crawler.documents import PAGE_FIELDS
 
-from .conftest import ServeMirror, fast_config
+from .conftest import ServeMirror, fast_config, finish, start_cli
 from .schema import assert_valid_index
 
 STACKS = ("e4s", "ml")
@@ -86,15 +87,16 @@ async def test_each_spec_has_its_edges_family_and_locations(
         for label, url in urls.items()
     }
     targets = archspec.cpu.TARGETS
-    seen = 0
+    seen = []
     for name, package in index["packages"].items():
         for spec in package["spec_details"]:
-            seen += 1
-            assert spec["dependencies"] == _edges(root, urls["root"], spec["hash"])
+            seen.append(spec["hash"])
+            links = index["specs"][spec["hash"]]
+            assert links["dependencies"] == _edges(root, urls["root"], spec["hash"])
             known = targets.get(spec["target"])
             assert spec["family"] == (known.family.name if known else None)
-            assert sorted(spec["locations"]) == spec["stacks"]
-            for label, url in spec["locations"].items():
+            assert sorted(links["locations"]) == spec["stacks"]
+            for label, url in links["locations"].items():
                 version = spec["versions"][0].replace("/", "_")
                 stem = f"{name}-{version}-{spec['hash']}"
                 if layout == "v3":
@@ -102,14 +104,15 @@ async def test_each_spec_has_its_edges_family_and_locations(
                 else:
                     path = f"build_cache/{_spec_file(spec, name)}"
                 assert url == f"{caches[label]}/{path}"
-    assert seen == len(specs)
+    assert sorted(seen) == list(index["specs"]) and len(seen) == len(specs)
 
     details = {p: package["spec_details"] for p, package in index["packages"].items()}
     assert [d["family"] for d in details["zen-app"]] == ["x86_64"]
     assert [d["family"] for d in details["arm-app"]] == ["aarch64"]
     [arm] = details["arm-app"]
-    assert "git.feature_x=2.0" in arm["locations"]["ml"]
-    assert any(edge["type"] for d in details["zen-app"] for edge in d["dependencies"])
+    assert "git.feature_x=2.0" in index["specs"][arm["hash"]]["locations"]["ml"]
+    [zen] = details["zen-app"]
+    assert any(edge["type"] for edge in index["specs"][zen["hash"]]["dependencies"])
     # A target archspec does not know: no family, a warning, never a failure.
     assert [d["family"] for d in details["future-app"]] == [None]
     warned = [line for line in capsys.readouterr().err.splitlines() if "archspec" in line]
@@ -139,9 +142,28 @@ def test_an_index_of_schema_1_is_read_with_the_defaults_of_schema_2(tmp_path: Pa
     index = crawler.load_index(folder)
     assert index.schema_version == 1
     specs = [s for p in index.packages.values() for s in p.spec_details]
-    assert specs and all(s.family is None and s.dependencies == () for s in specs)
-    assert all(s.locations == {} for s in specs)
+    assert specs and all(s.family is None for s in specs) and index.specs == {}
     found = crawler.find_specs(index, family="x86_64")  # from the targets, as before
     assert [m.spec.target for m in found] and all(
         archspec.cpu.TARGETS[m.spec.target].family.name == "x86_64" for m in found
     )
+
+
+async def test_find_json_gives_each_match_its_links(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    site_cache = Path(__file__).resolve().parent.parent / "sample" / "site-cache"
+    argv = ["sync", "--all", "--mirror", str(site_cache), "--output", str(out), "-q"]
+    assert await main_async(argv) == 0
+    index = json.loads((out / "site-cache" / "index.json").read_bytes())
+    done = await finish(
+        await start_cli("find", "--in", str(out / "site-cache"), "--json", cwd=tmp_path)
+    )
+    assert done.code == 0, done.err
+    lines = [json.loads(line) for line in done.out.splitlines()]
+    assert len(lines) == index["stats"]["specs"]
+    for line in lines:
+        links = index["specs"][line["hash"]]
+        assert (line["dependencies"], line["locations"]) == (
+            links["dependencies"],
+            links["locations"],
+        )

@@ -12,9 +12,9 @@ import pytest
 import crawler
 from bench.synth import SynthSpec, index_document
 from crawler.decode.root import load_root_shard, merge_root, summarize_root_shard
-from crawler.output.render import PACKAGES_PER_CHUNK, encode_index, encode_json
+from crawler.output.render import ENTRIES_PER_CHUNK, encode_index, encode_json
 
-from .test_query import sample  # noqa: F401 - the fixture: one sync of the sample mirror
+from .test_query import sync_sample
 
 
 def _root(tmp_path: Path, parameters: list[dict[str, object]]) -> str:
@@ -66,13 +66,23 @@ def test_the_number_of_shards_does_not_change_the_summary(tmp_path: Path) -> Non
     assert one["pkg1"] == ("x=-0.0", "patches=abcdef1")
 
 
-@pytest.mark.parametrize("packages", [0, 1, PACKAGES_PER_CHUNK, PACKAGES_PER_CHUNK * 2 + 3])
-def test_an_index_encoded_in_chunks_is_the_same_bytes(sample: Path, packages: int) -> None:
-    """index.json is written a few packages at a time: the bytes are those of one encoding,
-    also when a string of the index spells the key the packages are put after."""
-    index = crawler.load_index(sample / "develop")
+@pytest.fixture(scope="module")
+def published(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An output folder where the sample mirror was synced."""
+    folder = tmp_path_factory.mktemp("render") / "output"
+    sync_sample(folder)
+    return folder
+
+
+@pytest.mark.parametrize("packages", [0, 1, ENTRIES_PER_CHUNK, ENTRIES_PER_CHUNK * 2 + 3])
+def test_an_index_encoded_in_chunks_is_the_same_bytes(published: Path, packages: int) -> None:
+    """index.json is written a few packages and specs at a time: the bytes are those of one
+    encoding, also when a string of the index spells the keys they are put after."""
+    index = crawler.load_index(published / "develop")
     template = next(iter(index.packages.values()))
     many = {f"pkg-{i:04}": template for i in range(packages)}
-    sources = [msgspec.structs.replace(index.sources[0], url='s3://b/"packages":{}/x')]
-    index = msgspec.structs.replace(index, packages=many, sources=sources)
+    links = next(iter(index.specs.values()))
+    specs = {f"{i:032}": links for i in range(packages)}
+    sources = [msgspec.structs.replace(index.sources[0], url='s3://b/"specs":{}"packages":{}')]
+    index = msgspec.structs.replace(index, packages=many, specs=specs, sources=sources)
     assert b"".join(encode_index(index)) == encode_json(index)

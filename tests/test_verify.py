@@ -113,9 +113,9 @@ def test_wrong_num_specs(branch: Path) -> None:
 
 def test_duplicate_hash_across_packages(branch: Path) -> None:
     def change(index: Index) -> None:
-        index["packages"]["ascent"]["spec_details"][0]["hash"] = index["packages"]["adios2"][
-            "spec_details"
-        ][0]["hash"]
+        ascent = index["packages"]["ascent"]["spec_details"][0]
+        del index["specs"][ascent["hash"]]  # no entry left without its spec
+        ascent["hash"] = index["packages"]["adios2"]["spec_details"][0]["hash"]
 
     index = edit(branch, change)
     drop_pages(branch)
@@ -290,7 +290,22 @@ def test_spec_without_root(branch: Path) -> None:
         f"{at}.meta.stacks: {stacks} does not contain items matching the given schema",
         f"{at}.spec_details[0].stacks: {stacks} does not contain items matching the given schema",
         f"index.json: package zlib-ng: spec {spec['hash']}: stacks lack root",
-        f"index.json: package zlib-ng: spec {spec['hash']}: locations in no stack of it: ['root']",
+        f"index.json: specs: spec {spec['hash']}: locations in no stack of it: ['root']",
+    ]
+
+
+def test_specs_hold_one_entry_per_spec(branch: Path) -> None:
+    gone = "a" * 32
+
+    def change(index: Index) -> None:
+        first = index["packages"]["zlib-ng"]["spec_details"][0]["hash"]
+        index["specs"][gone] = index["specs"].pop(first)
+
+    index = edit(branch, change)
+    first = index["packages"]["zlib-ng"]["spec_details"][0]["hash"]
+    assert verify_branch(branch) == [
+        f"index.json: specs: {gone} is no spec of the index",
+        f"index.json: specs: spec {first} has no entry",
     ]
 
 

@@ -19,7 +19,14 @@ from operator import attrgetter
 from typing import NamedTuple
 
 from ..decode.validate import IDENTITY_FIELDS, IDENTITY_SEPARATOR, SourceSummary, SpecRow
-from ..documents import Conflict, PackageMeta, PackageSummary, SpecDependency, SpecDetail
+from ..documents import (
+    Conflict,
+    PackageMeta,
+    PackageSummary,
+    SpecDependency,
+    SpecDetail,
+    SpecLinks,
+)
 from ..targets import Targets
 from .locations import Caches
 
@@ -70,8 +77,10 @@ class Consolidator:
         #: label -> (spec, identity) of each spec the stack states another identity for
         self._unlike: dict[str, list[tuple[int, str]]] = {}
         self._finished = False
-        #: The specs' targets that archspec does not know (known once :meth:`finish` ran).
+        #: Known once :meth:`finish` ran: the specs' targets that archspec does not know, and
+        #: each spec's links (dependencies, locations) by hash.
         self.unknown_targets: list[str] = []
+        self.links: dict[str, SpecLinks] = {}
 
     @property
     def folded(self) -> set[str]:
@@ -159,6 +168,7 @@ class Consolidator:
                 for name, start, end, meta in prepared.packages
             }
         self.unknown_targets = sorted(details.targets.unknown)
+        self.links = details.links
         return packages, conflicts
 
     def _conflicts(self, prepared: PreparedRoot) -> list[Conflict]:
@@ -264,16 +274,22 @@ class _RootMeta(NamedTuple):
 
 
 class _Details:
-    """Builds the :class:`SpecDetail` of rows: their dependencies from the root's table, their
-    target's family (archspec's answers cached by target) and their locations."""
+    """Builds the :class:`SpecDetail` of rows, with their target's family (archspec's answers
+    cached by target), and their :class:`SpecLinks`: dependencies from the root's table,
+    locations in ``caches``."""
 
     def __init__(self, dependencies: list[SpecDependency], caches: Caches) -> None:
         self.dependencies = dependencies
         self.caches = caches
         self.targets = Targets()
+        self.links: dict[str, SpecLinks] = {}
 
     def of(self, rows: list[SpecRow], labels: list[tuple[str, ...]]) -> list[SpecDetail]:
         table, family, locations = self.dependencies, self.targets.family, self.caches.locations
+        links = self.links
+        for row, stacks in zip(rows, labels, strict=True):
+            edges = tuple([table[i] for i in row.dependencies])
+            links[row.hash] = SpecLinks(edges, locations(row, stacks))
         return [
             SpecDetail(
                 row.compiler,
@@ -286,8 +302,6 @@ class _Details:
                 row.variants,
                 (row.version,),
                 family(row.target),
-                tuple([table[i] for i in row.dependencies]),
-                locations(row, stacks),
             )
             for row, stacks in zip(rows, labels, strict=True)
         ]

@@ -22,6 +22,7 @@ import msgspec
 
 from ..consume.load import Packages, branch_path, load_packages, no_gc
 from ..consume.query import Found, Match, Query
+from ..documents import SpecLinks
 from ..errors import CrawlerError, ExitCode, UsageError
 
 EXIT_SIGPIPE = 141  # 128 + SIGPIPE, as a shell reports a reader that closed the pipe
@@ -160,7 +161,7 @@ def _answer(query: Query, packages: Packages, found: Found, folder: Path, *, as_
         tell(_nothing(query, packages, folder))
         return ExitCode.NO_MATCH
     try:
-        _write(found, folder, as_json=as_json)
+        _write(found, packages, folder, as_json=as_json)
     except BrokenPipeError:
         return EXIT_SIGPIPE  # the reader took what it wanted (`| head`)
     except OSError as err:  # the results are what was asked for: without them, a failure
@@ -188,13 +189,13 @@ def _nothing(query: Query, packages: Packages, folder: Path) -> str:
     return f"no spec of {folder} meets the criteria (it has {packages.index.stats.specs:,})"
 
 
-def _write(found: Found, folder: Path, *, as_json: bool) -> None:
+def _write(found: Found, packages: Packages, folder: Path, *, as_json: bool) -> None:
     out = sys.stdout
     if out is None:  # closed when the process started (>&-): on purpose
         return
     if as_json:
         out.flush()
-        out.buffer.write(json_lines(found.matches))
+        out.buffer.write(json_lines(found.matches, packages.links))
     elif out.isatty():
         _rich_table(found, folder, out)
     else:
@@ -202,13 +203,21 @@ def _write(found: Found, folder: Path, *, as_json: bool) -> None:
     out.flush()
 
 
-def json_lines(matches: Sequence[Match]) -> bytes:
-    """One JSON object a match: its package's ``name``, then its entry of ``spec_details``."""
+def json_lines(
+    matches: Sequence[Match], links: Callable[[str], SpecLinks | None] = lambda key: None
+) -> bytes:
+    """One JSON object a match: its package's ``name``, its entry of ``spec_details``, then
+    its ``links`` (``dependencies``, ``locations``) when the index has them."""
     encode = msgspec.json.Encoder().encode
-    # A spec encodes as an object ('{...}'): its keys follow the name's, in one object.
-    return b"".join(
-        b'{"name":' + encode(m.name) + b"," + encode(m.spec)[1:] + b"\n" for m in matches
-    )
+    lines = []
+    for m in matches:
+        # Each part encodes as an object ('{...}'): their keys follow the name's, in one.
+        line = b'{"name":' + encode(m.name) + b"," + encode(m.spec)[1:-1]
+        found = links(m.spec.hash)
+        if found is not None:
+            line += b"," + encode(found)[1:-1]
+        lines.append(line + b"}\n")
+    return b"".join(lines)
 
 
 _COLUMNS = ("name", "version", "hash", "target", "os", "compiler", "stacks")

@@ -32,6 +32,7 @@ from ..documents import (
     PackageSummary,
     Report,
     SpecDetail,
+    SpecLinks,
 )
 from ..errors import NotABranchError, SchemaVersionError, UsageError
 from ..files import is_safe_name, read_regular
@@ -81,19 +82,27 @@ class _BriefPackage(PackageSummary, frozen=True, gc=False):
     spec_details: list[_Brief]  # type: ignore[assignment]
 
 
+class _LazyIndex(Index[msgspec.Raw], frozen=True, kw_only=True, gc=False):
+    """An ``index.json`` whose packages and ``specs`` are left as they are written, to be
+    decoded when looked up (``specs`` is most of the bytes: its entries are not even split)."""
+
+    specs: msgspec.Raw = msgspec.Raw(b"{}")  # type: ignore[assignment]
+
+
 class Packages(Mapping[str, PackageSummary]):
     """The packages of a published ``index.json``, each decoded when first looked up: a query
     by name decodes one package of a 60,000-spec index, not all of them (``crawler find``).
     ``index`` is the rest of the document (``branch``, ``sources``, ``stats``), decoded.
     Without ``variants``, its specs' ``variants`` are left empty (and read three times
-    faster)."""
+    faster). :meth:`links` gives a spec's entry of ``specs``."""
 
-    def __init__(self, file: Path, index: Index[msgspec.Raw], *, variants: bool = True) -> None:
+    def __init__(self, file: Path, index: _LazyIndex, *, variants: bool = True) -> None:
         self.file = file
         self.index = index
         kind = PackageSummary if variants else _BriefPackage
         self._decoder = msgspec.json.Decoder(kind)
         self._decoded: dict[str, PackageSummary] = {}
+        self._links: dict[str, msgspec.Raw] | None = None
 
     def __getitem__(self, name: str) -> PackageSummary:
         package = self._decoded.get(name)
@@ -119,6 +128,25 @@ class Packages(Mapping[str, PackageSummary]):
     def __contains__(self, name: object) -> bool:
         return name in self.index.packages
 
+    def links(self, key: str) -> SpecLinks | None:
+        """The dependencies and locations of the spec ``key`` (None in an index of schema 1,
+        or for a hash that is no spec of it). The first call splits ``specs`` into entries."""
+        if self._links is None:
+            self._links = self._decode(self.index.specs, dict[str, msgspec.Raw], "specs")
+        found = self._links.get(key)
+        return None if found is None else self._decode(found, SpecLinks, f"specs[{key!r}]")
+
+    def _decode(self, data: msgspec.Raw, kind: type[D], where: str) -> D:
+        try:
+            with no_gc():
+                return msgspec.json.decode(data, type=kind)
+        except msgspec.DecodeError as err:  # ValidationError included
+            raise NotABranchError(
+                str(self.file),
+                f"not an index.json as a publish writes it: {where}: {err} "
+                "(crawler verify says more)",
+            ) from None
+
 
 def load_packages(path: PathLike, *, variants: bool = True) -> Packages:
     """The packages of a published ``index.json`` (as :func:`load_index` finds and checks
@@ -126,7 +154,7 @@ def load_packages(path: PathLike, *, variants: bool = True) -> Packages:
     :class:`Packages`)."""
     file = _document(path, "index.json")
     data = _read(file)
-    index = _decode(file, data, Index[msgspec.Raw], "an index.json")
+    index = _decode(file, data, _LazyIndex, "an index.json")
     _check_version(file, index.schema_version)
     return Packages(file, index, variants=variants)
 

@@ -21,7 +21,8 @@ What is checked, in this order:
      and ``meta.stacks`` / ``compilers`` / ``oss`` / ``platforms`` / ``targets`` / ``versions``
      are what the specs give (sorted unique lists); ``spec_details`` are sorted by hash; every
      spec's ``stacks`` are sorted and include ``root``, and name only sources that were read
-     (``status`` ``ok``); its ``locations`` are of its stacks;
+     (``status`` ``ok``);
+   * (schema 2) ``specs`` holds one entry per spec, whose ``locations`` are of its stacks;
    * ``stats.packages`` and ``stats.specs`` count the packages and specs, and the root source's
      ``in_buildcache`` equals the number of specs.
 
@@ -121,9 +122,6 @@ def _package_problems(name: str, package: PackageSummary, readable: set[str]) ->
             problems.append(f"{where}: spec {spec.hash}: stacks lack root")
         if list(spec.stacks) != sorted(set(spec.stacks)):
             problems.append(f"{where}: spec {spec.hash}: stacks are not sorted and unique")
-        if not spec.locations.keys() <= set(spec.stacks):
-            strays = sorted(spec.locations.keys() - set(spec.stacks))
-            problems.append(f"{where}: spec {spec.hash}: locations in no stack of it: {strays}")
     for label in sorted(set(by_stack) | set(meta.num_specs_by_stack)):
         stated, counted = meta.num_specs_by_stack.get(label, 0), by_stack[label]
         if stated != counted:
@@ -200,7 +198,25 @@ def _index_problems(index: Index[PackageSummary], folder: str) -> list[str]:
     readable = {s.label for s in index.sources if s.status == "ok"}
     for name, package in sorted(index.packages.items()):
         problems += _package_problems(name, package, readable)
+    if index.schema_version >= 2:
+        problems += _links_problems(index)
     return problems
+
+
+def _links_problems(index: Index[PackageSummary]) -> list[str]:
+    """``specs`` holds one entry per spec of the index, whose locations are of its stacks."""
+    stacks = {s.hash: s.stacks for p in index.packages.values() for s in p.spec_details}
+    problems = [
+        f"index.json: specs: {key} is no spec of the index" for key in index.specs.keys() - stacks
+    ]
+    problems += [
+        f"index.json: specs: spec {key} has no entry" for key in stacks.keys() - index.specs
+    ]
+    for key, links in sorted(index.specs.items()):
+        strays = sorted(links.locations.keys() - set(stacks.get(key, ())))
+        if key in stacks and strays:
+            problems.append(f"index.json: specs: spec {key}: locations in no stack of it: {strays}")
+    return sorted(problems)
 
 
 def _first_difference(a: bytes, b: bytes) -> int:

@@ -29,27 +29,34 @@ def encode_json(document: Any) -> bytearray:
     return buffer
 
 
-#: Packages encoded into one chunk of :func:`encode_index` (a few hundred kB).
-PACKAGES_PER_CHUNK = 200
+#: Entries of ``packages`` or ``specs`` encoded into one chunk of :func:`encode_index`.
+ENTRIES_PER_CHUNK = 200
 
 
 def encode_index(index: Index[PackageSummary]) -> Iterator[bytes]:
-    """:func:`encode_json` of ``index``, the same bytes, in chunks of a few packages: a
-    develop-sized index is over 100 MB, which one buffer would hold at the peak of the run.
+    """:func:`encode_json` of ``index``, the same bytes, in chunks of a few packages or specs:
+    a develop-sized index is over 100 MB, which one buffer would hold at the peak of the run.
 
-    The document is encoded without its packages, and they are put where its empty
-    ``"packages":{}`` is: with sorted keys, that is the first place these bytes appear (in a
-    string, its quotes would be escaped).
+    The document is encoded with its two large maps empty, and their entries are put where
+    ``"packages":{}`` and ``"specs":{}`` are: with sorted keys, those are the first places
+    these bytes appear, in this order (in a string, their quotes would be escaped).
     """
-    frame = _ENCODER.encode(msgspec.structs.replace(index, packages={}))
-    head, found, tail = frame.partition(b'"packages":{}')
-    assert found, "an index without its packages key"
-    yield head + b'"packages":{'
-    items = list(index.packages.items())
-    for start in range(0, len(items), PACKAGES_PER_CHUNK):
-        chunk = _ENCODER.encode(dict(items[start : start + PACKAGES_PER_CHUNK]))
-        yield (b"," if start else b"") + chunk[1:-1]  # the chunk's own braces left out
-    yield b"}" + tail + b"\n"
+    frame = _ENCODER.encode(msgspec.structs.replace(index, packages={}, specs={}))
+    rest = frame
+    for key, entries in ((b'"packages":', index.packages), (b'"specs":', index.specs)):
+        head, found, rest = rest.partition(key + b"{}")
+        assert found, f"an index without its {key!r} map"
+        yield head + key + b"{"
+        yield from _entries(list(entries.items()))
+        yield b"}"
+    yield rest + b"\n"
+
+
+def _entries(items: list[tuple[str, Any]]) -> Iterator[bytes]:
+    """The entries of a JSON object, without its braces, a few at a time."""
+    for start in range(0, len(items), ENTRIES_PER_CHUNK):
+        chunk = _ENCODER.encode(dict(items[start : start + ENTRIES_PER_CHUNK]))
+        yield (b"," if start else b"") + chunk[1:-1]
 
 
 def render_page(package: str, ref: str, summary: PackageSummary) -> str:

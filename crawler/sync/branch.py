@@ -45,7 +45,15 @@ from ..build.locations import Caches
 from ..build.report import branch_stats, published, record_findings, removed_from
 from ..config import Config
 from ..decode.validate import SourceSummary
-from ..documents import Changes, Conflict, Index, IndexFilters, PackageSummary, Report
+from ..documents import (
+    Changes,
+    Conflict,
+    Index,
+    IndexFilters,
+    PackageSummary,
+    Report,
+    SpecLinks,
+)
 from ..errors import BranchError, CrawlerError, PublishRefused
 from ..files import is_safe_name
 from ..mirror.discovery import Discovery, Mirror, Source
@@ -201,13 +209,13 @@ class BranchSync:
             # The build is synchronous work in steps of up to a second or so (more for a
             # large branch); between them, checkpoint() lets SIGTERM or SIGINT stop it.
             caches = Caches.of(o.source for o in self.outcomes)
-            packages, conflicts = self.early.finish(root, stacks, caches)
+            packages, conflicts, links = self.early.finish(root, stacks, caches)
             del root, stacks
             if self.published_filters is not None:
                 keeps = self.filters.keeps_package
                 packages = {name: p for name, p in packages.items() if keeps(name)}
             await checkpoint()
-            index, changes = await self._build(plan, packages, conflicts)
+            index, changes = await self._build(plan, packages, conflicts, links)
             report.status, report.error, report.changes = status, None, changes.totals
             keep = self.run.config.history
             folder = self.run.output / branch
@@ -238,9 +246,14 @@ class BranchSync:
         return BranchResult(branch, status, message, report)
 
     async def _build(
-        self, plan: BranchPlan, packages: dict[str, PackageSummary], conflicts: list[Conflict]
+        self,
+        plan: BranchPlan,
+        packages: dict[str, PackageSummary],
+        conflicts: list[Conflict],
+        links: dict[str, SpecLinks],
     ) -> tuple[Index[PackageSummary], Changes]:
-        """The branch's index and its changes since the last publish, through the gate."""
+        """The branch's index (with the ``links`` of the specs it keeps) and its changes
+        since the last publish, through the gate."""
         branch, outcomes = self.branch, self.outcomes
         stats = branch_stats(outcomes, packages, conflicts)
         record_findings(self.report, outcomes, conflicts)
@@ -272,6 +285,7 @@ class BranchSync:
             sources=entries,
             stats=stats,
             packages=packages,
+            specs={d.hash: links[d.hash] for p in packages.values() for d in p.spec_details},
         )
         return index, changes
 

@@ -12,7 +12,7 @@ from ..build import consolidate
 from ..build.changes import counted
 from ..build.locations import Caches
 from ..decode.validate import SourceSummary
-from ..documents import Conflict, PackageSummary
+from ..documents import Conflict, PackageSummary, SpecLinks
 from ..errors import BranchError
 from ..mirror.discovery import Source
 from ..targets import archspec_version as version
@@ -48,9 +48,9 @@ class EarlyConsolidation:
 
     def finish(
         self, root: SourceSummary, stacks: dict[str, SourceSummary], caches: Caches
-    ) -> tuple[dict[str, PackageSummary], list[Conflict]]:
-        """:func:`crawler.build.consolidate.consolidate` of the final summaries, each spec
-        located in ``caches``."""
+    ) -> tuple[dict[str, PackageSummary], list[Conflict], dict[str, SpecLinks]]:
+        """:func:`crawler.build.consolidate.consolidate` of the final summaries, and each
+        spec's links (located in ``caches``)."""
         consolidator = self._consolidator
         # A decoded stack is never read again: these are the summaries folded in (whose
         # hashes were freed since, so that they could not be folded in anew).
@@ -58,7 +58,7 @@ class EarlyConsolidation:
             raise RuntimeError("a consolidated summary was replaced")
         for label in stacks.keys() - consolidator.folded:
             consolidator.add(label, stacks[label].hashes, stacks[label].identities)
-        found = consolidator.finish(root, caches)
+        packages, conflicts = consolidator.finish(root, caches)
         if consolidator.unknown_targets:  # a newer archspec may know them: no error
             unknown = ", ".join(consolidator.unknown_targets)
             log.warning(
@@ -67,7 +67,7 @@ class EarlyConsolidation:
                 version(),
                 unknown,
             )
-        return found
+        return packages, conflicts, consolidator.links
 
 
 async def read_all(

@@ -196,6 +196,5 @@ def _check_any(discovery: Discovery, branches: Sequence[str] | None) -> None:
     if branches is None and not discovery.refs:
         raise IndexFormatError(
             discovery.url,
-            "no usable ref "
-            f"({counted(len(discovery.problems), 'unusable ref')}: see the warnings)",
+            f"no usable ref ({counted(len(discovery.problems), 'unusable ref')}: see the warnings)",
         )
