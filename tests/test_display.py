@@ -206,10 +206,10 @@ def test_log_records_are_printed_above_the_display(
     terminals.append(terminal)
     assert terminal.finish() == 0
     rows = terminal.rows()
-    records = [row for row in rows if re.match(r"^\[\d\d:\d\d:\d\d\] (DEBUG|INFO) ", row)]
-    assert sum(" HTTP 200" in row for row in records) >= 3  # the index requests, logged
     for row in rows:  # no row holds both the display and a record
         assert "━" not in row or not re.search(r"DEBUG|INFO|WARNING|HTTP", row), row
+    records = [row for row in rows if re.match(r"^\[\d\d:\d\d:\d\d\] (DEBUG|INFO) ", row)]
+    assert sum(" HTTP 200" in row for row in records) >= 3  # the index requests, logged
     assert len(_display(rows)) == 1  # the display, drawn once at the bottom
 
 
