@@ -165,6 +165,7 @@ class LiveReporter:
         from rich.console import Console
         from rich.logging import RichHandler
         from rich.progress import BarColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn
+        from rich.table import Column
 
         branches: dict[str, BranchProgress] = {}
 
@@ -177,11 +178,13 @@ class LiveReporter:
 
         self.terminal = _Terminal(sys.stderr)
         self.console = console = Console(file=self.terminal)  # type: ignore[arg-type]
+        # The numbers last, cut rather than wrapped on a narrow terminal (80 columns: all but
+        # the counts while bytes come).
         self.progress = Progress(
             TextColumn("[bold]{task.description}", markup=True),
-            BarColumn(bar_width=24),
-            Numbers(),
+            BarColumn(bar_width=16),
             TimeElapsedColumn(),
+            Numbers(table_column=Column(no_wrap=True, overflow="ellipsis")),
             console=console,
             transient=False,
         )
