@@ -14,6 +14,7 @@ from ..config import Config, load_config, with_overrides
 from ..errors import UsageError
 from . import completion, configcmd, find
 from . import log as history_log
+from .logformat import FORMATS
 
 
 class _Parser(argparse.ArgumentParser):
@@ -102,6 +103,12 @@ def _common(sub: argparse.ArgumentParser) -> None:
     noise = sub.add_mutually_exclusive_group()
     noise.add_argument("-q", "--quiet", action="store_true", help="only warnings and errors")
     noise.add_argument("-v", "--verbose", action="store_true", help="debug details too")
+    sub.add_argument(
+        "--log-format",
+        choices=FORMATS,
+        default="text",
+        help="text lines, or one JSON object a record for log collectors (no live display)",
+    )
 
 
 def _add_sync(commands: argparse._SubParsersAction[_Parser]) -> None:

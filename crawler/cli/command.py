@@ -37,7 +37,8 @@ from . import completion, configcmd, find, preview
 from . import log as history_log
 from .arguments import build_parser, settings
 from .checks import check_metrics, check_output, leave_a_deleted_working_folder
-from .display import LiveReporter, setup_logging, wants_live
+from .display import LiveReporter, wants_live
+from .logformat import setup_logging, told
 from .stopping import GRACE, Stopper, timer
 
 log = logging.getLogger("crawler")
@@ -141,7 +142,7 @@ def _tell(line: str) -> None:
     if sys.stderr is None:  # closed when the process started (2>&-): print() would use stdout
         return
     with contextlib.suppress(OSError, ValueError):  # ValueError: closed
-        print(line, file=sys.stderr, flush=True)
+        print(told(line), file=sys.stderr, flush=True)
 
 
 async def _branches(config: Config, sleep: Sleep) -> int:
@@ -208,7 +209,7 @@ async def main_async(
             return configcmd.run(args)
         if command == "completion":
             return completion.run(args, build_parser())
-        setup_logging(args.quiet, args.verbose)
+        setup_logging(args.quiet, args.verbose, getattr(args, "log_format", "text"))
         if command == "verify":
             return _verify(args)
         config = _settings(args)

@@ -11,6 +11,7 @@ import contextlib
 import os
 import signal
 import sys
+from typing import NoReturn
 
 #: The consumer's commands: they read a published branch, and import nothing of the sync.
 _LIGHT = ("find", "log")
@@ -23,8 +24,10 @@ def run() -> None:
         # Nothing to clean up: freeing a 60,000-spec index object by object would take a
         # tenth of a second more than the query itself.
         exit_with(_light(argv[0], argv[1:]), at_once=True)
-    from .command import main
-
+    try:
+        from .command import main
+    except KeyboardInterrupt:  # Ctrl-C while the sync's modules load (half a second or more)
+        exit_with(_interrupted(), at_once=True)
     exit_with(main(hard=True))
 
 
@@ -36,12 +39,17 @@ def _light(command: str, argv: list[str]) -> int:
     try:
         return main(argv)
     except KeyboardInterrupt:
-        with contextlib.suppress(OSError, ValueError, AttributeError):
-            print("interrupted", file=sys.stderr, flush=True)
-        return 128 + signal.SIGINT
+        return _interrupted()
 
 
-def exit_with(code: int, *, at_once: bool = False) -> None:
+def _interrupted() -> int:
+    """Say so, as the sync's own handlers would (one line, no traceback); the exit code."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        print("interrupted", file=sys.stderr, flush=True)
+    return 128 + signal.SIGINT
+
+
+def exit_with(code: int, *, at_once: bool = False) -> NoReturn:
     """End the process with ``code``, whatever its standard streams still hold; ``at_once``
     without Python's teardown (only for a process that holds nothing to release)."""
     for stream in (sys.stdout, sys.stderr):

@@ -13,6 +13,7 @@ import asyncio
 import concurrent.futures
 import itertools
 import threading
+import time
 from collections.abc import Callable
 
 from ..errors import OutOfMemory, PoolError, out_of_memory
@@ -65,6 +66,7 @@ class DecodeQueue:
         self._pool: concurrent.futures.ProcessPoolExecutor | None = None
         self._warning = DeathWarning()
         self._retired: list[Leftovers] = []  # of replaced pools
+        self._warming: list[threading.Thread] = []  # starting a pool's workers
         self._runners: list[asyncio.Task[None]] = []
         self._running = 0  # jobs handed to the pool and not settled
         self._drained = asyncio.Event()  # set when none is
@@ -110,6 +112,8 @@ class DecodeQueue:
             warming.start()
         except RuntimeError as err:  # no thread to be had
             self._cannot_start(pool, err)
+        else:
+            self._warming = [w for w in self._warming if w.is_alive()] + [warming]
 
     def _cannot_start(self, pool: concurrent.futures.ProcessPoolExecutor, err: Exception) -> None:
         """The pool could not start a thread or a process it needs: it never will run a job.
@@ -274,6 +278,13 @@ class DecodeQueue:
             waiting.append(self._queue.get_nowait())
         for _, _, (_, _, done) in waiting:
             done.cancel()
+        # Workers still being started are not yet the pool's to stop: once started, they would
+        # outlive it, and one still reading its start-up data as the run ends (a Ctrl-C as the
+        # first download begins) finds the pool's semaphores removed and prints a traceback.
+        until = time.monotonic() + _STOP_GRACE
+        for warming in self._warming:
+            warming.join(max(0.0, until - time.monotonic()))
+        self._warming = []
         if self._pool is not None:
             self._retired.append(retire(self._pool))
             self._pool = None

@@ -23,7 +23,7 @@ from ..errors import FetchError
 from .http import HTTPTransport
 from .local import LocalFolder
 from .retry import RetryPolicy, Sleep
-from .transport import Fetched, Probed, Progress, Transport
+from .transport import Announced, Fetched, Probed, Progress, Transport
 
 if TYPE_CHECKING:
     from .s3 import S3Transport
@@ -132,13 +132,15 @@ class Fetcher:
         progress: Progress | None = None,
         *,
         stored: bool = False,
+        announced: Announced | None = None,
     ) -> Fetched:
         """Stream an index file to ``dest`` (local files are used in place), hashing it.
 
         With ``etag``, the request is conditional; a 304 answer gives a result whose
         :attr:`Fetched.not_modified` is true and nothing is written. ``progress`` is called
         with 0 as each attempt starts writing ``dest``, then with how many bytes are on disk
-        after each write (not for local files: they are complete from the start).
+        after each write (not for local files: they are complete from the start), and
+        ``announced`` with the size an answer announces, as it comes (see :data:`Announced`).
 
         A ``Content-Encoding`` is undone as the body arrives, unless ``stored``: then the body
         is asked for without one (``Accept-Encoding: identity``), and one that comes anyway is
@@ -153,6 +155,7 @@ class Fetcher:
             etag=etag,
             progress=progress,
             stored=stored,
+            announced=announced,
         )
         seconds = time.monotonic() - started
         if not fetched.not_modified:

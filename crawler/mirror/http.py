@@ -32,7 +32,7 @@ from ..urls import credentials, credentials_for, redacted
 from .proxies import environment_proxies, proxy_for
 from .retry import RetryPolicy, describe, retry_after
 from .stream import stream_to, time_limit
-from .transport import MAX_INDEX, Fetched, Probed, Progress, check_size
+from .transport import MAX_INDEX, Announced, Fetched, Probed, Progress, check_size
 
 log = logging.getLogger(__name__)
 
@@ -173,15 +173,23 @@ class HTTPTransport:
         etag: str | None,
         progress: Progress | None,
         stored: bool,
+        announced: Announced | None = None,
     ) -> Fetched:
         """Stream an index to ``dest``, hashing it: a conditional ``GET`` with ``etag``; with
-        ``stored``, the body as stored (``Accept-Encoding: identity``, any encoding kept)."""
+        ``stored``, the body as stored (``Accept-Encoding: identity``, any encoding kept).
+        ``announced`` is told its ``Content-Length`` when that is the size written: not for a
+        body whose ``Content-Encoding`` is undone as it comes."""
         etag = usable_etag(etag)  # one kept by an earlier version may not be
 
         async def attempt() -> Fetched:
             async with self._index_get(location, limit, etag, stored) as resp:
                 if resp is None:
                     return Fetched(location, None, 0, None, 0, 0.0, etag)
+                # A body decoded as it comes is not the size its Content-Length says.
+                decoded = resp.headers.get("Content-Encoding", "identity") != "identity"
+                length = resp.content_length
+                if announced is not None and length is not None and (stored or not decoded):
+                    announced(length)
                 with _decoding(location, resp):
                     size, digest = await stream_to(
                         _blocks(resp), dest, location, limit, progress, self.write_batch

@@ -11,7 +11,7 @@ from pathlib import Path
 from ..errors import FetchError, NotFoundError
 from ..files import open_regular
 from ..urls import file_path
-from .transport import MAX_INDEX, Fetched, Probed, Progress, check_size, file_identity
+from .transport import MAX_INDEX, Announced, Fetched, Probed, Progress, check_size, file_identity
 
 #: How much of a local index is hashed at a time.
 _READ_BATCH = 2 << 20
@@ -71,9 +71,11 @@ class LocalFolder:
         etag: str | None,
         progress: Progress | None,
         stored: bool,
+        announced: Announced | None = None,
     ) -> Fetched:
         """The file itself, hashed in place: ``dest`` is not written, and there is no ETag,
-        progress (it is complete from the start) nor encoding to ask for."""
+        progress nor size to announce (it is complete from the start) nor encoding to ask
+        for."""
         path = local_path(location)
         size, digest, identity = await asyncio.to_thread(self.hash_file, location, path, limit)
         return Fetched(location, path, size, digest, 1, 0.0, identity=identity)

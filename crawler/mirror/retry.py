@@ -114,6 +114,7 @@ class RetryPolicy:
                 wait,
                 state.attempt_number,
                 reason,
+                extra={"event": "retry", "url": location, "attempt": state.attempt_number},
             )
 
         return note

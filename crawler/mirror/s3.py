@@ -40,7 +40,7 @@ from .http import usable_etag
 from .retry import RetryPolicy
 from .s3errors import S3ConnectionError, split_location, translated
 from .stream import stream_to, time_limit
-from .transport import MAX_INDEX, Fetched, Probed, Progress, check_size
+from .transport import MAX_INDEX, Announced, Fetched, Probed, Progress, check_size
 
 if TYPE_CHECKING:
     from types_aiobotocore_s3 import S3Client
@@ -195,10 +195,11 @@ class S3Transport:
         etag: str | None,
         progress: Progress | None,
         stored: bool,
+        announced: Announced | None = None,
     ) -> Fetched:
         """Stream an object to ``dest``, hashing it: with ``etag``, a conditional
-        ``GetObject`` (``IfNoneMatch``). The body is always as stored (``stored`` changes
-        nothing: S3 undoes no encoding)."""
+        ``GetObject`` (``IfNoneMatch``), ``announced`` told its ``ContentLength``. The body is
+        always as stored (``stored`` changes nothing: S3 undoes no encoding)."""
         etag = usable_etag(etag)
 
         async def attempt() -> Fetched:
@@ -207,7 +208,10 @@ class S3Transport:
                 return Fetched(location, None, 0, None, 0, 0.0, etag)
             with translated(location):
                 async with answer["Body"] as body:
-                    check_size(location, answer.get("ContentLength"), limit, MAX_INDEX)
+                    length = answer.get("ContentLength")
+                    check_size(location, length, limit, MAX_INDEX)
+                    if announced is not None and length is not None:
+                        announced(length)
                     size, digest = await stream_to(
                         body.iter_chunks(_CHUNK), dest, location, limit, progress, self.write_batch
                     )

@@ -14,6 +14,9 @@ from ..errors import FetchError, SourceChanged
 
 #: Told how many bytes of a download are on disk (0 when an attempt starts over).
 Progress = Callable[[int], None]
+#: Told the size of a download's body as its answer announces it (``Content-Length``), before
+#: the body comes; not told when the answer announces none, or the size of an encoded body.
+Announced = Callable[[int], None]
 #: What the limit on an index is called in an error: the setting that sets it.
 MAX_INDEX = "max_index_mb"
 
@@ -97,6 +100,7 @@ class Transport(Protocol):
         etag: str | None,
         progress: Progress | None,
         stored: bool,
+        announced: Announced | None = None,
     ) -> Fetched:
         """An index of at most ``limit`` bytes, hashed (see :meth:`Fetcher.download`); its
         ``seconds`` are the fetcher's to fill in."""

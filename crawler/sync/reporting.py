@@ -1,5 +1,9 @@
 """What a sync tells as it goes: the events a run reports, and the cron log's way of telling
-them (the terminal's live display is :class:`crawler.cli.display.LiveReporter`)."""
+them (the terminal's live display is :class:`crawler.cli.display.LiveReporter`).
+
+The cron log's records carry the run's facts as fields too (``event``, ``branch``, ``source``,
+``url``, ``status``, ``bytes``), for ``--log-format json`` (:mod:`crawler.cli.display`).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,8 @@ import logging
 from typing import Protocol
 
 from ..build.changes import counted
+from ..mirror.transport import Progress
+from .outcome import SourceOutcome
 
 log = logging.getLogger("crawler")
 
@@ -17,21 +23,60 @@ class Reporter(Protocol):
     def branch_started(self, branch: str, sources: int) -> None:
         """A branch's sources are about to be fetched."""
 
-    def source_done(self, branch: str, line: str, size: int, ok: bool) -> None:
-        """One source finished (``line`` is the human summary)."""
+    def source_progress(self, branch: str, label: str, done: int, total: int | None) -> None:
+        """A source's download has ``done`` bytes on disk (0: an attempt starts over) of the
+        ``total`` its answer announced (None: not announced, or not yet)."""
+
+    def source_done(self, branch: str, outcome: SourceOutcome) -> None:
+        """One source finished: fetched, unchanged, missing or failed."""
 
     def branch_done(self, branch: str, line: str, ok: bool) -> None:
         """A branch finished (published or failed)."""
+
+
+class Download:
+    """One source's download as the reporter hears of it: give :meth:`written` to the fetcher
+    as its ``progress`` (it calls ``then`` first: the root's decoding while it downloads) and
+    :meth:`announced` as its ``announced``."""
+
+    def __init__(
+        self, reporter: Reporter, branch: str, label: str, then: Progress | None = None
+    ) -> None:
+        self.reporter, self.branch, self.label, self.then = reporter, branch, label, then
+        self.total: int | None = None
+
+    def written(self, size: int) -> None:
+        if self.then is not None:
+            self.then(size)
+        self.reporter.source_progress(self.branch, self.label, size, self.total)
+
+    def announced(self, size: int) -> None:
+        self.total = size
+        self.reporter.source_progress(self.branch, self.label, 0, size)
 
 
 class LogReporter:
     """One log line per event, for cron and pipes."""
 
     def branch_started(self, branch: str, sources: int) -> None:
-        log.info("%s: fetching %s", branch, counted(sources, "source"))
+        fields = {"event": "branch_started", "branch": branch, "sources": sources}
+        log.info("%s: fetching %s", branch, counted(sources, "source"), extra=fields)
 
-    def source_done(self, branch: str, line: str, size: int, ok: bool) -> None:
-        (log.info if ok else log.error)("%s %s", branch, line)
+    def source_progress(self, branch: str, label: str, done: int, total: int | None) -> None:
+        """Nothing: a line a source is enough for a log."""
+
+    def source_done(self, branch: str, outcome: SourceOutcome) -> None:
+        ok = outcome.status != "failed"
+        fields = {
+            "event": "source_done",
+            "branch": branch,
+            "source": outcome.label,
+            "url": outcome.source.url,
+            "status": outcome.status,
+            "bytes": outcome.size,
+        }
+        (log.info if ok else log.error)("%s %s", branch, outcome.line(), extra=fields)
 
     def branch_done(self, branch: str, line: str, ok: bool) -> None:
-        (log.info if ok else log.error)("%s: %s", branch, line)
+        fields = {"event": "branch_done", "branch": branch}
+        (log.info if ok else log.error)("%s: %s", branch, line, extra=fields)

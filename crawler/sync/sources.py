@@ -36,7 +36,7 @@ from ..mirror.transport import Fetched
 from ..output.state import BranchState, SourceState, Store
 from .decoding import Decoding
 from .outcome import SourceOutcome, Status
-from .reporting import Reporter
+from .reporting import Download, Reporter
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +87,7 @@ class SourceReader:
         try:
             for attempt in range(1, _CHANGING_ATTEMPTS + 1):
                 async with self._slot:
-                    fetched = await self._fetch(fetcher, outcome, dest, previous)
+                    fetched = await self._fetch(fetcher, outcome, dest, previous, branch)
                 outcome.fetch_seconds = time.monotonic() - started
                 if fetched is None:
                     break
@@ -116,8 +116,7 @@ class SourceReader:
                 self.read_sha256.add(outcome.sha256)
         if outcome.status in ("missing", "failed"):
             outcome.use(None)
-        ok = outcome.status != "failed"
-        self.reporter.source_done(branch, outcome.line(), outcome.size or 0, ok)
+        self.reporter.source_done(branch, outcome)
         return outcome
 
     def _reuse(
@@ -156,7 +155,12 @@ class SourceReader:
         return cached.summary if cached else None
 
     async def _fetch(
-        self, fetcher: Fetcher, outcome: SourceOutcome, dest: Path, previous: BranchState | None
+        self,
+        fetcher: Fetcher,
+        outcome: SourceOutcome,
+        dest: Path,
+        previous: BranchState | None,
+        branch: str,
     ) -> Fetched | None:
         """Prove the cached summary current, or download the index.
 
@@ -167,14 +171,14 @@ class SourceReader:
         if before is not None:  # what the server is known for carries over to this run
             outcome.etag, outcome.downloaded = usable_etag(before.etag), before.downloaded
         if source.sidecar is None:
-            return await self._fetch_index(fetcher, outcome, dest, before)
+            return await self._fetch_index(fetcher, outcome, dest, before, branch)
         if before is None or before.etag is None:  # the sidecar may serve as the validator
             outcome.sidecar = await read_sidecar(fetcher, source.sidecar)
-            return await self._fetch_index(fetcher, outcome, dest, before)
+            return await self._fetch_index(fetcher, outcome, dest, before, branch)
         # With an ETag the sidecar is only reported: fetch it alongside, not before.
         sidecar = asyncio.create_task(read_sidecar(fetcher, source.sidecar))
         try:
-            path = await self._fetch_index(fetcher, outcome, dest, before)
+            path = await self._fetch_index(fetcher, outcome, dest, before, branch)
         except BaseException:
             sidecar.cancel()
             await asyncio.gather(sidecar, return_exceptions=True)
@@ -188,6 +192,7 @@ class SourceReader:
         outcome: SourceOutcome,
         dest: Path,
         before: SourceState | None,
+        branch: str,
     ) -> Fetched | None:
         source = outcome.source
         etag = before.etag if before and self.store.has(outcome.kind, before.sha256) else None
@@ -198,27 +203,35 @@ class SourceReader:
             confirmed = await fetcher.confirmed(source.location)
             if confirmed and self._reuse(outcome, promised, "unchanged", before):
                 return None
-        progress = None
+        root = None
         if not source.location.startswith("file://"):  # local files are only hashed here
             if etag is None:  # a body will come: workers start while it downloads
                 self.decoding.pool.start()
             if source.is_root:
-                progress = self.decoding.root_parts(dest, source.location).written
-        fetched = await fetcher.download(source.location, dest, etag=etag, progress=progress)
+                root = self.decoding.root_parts(dest, source.location).written
+        watch = Download(self.reporter, branch, source.label, root)
+        progress, announced = watch.written, watch.announced
+        fetched = await fetcher.download(
+            source.location, dest, etag=etag, progress=progress, announced=announced
+        )
         outcome.attempts, outcome.etag, outcome.downloaded = fetched.attempts, fetched.etag, True
         if fetched.not_modified:
             assert before is not None and before.sha256 is not None
             if self._reuse(outcome, before.sha256, "unchanged", before):
                 return None
             # The cache was lost meanwhile (the 304 wrote nothing: the parts are still unused).
-            fetched = await fetcher.download(source.location, dest, progress=progress)
+            fetched = await fetcher.download(
+                source.location, dest, progress=progress, announced=announced
+            )
         decoded = None
         if source.checksum is not None and fetched.sha256 != source.checksum and fetched.encoding:
             # A blob stored compressed and served with a Content-Encoding saying so (object
             # metadata): its name is the checksum of the bytes as stored, which Spack's own
             # client reads, and aiohttp undid the encoding. Asked for again, as stored.
             decoded = fetched
-            fetched = await fetcher.download(source.location, dest, progress=progress, stored=True)
+            fetched = await fetcher.download(
+                source.location, dest, progress=progress, stored=True, announced=announced
+            )
             outcome.attempts += fetched.attempts
             outcome.etag = fetched.etag
         outcome.sha256, outcome.size, outcome.status = fetched.sha256, fetched.size, "fetched"
