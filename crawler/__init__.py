@@ -27,6 +27,12 @@ _PUBLIC = {
     "load_changes": "crawler.consume.load",
     "load_history": "crawler.consume.load",
     "find_specs": "crawler.consume.query",
+    "diff_indexes": "crawler.consume.diff",
+    "IndexDiff": "crawler.consume.diff",
+    "PackageDiff": "crawler.consume.diff",
+    "SpecDiff": "crawler.consume.diff",
+    "Change": "crawler.consume.diff",
+    "DiffTotals": "crawler.consume.diff",
     "Query": "crawler.consume.query",
     "Match": "crawler.consume.query",
     "Found": "crawler.consume.query",
@@ -40,27 +46,35 @@ _PUBLIC = {
     "SchemaVersionError": "crawler.errors",
     "QueryError": "crawler.errors",
     "UnknownTargetError": "crawler.errors",
+    "MirrorsDifferError": "crawler.errors",
 }
 
 __all__ = [
+    "Change",
     "Changes",
     "Config",
     "ConfigError",
     "CrawlerError",
+    "DiffTotals",
     "ExitCode",
     "Found",
     "History",
     "Index",
+    "IndexDiff",
     "Match",
+    "MirrorsDifferError",
     "NotABranchError",
+    "PackageDiff",
     "PackageSummary",
     "Query",
     "QueryError",
     "Report",
     "SchemaVersionError",
     "SpecDetail",
+    "SpecDiff",
     "UnknownTargetError",
     "__version__",
+    "diff_indexes",
     "find_specs",
     "load_changes",
     "load_config",
@@ -74,6 +88,7 @@ __all__ = [
 if TYPE_CHECKING:
     from .cli.command import main
     from .config import Config, load_config
+    from .consume.diff import Change, DiffTotals, IndexDiff, PackageDiff, SpecDiff, diff_indexes
     from .consume.load import load_changes, load_history, load_index, load_report
     from .consume.query import Found, Match, Query, find_specs
     from .documents import Changes, History, Index, PackageSummary, Report, SpecDetail
@@ -81,6 +96,7 @@ if TYPE_CHECKING:
         ConfigError,
         CrawlerError,
         ExitCode,
+        MirrorsDifferError,
         NotABranchError,
         QueryError,
         SchemaVersionError,
