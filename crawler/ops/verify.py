@@ -8,7 +8,7 @@ raises for a bad folder; only the caller decides what a problem costs.
 What is checked, in this order:
 
 1. ``index.json`` exists and is JSON. Without it nothing else can be checked.
-2. It matches the published JSON Schema, ``crawler/schema/index.schema.json`` (types, required
+2. It matches its JSON Schema, ``crawler/schema/index.schema.json`` (types, required
    and unknown keys, hash and name patterns, ``root`` first and read). At most
    :data:`MAX_SCHEMA_ERRORS` schema errors are listed.
 3. Consistency, which a schema cannot express:
@@ -32,7 +32,9 @@ What is checked, in this order:
    byte-identical to what :func:`crawler.output.render.render_page` makes of the index's
    package, and no other file. A folder of ``pages/`` that cannot be listed is reported as
    such, once, rather than every page under it as missing.
-5. When ``changes.json`` and ``report.json`` exist: each is a JSON object for the same branch.
+5. When ``changes.json``, ``report.json`` and ``history.json`` exist: each is a JSON object
+   for the same branch, which matches its schema (``crawler/schema/<name>.schema.json``; not
+   with ``schema=False``).
 
 Schema validation is the slow part: ``jsonschema`` is pure Python and takes about 0.3 ms per spec,
 so 15 to 20 seconds for a ``develop`` index of 60,000 specs, where everything else takes about a
@@ -45,12 +47,9 @@ import json
 import os
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
-from functools import cache
 from pathlib import Path
-from typing import Any
 
 import msgspec
-from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 from msgspec import UnsetType
 
 from ..build.changes import counted
@@ -58,33 +57,42 @@ from ..documents import Index, PackageSummary
 from ..files import read_regular
 from ..output.published import COMPANIONS, OS_LITTER, companion_problem, foreign_entries
 from ..output.render import render_page
+from .schemas import validator
 
-SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schema" / "index.schema.json"
 MAX_SCHEMA_ERRORS = 20
 #: How many times a branch replaced while it is verified is verified (see verify_branch).
 VERIFY_ATTEMPTS = 3
 _MAX_MESSAGE = 200
 
 
-@cache
-def _validator() -> Any:
-    schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
-    return Draft202012Validator(schema)
-
-
 def _short(text: str) -> str:
     return text if len(text) <= _MAX_MESSAGE else text[: _MAX_MESSAGE - 3] + "..."
 
 
-def _schema_problems(document: object) -> list[str]:
+def _schema_problems(document: object, name: str = "index.json") -> list[str]:
+    """The ways the document ``name`` (``index.json``, a companion) breaks its schema."""
     errors = sorted(
-        _validator().iter_errors(document), key=lambda e: [str(p) for p in e.absolute_path]
+        validator(name).iter_errors(document), key=lambda e: [str(p) for p in e.absolute_path]
     )
-    problems = [f"index.json: schema: {e.json_path}: {_short(e.message)}" for e in errors]
+    problems = [f"{name}: schema: {e.json_path}: {_short(e.message)}" for e in errors]
     if len(problems) > MAX_SCHEMA_ERRORS:
         more = len(problems) - MAX_SCHEMA_ERRORS
-        problems = [*problems[:MAX_SCHEMA_ERRORS], f"index.json: schema: ... and {more} more"]
+        problems = [*problems[:MAX_SCHEMA_ERRORS], f"{name}: schema: ... and {more} more"]
     return problems
+
+
+def _companion_problems(folder: Path, name: str, schema: bool) -> list[str]:
+    """What is wrong with the companion ``name``, if it is there: not a JSON object of the
+    branch; else, with ``schema``, what its schema says."""
+    problem = companion_problem(folder, name)
+    if problem is not None:
+        return [_short(problem)]
+    if not schema or not (folder / name).exists():
+        return []
+    try:
+        return _schema_problems(json.loads(read_regular(folder / name)), name)
+    except (OSError, ValueError) as err:  # replaced meanwhile: the next pass tells
+        return [f"{name}: not readable JSON: {_short(str(err))}"]
 
 
 def _list_problem(where: str, field: str, actual: list[str], expected: list[str]) -> str | None:
@@ -314,8 +322,7 @@ def verify_once(folder: Path, schema: bool) -> list[str]:
             folder, branch, names, index.packages if index is not None else None
         )
     for name in COMPANIONS:
-        problem = companion_problem(folder, name)
-        problems += [_short(problem)] if problem else []
+        problems += _companion_problems(folder, name, schema)
     reported = {p.split(": ", 1)[0] for p in problems if p.startswith(("pages/", "pages:"))}
     return problems + _foreign_problems(folder, reported)
 
