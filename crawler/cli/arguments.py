@@ -13,6 +13,7 @@ from .. import __version__
 from ..config import Config, load_config, with_overrides
 from ..errors import UsageError
 from . import completion, configcmd, find
+from . import diff as branch_diff
 from . import log as history_log
 
 
@@ -79,6 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_verify(commands)
     find.add_parser(commands)
     history_log.add_parser(commands)
+    branch_diff.add_parser(commands)
     configcmd.add_parser(commands)
     completion.add_parser(commands)
     return parser
@@ -151,6 +153,9 @@ def _add_sync(commands: argparse._SubParsersAction[_Parser]) -> None:
         help="lift the publish gate and re-sync immutable refs that are already published",
     )
     sync.add_argument("--metrics", metavar="FILE", help="write an OpenMetrics file after the run")
+    sync.add_argument(
+        "--json", action="store_true", help="JSON Lines on stdout: one object a branch, at the end"
+    )
     _add_filters(sync)
 
 
@@ -184,6 +189,7 @@ def _add_branches(commands: argparse._SubParsersAction[_Parser]) -> None:
         "interrupted, 141 its reader closed the pipe",
     )
     _common(branches)
+    branches.add_argument("--json", action="store_true", help="JSON Lines: one object a ref")
 
 
 def _add_verify(commands: argparse._SubParsersAction[_Parser]) -> None:
@@ -198,6 +204,9 @@ def _add_verify(commands: argparse._SubParsersAction[_Parser]) -> None:
     )
     verify.add_argument("path", type=_path, help="a published branch folder, e.g. output/develop")
     verify.add_argument("-q", "--quiet", action="store_true", help="print problems only")
+    verify.add_argument(
+        "--json", action="store_true", help="one JSON object on stdout: the verdict, its problems"
+    )
     verify.add_argument(
         "--no-schema",
         action="store_true",

@@ -33,10 +33,12 @@ from ..output.workdir import STATE_DIR
 from ..sync.reporting import LogReporter
 from ..sync.run import RunResult, Syncer
 from . import completion, configcmd, find
+from . import diff as branch_diff
 from . import log as history_log
 from .arguments import build_parser, settings
 from .checks import check_metrics, check_output, leave_a_deleted_working_folder
 from .display import LiveReporter, setup_logging, wants_live
+from .records import Verified, json_lines, listed, synced
 from .stopping import GRACE, Stopper, timer
 
 log = logging.getLogger("crawler")
@@ -96,8 +98,17 @@ def _verify(args: argparse.Namespace) -> int:
         raise UsageError(f"crawler verify: {path}: {found}")
     problems = verify_branch(path, schema=not args.no_schema)
     verdict = [] if problems or args.quiet else [f"{path}: all checks hold"]
+    lines = problems or verdict
+    if args.json:
+        lines = json_lines(
+            [
+                Verified(
+                    path=str(path), ok=not problems, schema=not args.no_schema, problems=problems
+                )
+            ]
+        )
     try:
-        _results(problems or verdict)
+        _results(lines)
     except BrokenPipeError:
         pass  # the reader took what it wanted (`| head -1`)
     except OSError as err:  # the exit code is the verdict, and stands
@@ -138,12 +149,19 @@ def _tell(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
 
-async def _branches(config: Config, sleep: Sleep) -> int:
+async def _branches(config: Config, sleep: Sleep, as_json: bool) -> int:
     discovery = await Syncer(config, LogReporter(), sleep=sleep).branches()
+    if as_json:
+        return _listed(json_lines(listed(discovery)))
     lines = [
         f"{ref}\t{' '.join(s.label for s in sources)}" for ref, sources in discovery.refs.items()
     ]
     lines += [f"{shown(ref)}\tUNUSABLE: {problem}" for ref, problem in discovery.problems.items()]
+    return _listed(lines)
+
+
+def _listed(lines: list[str]) -> int:
+    """Print the list of refs: the exit code of ``crawler branches``."""
     try:
         _results(lines)
     except BrokenPipeError:  # the reader closed the pipe (`| head -1`): quietly, as SIGPIPE would
@@ -195,6 +213,8 @@ async def main_async(
             return find.run(args)
         if command == "log":
             return history_log.run(args)
+        if command == "diff":
+            return branch_diff.run(args)
         if command == "config":  # prints a text: nothing read, nothing written
             return configcmd.run(args)
         if command == "completion":
@@ -262,7 +282,7 @@ async def _command(
     syncer: Syncer | None = None
     try:
         if args.command == "branches":
-            return await _branches(config, sleep), None
+            return await _branches(config, sleep, args.json), None
         check_output(config)
         syncer = Syncer(config, LogReporter(), sleep=sleep, force=args.force)
         result = await _sync(syncer, args)
@@ -271,11 +291,28 @@ async def _command(
             raise
         stopped = RunResult(syncer.results) if syncer is not None else None  # what finished
         _tell(_stopped(stopper, stopped, config.deadline))
+        if args.json and stopped is not None:
+            _synced(stopped, config)
         return stopper.code, stopped
+    if args.json:
+        _synced(result, config)
     if result.failed:
         names = ", ".join(b.branch for b in result.failed)
         _tell(f"error: {len(result.failed)} branch(es) failed: {names}")
     return exit_code(result), result
+
+
+def _synced(result: RunResult, config: Config) -> None:
+    """``sync --json``: a line of JSON a branch. One that cannot be written is a warning: the
+    exit code says how the sync went, and stands."""
+    output = config.output_dir.resolve()
+    records = [synced(b.branch, b.status, b.message, b.report, output) for b in result.branches]
+    try:
+        _results(json_lines(records))
+    except OSError as err:
+        _tell(
+            f"warning: cannot write the branches synced to standard output: {err.strerror or err}"
+        )
 
 
 def _stopped(stopper: Stopper, result: RunResult | None, deadline: float) -> str:
