@@ -10,7 +10,7 @@ JSON Lines (``docs/consumers.md``).
 
 It is fast on two 60,000-spec indexes because a publish writes a package's entry the same way
 each time (sorted keys, compact): a package whose bytes are the same in both is not decoded at
-all. Only the packages that differ are, and compared record by record.
+all, nor, in a package that differs, a spec whose entry's bytes are the same.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from ..documents import Index, PackageSummary, SpecDetail
+from ..documents import Index, PackageMeta, PackageSummary, SpecDetail
 from ..errors import MirrorsDifferError
 from .load import Packages, load_packages, no_gc
 
@@ -221,13 +221,12 @@ def _package_diff(
         return _whole(name, "removed", old[name])
     if name not in old:
         return _whole(name, "added", new[name])
-    if _same_bytes(name, old, new):
+    differing = _differing(name, old, new)
+    if differing is None:
         return None
-    before, after = old[name], new[name]
-    if before == after:
-        return None
-    old_specs = {s.hash: s for s in before.spec_details}
-    new_specs = {s.hash: s for s in after.spec_details}
+    (versions_before, gone), (versions_after, came) = differing
+    old_specs = {s.hash: s for s in gone}
+    new_specs = {s.hash: s for s in came}
     specs = [SpecDiff("removed", spec, None) for h, spec in old_specs.items() if h not in new_specs]
     specs += [SpecDiff("added", None, spec) for h, spec in new_specs.items() if h not in old_specs]
     specs += [
@@ -236,13 +235,53 @@ def _package_diff(
         if h in new_specs and spec != new_specs[h]
     ]
     specs.sort(key=lambda s: (_RANK[s.change], s.spec.hash))
-    versions_before, versions_after = set(before.meta.versions), set(after.meta.versions)
-    return PackageDiff(
-        name,
-        "changed",
-        versions_added=sorted(versions_after - versions_before),
-        versions_removed=sorted(versions_before - versions_after),
-        specs=specs,
+    added = sorted(set(versions_after) - set(versions_before))
+    removed = sorted(set(versions_before) - set(versions_after))
+    if not (specs or added or removed):  # the same, written another way
+        return None
+    return PackageDiff(name, "changed", versions_added=added, versions_removed=removed, specs=specs)
+
+
+class _Entries(msgspec.Struct, frozen=True, gc=False):
+    """A package read with each entry of ``spec_details`` left as its bytes."""
+
+    meta: PackageMeta
+    spec_details: list[msgspec.Raw]
+
+
+_ENTRIES = msgspec.json.Decoder(_Entries)
+_SPEC = msgspec.json.Decoder(SpecDetail)
+_Side = tuple[list[str], list[SpecDetail]]
+
+
+def _differing(
+    name: str, old: Mapping[str, PackageSummary], new: Mapping[str, PackageSummary]
+) -> tuple[_Side, _Side] | None:
+    """Both sides of package ``name``: its versions, and its specs that the other side does
+    not hold as they are; None when it is the same in both.
+
+    Of two published indexes, a package whose bytes are the same in both is not decoded, nor
+    the entries of a spec whose bytes are. (Other bytes may still say the same, written
+    another way: a copy pretty-printed by hand; the caller compares what they say.)"""
+    if isinstance(old, Packages) and isinstance(new, Packages):
+        raw_old, raw_new = old.index.packages[name], new.index.packages[name]
+        if raw_old == raw_new:
+            return None
+        try:
+            before, after = _ENTRIES.decode(raw_old), _ENTRIES.decode(raw_new)
+            held_before = {bytes(e) for e in before.spec_details}
+            held_after = {bytes(e) for e in after.spec_details}
+            gone = [_SPEC.decode(e) for e in before.spec_details if bytes(e) not in held_after]
+            came = [_SPEC.decode(e) for e in after.spec_details if bytes(e) not in held_before]
+            return (before.meta.versions, gone), (after.meta.versions, came)
+        except msgspec.DecodeError:  # not as a publish writes it: the full decoding says why
+            pass
+    package_before, package_after = old[name], new[name]
+    if package_before == package_after:
+        return None
+    return (
+        (package_before.meta.versions, package_before.spec_details),
+        (package_after.meta.versions, package_after.spec_details),
     )
 
 
@@ -255,14 +294,3 @@ def _whole(name: str, change: Changed, package: PackageSummary) -> PackageDiff:
     versions = list(package.meta.versions)
     added, removed = (versions, []) if change == "added" else ([], versions)
     return PackageDiff(name, change, versions_added=added, versions_removed=removed, specs=specs)
-
-
-def _same_bytes(
-    name: str, old: Mapping[str, PackageSummary], new: Mapping[str, PackageSummary]
-) -> bool:
-    """Whether both indexes hold the very same bytes for the package: then it is the same,
-    and neither is decoded. (Different bytes may still be the same package, written another
-    way: a copy pretty-printed by hand.)"""
-    if isinstance(old, Packages) and isinstance(new, Packages):
-        return bool(old.index.packages[name] == new.index.packages[name])
-    return False
