@@ -118,7 +118,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     size = (develop / "index.json").stat().st_size
     print(f"index: {develop / 'index.json'} ({size / 1e6:.1f} MB)")
     print(f"load average before: {os.getloadavg()[0]:.2f} ({os.cpu_count()} CPUs)")
-    cases = [("the same index twice", develop, ())]
+    cases: list[tuple[str, Path, tuple[str, ...]]] = [("the same index twice", develop, ())]
     cases += [(f"{name}, JSON", derived(develop, out, name), ("--json",)) for name in VARIANTS]
     cases += [("night, table", derived(develop, out, "night"), ())]
     for label, after, extra in cases:
