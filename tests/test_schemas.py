@@ -5,12 +5,14 @@ verify`` reports a companion that breaks its schema."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+import jsonschema  # type: ignore[import-untyped]
 import msgspec
 import pytest
 
@@ -18,7 +20,7 @@ import crawler.documents as documents
 from crawler.ops.schemas import SCHEMAS, schema
 from crawler.ops.verify import verify_branch
 
-from .conftest import CLI_TIMEOUT, SAMPLE_MIRROR, cli_env
+from .conftest import CLI_TIMEOUT, REPO, SAMPLE_MIRROR, cli_env
 from .schema import assert_valid
 
 #: Each struct of crawler/documents.py, and where its object is in which schema.
@@ -132,3 +134,19 @@ def test_verify_checks_the_companions_schemas(published: Path, tmp_path: Path) -
         "minimum of 0",
     ]
     assert verify_branch(branch, schema=False) == []
+
+
+def test_the_documented_validation_runs(published: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The example of docs/output-format.md's JSON Schemas section, as written."""
+    page = (REPO / "docs" / "output-format.md").read_text()
+    section = page[page.index("### JSON Schemas") :]
+    [example] = re.findall(r"```python\n(.*?)```", section, re.S)[:1]
+    monkeypatch.chdir(published.parent)  # it reads output/develop/history.json
+    exec(compile(example, "docs/output-format.md: JSON Schemas", "exec"), {})
+    history = json.loads((published / "develop" / "history.json").read_bytes())
+    history["branch"] = "not a/branch"
+    (published.parent / "bad").mkdir()
+    bad = example.replace("output/develop/history.json", "bad/history.json")
+    (published.parent / "bad" / "history.json").write_text(json.dumps(history))
+    with pytest.raises(jsonschema.ValidationError):
+        exec(compile(bad, "docs/output-format.md: JSON Schemas", "exec"), {})
