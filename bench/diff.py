@@ -22,9 +22,7 @@ import json
 import os
 import random
 import statistics
-import subprocess
 import sys
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -34,7 +32,7 @@ REPO = BENCH_DIR.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from bench.find import published  # noqa: E402
+from bench.find import published, timed  # noqa: E402
 from crawler.output.render import encode_json  # noqa: E402
 
 Document = dict[str, Any]
@@ -91,21 +89,8 @@ def derived(develop: Path, out: Path, name: str) -> Path:
 
 
 def measure(before: Path, after: Path, args: Sequence[str]) -> tuple[float, float, int, int]:
-    """One run of ``crawler diff BEFORE AFTER ARGS``: wall and CPU seconds, exit code, bytes
-    printed."""
-    started_cpu = os.times()
-    started = time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, "-m", "crawler", "diff", str(before), str(after), *args],
-        capture_output=True,
-        check=False,
-    )
-    wall = time.perf_counter() - started
-    ended_cpu = os.times()
-    cpu = (ended_cpu.children_user - started_cpu.children_user) + (
-        ended_cpu.children_system - started_cpu.children_system
-    )
-    return wall, cpu, done.returncode, len(done.stdout)
+    """One run of ``crawler diff BEFORE AFTER ARGS`` (see :func:`bench.find.timed`)."""
+    return timed(["diff", str(before), str(after), *args])
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +17,9 @@ from crawler.cli import diff as diff_cli
 from crawler.cli.command import main
 from crawler.output.render import encode_json
 
-from .conftest import CLI_TIMEOUT, Done, cli_env, tree_bytes
+from .conftest import Done, tree_bytes
+from .test_find import HEAVY, imported_by
+from .test_messages import crawler as in_a_process
 from .test_query import sync_sample
 
 
@@ -33,16 +33,7 @@ def sample(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def run_diff(*args: str, cwd: Path) -> Done:
     """``python -m crawler diff ARGS`` in a process of its own."""
-    done = subprocess.run(
-        [sys.executable, "-m", "crawler", "diff", *args],
-        cwd=cwd,
-        env=cli_env(),
-        capture_output=True,
-        text=True,
-        timeout=CLI_TIMEOUT,
-        check=False,
-    )
-    return Done(done.returncode, done.stdout, done.stderr)
+    return in_a_process("diff", *args, cwd=cwd)
 
 
 def here(capsys: pytest.CaptureFixture[str], *args: str) -> Done:
@@ -224,32 +215,6 @@ def test_diff_writes_nothing(sample: Path, capsys: pytest.CaptureFixture[str]) -
 @pytest.mark.slow
 def test_diff_starts_without_the_sync(sample: Path) -> None:
     """As find (see tests/test_find.py): nothing of the sync is imported, nor rich for a pipe."""
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-X",
-            "importtime",
-            "-m",
-            "crawler",
-            "diff",
-            "--output",
-            str(sample),
-            "develop",
-            "v0.23.1",
-        ],
-        env=cli_env(),
-        capture_output=True,
-        text=True,
-        timeout=CLI_TIMEOUT,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    imported = {
-        line.rsplit("|", 1)[-1].strip()
-        for line in done.stderr.splitlines()
-        if line.startswith("import time:")
-    }
+    imported = imported_by("diff", "--output", str(sample), "develop", "v0.23.1")
     assert "crawler.consume.diff" in imported
-    heavy = ["aiohttp", "asyncio", "crawler.sync", "crawler.decode.pool", "crawler.config"]
-    heavy += ["yaml", "jsonschema", "rich", "archspec"]
-    assert [m for m in heavy if m in imported] == []
+    assert [m for m in HEAVY if m in imported] == []

@@ -177,9 +177,22 @@ def test_find_starts_without_the_sync(sample: Path) -> None:
     """Only what find uses is imported: no aiohttp, no decoding pool, no config, no rich for a
     pipe, no archspec unless a target family or host is asked about. (``-X importtime``
     names every module imported, also of a process that ends without Python's teardown.)"""
-    find = ["find", "zlib", "--in", str(sample / "develop")]
+    imported = imported_by("find", "zlib", "--in", str(sample / "develop"))
+    assert "crawler.consume.load" in imported  # the lines were read
+    assert [m for m in HEAVY if m in imported] == []
+
+
+#: What a consumer's command imports only when it needs it: none of it for a query by name
+#: into a pipe.
+HEAVY = ["aiohttp", "asyncio", "crawler.sync", "crawler.decode.pool", "crawler.config", "yaml"]
+HEAVY += ["jsonschema", "rich", "archspec"]
+
+
+def imported_by(*args: str) -> set[str]:
+    """The modules ``crawler ARGS`` imports, as ``-X importtime`` names them (also those of a
+    process that ends without Python's teardown); it must exit 0."""
     done = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "crawler", *find],
+        [sys.executable, "-X", "importtime", "-m", "crawler", *args],
         env=cli_env(),
         capture_output=True,
         text=True,
@@ -187,12 +200,8 @@ def test_find_starts_without_the_sync(sample: Path) -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    imported = {
+    return {
         line.rsplit("|", 1)[-1].strip()
         for line in done.stderr.splitlines()
         if line.startswith("import time:")
     }
-    assert "crawler.consume.load" in imported  # the lines were read
-    heavy = ["aiohttp", "asyncio", "crawler.sync", "crawler.decode.pool", "crawler.config"]
-    heavy += ["yaml", "jsonschema", "rich", "archspec"]
-    assert [m for m in heavy if m in imported] == []

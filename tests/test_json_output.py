@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .conftest import CLI_TIMEOUT, SAMPLE_MIRROR, Done, cli_env
+from .conftest import SAMPLE_MIRROR
+from .test_messages import crawler
 
 SYNCED = {
     "branch",
@@ -28,20 +27,6 @@ SYNCED = {
     "finished_at",
     "duration_seconds",
 }
-
-
-def crawler(*args: str, cwd: Path) -> Done:
-    """``python -m crawler ARGS`` in a process of its own."""
-    done = subprocess.run(
-        [sys.executable, "-m", "crawler", *args],
-        cwd=cwd,
-        env=cli_env(),
-        capture_output=True,
-        text=True,
-        timeout=CLI_TIMEOUT,
-        check=False,
-    )
-    return Done(done.returncode, done.stdout, done.stderr)
 
 
 def lines(text: str) -> list[dict[str, Any]]:

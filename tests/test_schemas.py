@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +18,9 @@ import crawler.documents as documents
 from crawler.ops.schemas import SCHEMAS, schema
 from crawler.ops.verify import verify_branch
 
-from .conftest import CLI_TIMEOUT, REPO, SAMPLE_MIRROR, cli_env
+from .conftest import REPO, SAMPLE_MIRROR
 from .schema import assert_valid
+from .test_messages import crawler
 
 #: Each struct of crawler/documents.py, and where its object is in which schema.
 WHERE: dict[type[msgspec.Struct], tuple[str, str]] = {
@@ -50,16 +49,8 @@ NOT_WRITTEN = {documents.Companion}  # what a sync checks of a companion: its br
 def sync(output: Path, *extra: str) -> None:
     """``crawler sync --branch develop`` of the sample mirror into ``output``, in a process."""
     argv = ["sync", "--branch", "develop", "--mirror", str(SAMPLE_MIRROR), "--output", str(output)]
-    done = subprocess.run(
-        [sys.executable, "-m", "crawler", *argv, "-q", *extra],
-        cwd=output.parent,
-        env=cli_env(),
-        capture_output=True,
-        text=True,
-        timeout=CLI_TIMEOUT,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    done = crawler(*argv, "-q", *extra, cwd=output.parent)
+    assert done.code == 0, done.err
 
 
 @pytest.fixture(scope="module")
