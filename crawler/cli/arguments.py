@@ -196,9 +196,10 @@ def _add_verify(commands: argparse._SubParsersAction[_Parser]) -> None:
     verify = commands.add_parser(
         "verify",
         help="re-check a published branch folder",
-        description="Check <output>/<branch>: schema, hash uniqueness, meta against "
-        "spec_details, stacks against sources, pages against index.json, the branch named in "
-        "its files, and that it holds nothing a publish does not write.",
+        description="Check <output>/<branch>: the JSON Schemas of its documents, hash "
+        "uniqueness, meta against spec_details, stacks against sources, pages against "
+        "index.json, the branch named in its files, and that it holds nothing a publish does "
+        "not write.",
         epilog="exit codes: 0 all checks hold, 1 internal error, 2 usage error (no branch "
         "folder), 8 problems found (one per line on stdout)",
     )

@@ -99,14 +99,10 @@ def _verify(args: argparse.Namespace) -> int:
     problems = verify_branch(path, schema=not args.no_schema)
     verdict = [] if problems or args.quiet else [f"{path}: all checks hold"]
     lines = problems or verdict
-    if args.json:
-        lines = json_lines(
-            [
-                Verified(
-                    path=str(path), ok=not problems, schema=not args.no_schema, problems=problems
-                )
-            ]
-        )
+    if args.json:  # the verdict, whatever it is
+        schema = not args.no_schema
+        verified = Verified(path=str(path), ok=not problems, schema=schema, problems=problems)
+        lines = json_lines([verified])
     try:
         _results(lines)
     except BrokenPipeError:

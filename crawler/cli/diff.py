@@ -158,9 +158,8 @@ def _detail(change: Change) -> str:
     parts = []
     for field in change.fields:
         if field == "stacks":
-            moved = [f"+{s}" for s in change.stacks_added] + [
-                f"-{s}" for s in change.stacks_removed
-            ]
+            moved = [f"+{s}" for s in change.stacks_added]
+            moved += [f"-{s}" for s in change.stacks_removed]
             parts.append(f"stacks {' '.join(moved)}")
         elif isinstance(change.before[field], str):
             parts.append(f"{field} {change.before[field]} -> {getattr(change.spec, field)}")
