@@ -18,7 +18,7 @@ from crawler.cli.command import main
 from crawler.output.render import encode_json
 
 from .conftest import Done, tree_bytes
-from .test_find import HEAVY, imported_by
+from .test_find import HEAVY, imported_by, on_a_terminal
 from .test_messages import crawler as in_a_process
 from .test_query import sync_sample
 
@@ -157,6 +157,16 @@ def test_json_lines_and_the_table_in_a_process(sample: Path, tmp_path: Path) -> 
     assert [row.split()[:2] for row in rows] == [["~spec", "hdf5"], ["~spec", "zlib"]]
     assert "compiler gcc@" in rows[0] and "-> gcc@99.1" in rows[0]
     assert "; variants changed" in rows[1] and "stacks +" in rows[1]
+
+
+@pytest.mark.slow
+def test_a_table_on_a_terminal(sample: Path, tmp_path: Path) -> None:
+    """On a terminal, rich draws it: short hashes, the two branches in the caption."""
+    copy = edited_copy(sample / "develop", tmp_path / "develop")
+    text = on_a_terminal("diff", str(sample / "develop"), str(copy))
+    zlib = json.loads((copy / "index.json").read_bytes())["packages"]["zlib"]["spec_details"][0]
+    assert zlib["hash"][:7] in text and zlib["hash"] not in text
+    assert "~spec" in text and "develop -> develop" in text
 
 
 def test_every_exit_code(sample: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

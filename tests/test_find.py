@@ -75,10 +75,20 @@ def test_the_default_folder_is_output_develop(sample: Path) -> None:
 @pytest.mark.slow
 def test_a_table_on_a_terminal(sample: Path) -> None:
     """On a terminal, rich draws it: short hashes, and a caption with the counts."""
+    text = on_a_terminal("find", "zlib", "--in", str(sample / "develop"))
+    index = json.loads((sample / "develop" / "index.json").read_bytes())
+    hashes = [s["hash"] for s in index["packages"]["zlib"]["spec_details"]]
+    assert all(h[:7] in text for h in hashes) and hashes[0] not in text
+    assert f"{len(hashes)} spec(s) of 1 package(s)" in text
+
+
+def on_a_terminal(*args: str) -> str:
+    """What ``crawler ARGS`` prints on its standard output when that is a terminal (160
+    columns wide); it must exit 0."""
     leader, follower = pty.openpty()
     try:
         process = subprocess.Popen(
-            [sys.executable, "-m", "crawler", "find", "zlib", "--in", str(sample / "develop")],
+            [sys.executable, "-m", "crawler", *args],
             stdout=follower,
             stderr=subprocess.DEVNULL,
             env={**cli_env(), "COLUMNS": "160", "TERM": "dumb"},
@@ -96,11 +106,7 @@ def test_a_table_on_a_terminal(sample: Path) -> None:
         assert process.wait(timeout=CLI_TIMEOUT) == 0
     finally:
         os.close(leader)
-    text = b"".join(chunks).decode()
-    index = json.loads((sample / "develop" / "index.json").read_bytes())
-    hashes = [s["hash"] for s in index["packages"]["zlib"]["spec_details"]]
-    assert all(h[:7] in text for h in hashes) and hashes[0] not in text
-    assert f"{len(hashes)} spec(s) of 1 package(s)" in text
+    return b"".join(chunks).decode()
 
 
 def test_every_exit_code(sample: Path, capsys: pytest.CaptureFixture[str]) -> None:
