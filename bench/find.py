@@ -57,12 +57,17 @@ def published(out: Path) -> Path:
 
 
 def measure(folder: Path, args: Sequence[str]) -> tuple[float, float, int, int]:
-    """One run of ``crawler find ARGS --in FOLDER``: wall and CPU seconds, exit code, bytes
-    printed."""
+    """One run of ``crawler find ARGS --in FOLDER`` (see :func:`timed`)."""
+    return timed(["find", *args, "--in", str(folder)])
+
+
+def timed(argv: Sequence[str]) -> tuple[float, float, int, int]:
+    """One run of ``crawler ARGV`` in a process of its own: wall and CPU seconds, exit code,
+    bytes printed."""
     before = os.times()
     started = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-m", "crawler", "find", *args, "--in", str(folder)],
+        [sys.executable, "-m", "crawler", *argv],
         capture_output=True,
         check=False,
     )

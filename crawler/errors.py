@@ -24,7 +24,8 @@ carries the exit code the command line ends with when it stops a run (:class:`Ex
     ├── OutputError                  the output directory cannot be written (path, reason)
     ├── NotABranchError         11  a consumer was given no published branch (path, reason)
     ├── SchemaVersionError      12  an index.json of a schema_version this version does not read
-    └── UnknownTargetError      13  a query names a host or family archspec does not know
+    ├── UnknownTargetError      13  a query names a host or family archspec does not know
+    └── MirrorsDifferError      15  crawler diff of two branches published from two mirrors
 
 Fetch and format errors stop a run only when they concern the mirror itself (its discovery
 document); an index's errors fail its source, and a branch's its branch, which the run reports
@@ -61,6 +62,8 @@ class ExitCode(enum.IntEnum):
     NOT_A_BRANCH = 11  # a consumer's command was given no published branch
     SCHEMA_VERSION = 12  # a published index.json of a schema_version not read here (newer)
     UNKNOWN_TARGET = 13  # a query names a host or target family archspec does not know
+    DIFFERENT = 14  # crawler diff --exit-code: the two branches differ
+    MIRRORS_DIFFER = 15  # crawler diff: the two branches were published from two mirrors
 
 
 #: The most characters of a server's text (a header, an error's body) a message quotes.
@@ -390,3 +393,25 @@ class UnknownTargetError(CrawlerError):
 
     def __str__(self) -> str:
         return f"unknown {self.what} {shown(self.name)!r}: {self.hint}"
+
+
+class MirrorsDifferError(CrawlerError):
+    """Two branches to compare were published from two mirrors (their ``index.json``'s
+    ``mirror``): their specs would all differ for reasons that are not news, or the wrong
+    folder was given. ``crawler diff --any-mirror`` compares them anyway."""
+
+    exit_code = ExitCode.MIRRORS_DIFFER
+
+    def __init__(self, before: str, after: str, mirror_before: str, mirror_after: str) -> None:
+        self.before = before
+        self.after = after
+        self.mirror_before = mirror_before
+        self.mirror_after = mirror_after
+        super().__init__(before, after, mirror_before, mirror_after)
+
+    def __str__(self) -> str:
+        return (
+            f"{self.before} and {self.after} were published from two mirrors, "
+            f"{shown(self.mirror_before)} and {shown(self.mirror_after)} "
+            "(--any-mirror compares them anyway)"
+        )

@@ -262,16 +262,19 @@ def pytest_configure(config: pytest.Config) -> None:
 def _published_indexes_match_the_schema(
     request: pytest.FixtureRequest, tmp_path: Path
 ) -> Iterator[None]:
-    """Every ``index.json`` a test leaves published (next to its ``report.json``) must match
-    the JSON Schema shipped in crawler/schema, whatever the test itself checks."""
+    """Every ``index.json`` a test leaves published (next to its ``report.json``), and its
+    companions, must match the JSON Schemas shipped in crawler/schema, whatever the test
+    itself checks."""
     yield
     if request.node.get_closest_marker("damages_output"):
         return
-    from .schema import assert_valid_index
+    from .schema import SCHEMAS, assert_valid
 
     for index in tmp_path.rglob("index.json"):
         if (index.parent / "report.json").is_file() and ".crawler" not in index.parts:
-            assert_valid_index(index)
+            for name in SCHEMAS:
+                if (index.parent / name).is_file():
+                    assert_valid(index.parent / name)
 
 
 _HOLDER_SCRIPT = """

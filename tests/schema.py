@@ -1,4 +1,4 @@
-"""Validate ``index.json`` files against the published JSON Schema (crawler/schema)."""
+"""Validate published documents against the JSON Schemas shipped in crawler/schema."""
 
 from __future__ import annotations
 
@@ -9,26 +9,38 @@ from typing import Any
 
 from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 
-SCHEMA_PATH = Path(__file__).resolve().parent.parent / "crawler" / "schema" / "index.schema.json"
+from crawler.ops.schemas import SCHEMAS, schema, validator
+
+__all__ = ["SCHEMAS", "assert_valid", "assert_valid_index", "schema_errors"]
 
 
 @cache
-def validator() -> Any:
-    """The schema's validator (the schema itself is checked against the draft once)."""
-    schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
-    Draft202012Validator.check_schema(schema)
-    return Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
+def checked_validator(name: str) -> Any:
+    """The validator of the document ``name`` (``index.json``...), formats checked too; the
+    schema itself is checked against the draft once."""
+    Draft202012Validator.check_schema(schema(name))
+    return validator(name, formats=True)
 
 
-def schema_errors(document: object) -> list[str]:
+def schema_errors(document: object, name: str = "index.json") -> list[str]:
     """Every schema violation of ``document``, as ``path: message`` lines (empty when valid)."""
-    errors = sorted(validator().iter_errors(document), key=lambda e: list(e.absolute_path))
+    errors = sorted(
+        checked_validator(name).iter_errors(document), key=lambda e: list(map(str, e.absolute_path))
+    )
     return [f"{'/'.join(map(str, e.absolute_path)) or '<top>'}: {e.message}" for e in errors]
+
+
+def assert_valid(path: Path) -> dict[str, Any]:
+    """Assert that the published document at ``path`` (``index.json``, ``report.json``,
+    ``changes.json``, ``history.json``) matches its schema; return its parsed content."""
+    assert path.name in SCHEMAS, f"{path}: no schema for {path.name}"
+    document: dict[str, Any] = json.loads(path.read_bytes())
+    errors = schema_errors(document, path.name)
+    assert not errors, f"{path} does not match the schema:\n" + "\n".join(errors)
+    return document
 
 
 def assert_valid_index(path: Path) -> dict[str, Any]:
     """Assert that the file at ``path`` is a valid ``index.json``; return its parsed content."""
-    document: dict[str, Any] = json.loads(path.read_bytes())
-    errors = schema_errors(document)
-    assert not errors, f"{path} does not match the schema:\n" + "\n".join(errors)
-    return document
+    assert path.name == "index.json"
+    return assert_valid(path)

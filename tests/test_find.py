@@ -75,10 +75,20 @@ def test_the_default_folder_is_output_develop(sample: Path) -> None:
 @pytest.mark.slow
 def test_a_table_on_a_terminal(sample: Path) -> None:
     """On a terminal, rich draws it: short hashes, and a caption with the counts."""
+    text = on_a_terminal("find", "zlib", "--in", str(sample / "develop"))
+    index = json.loads((sample / "develop" / "index.json").read_bytes())
+    hashes = [s["hash"] for s in index["packages"]["zlib"]["spec_details"]]
+    assert all(h[:7] in text for h in hashes) and hashes[0] not in text
+    assert f"{len(hashes)} spec(s) of 1 package(s)" in text
+
+
+def on_a_terminal(*args: str) -> str:
+    """What ``crawler ARGS`` prints on its standard output when that is a terminal (160
+    columns wide); it must exit 0."""
     leader, follower = pty.openpty()
     try:
         process = subprocess.Popen(
-            [sys.executable, "-m", "crawler", "find", "zlib", "--in", str(sample / "develop")],
+            [sys.executable, "-m", "crawler", *args],
             stdout=follower,
             stderr=subprocess.DEVNULL,
             env={**cli_env(), "COLUMNS": "160", "TERM": "dumb"},
@@ -96,11 +106,7 @@ def test_a_table_on_a_terminal(sample: Path) -> None:
         assert process.wait(timeout=CLI_TIMEOUT) == 0
     finally:
         os.close(leader)
-    text = b"".join(chunks).decode()
-    index = json.loads((sample / "develop" / "index.json").read_bytes())
-    hashes = [s["hash"] for s in index["packages"]["zlib"]["spec_details"]]
-    assert all(h[:7] in text for h in hashes) and hashes[0] not in text
-    assert f"{len(hashes)} spec(s) of 1 package(s)" in text
+    return b"".join(chunks).decode()
 
 
 def test_every_exit_code(sample: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -177,9 +183,22 @@ def test_find_starts_without_the_sync(sample: Path) -> None:
     """Only what find uses is imported: no aiohttp, no decoding pool, no config, no rich for a
     pipe, no archspec unless a target family or host is asked about. (``-X importtime``
     names every module imported, also of a process that ends without Python's teardown.)"""
-    find = ["find", "zlib", "--in", str(sample / "develop")]
+    imported = imported_by("find", "zlib", "--in", str(sample / "develop"))
+    assert "crawler.consume.load" in imported  # the lines were read
+    assert [m for m in HEAVY if m in imported] == []
+
+
+#: What a consumer's command imports only when it needs it: none of it for a query by name
+#: into a pipe.
+HEAVY = ["aiohttp", "asyncio", "crawler.sync", "crawler.decode.pool", "crawler.config", "yaml"]
+HEAVY += ["jsonschema", "rich", "archspec"]
+
+
+def imported_by(*args: str) -> set[str]:
+    """The modules ``crawler ARGS`` imports, as ``-X importtime`` names them (also those of a
+    process that ends without Python's teardown); it must exit 0."""
     done = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "crawler", *find],
+        [sys.executable, "-X", "importtime", "-m", "crawler", *args],
         env=cli_env(),
         capture_output=True,
         text=True,
@@ -187,12 +206,8 @@ def test_find_starts_without_the_sync(sample: Path) -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    imported = {
+    return {
         line.rsplit("|", 1)[-1].strip()
         for line in done.stderr.splitlines()
         if line.startswith("import time:")
     }
-    assert "crawler.consume.load" in imported  # the lines were read
-    heavy = ["aiohttp", "asyncio", "crawler.sync", "crawler.decode.pool", "crawler.config"]
-    heavy += ["yaml", "jsonschema", "rich", "archspec"]
-    assert [m for m in heavy if m in imported] == []

@@ -88,12 +88,13 @@ def server_etag(data: bytes) -> str:
 
 
 def neutral(files: Published, base: str) -> Published:
-    """``files`` with the mirror's base URL in ``index.json`` replaced by a placeholder (in
-    its ``mirror``, and in the locations of its specs)."""
+    """``files`` with the mirror's base URL replaced by a placeholder: the ``mirror`` of
+    ``index.json``, and the locations of ``links.json``."""
     field = b'"mirror":' + json.dumps(base).encode()
-    index = files["index.json"]
-    assert index.count(field) == 1, f"{field!r} not in index.json"
-    return {**files, "index.json": index.replace(json.dumps(base)[1:-1].encode(), b"<mirror>")}
+    assert files["index.json"].count(field) == 1, f"{field!r} not in index.json"
+    url = json.dumps(base)[1:-1].encode()
+    named = {name: files[name].replace(url, b"<mirror>") for name in ("index.json", "links.json")}
+    return {**files, **named}
 
 
 @dataclass

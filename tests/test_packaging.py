@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from crawler.ops.schemas import SCHEMAS
+
 from .conftest import REPO, cli_env
 
 LICENSES = ("LICENSE", "LICENSE-APACHE", "LICENSE-MIT")
@@ -71,7 +73,8 @@ def check_wheel(wheel: Path) -> None:
         metadata = HeaderParser().parsestr(archive.read(f"{info}/METADATA").decode())
     assert defaults == (REPO / "config" / "crawler.yaml").read_bytes()
     assert {f"{info}/licenses/{name}" for name in LICENSES} <= names
-    assert "crawler/schema/index.schema.json" in names and "crawler/py.typed" in names
+    assert {f"crawler/schema/{file}" for file in SCHEMAS.values()} <= names
+    assert "crawler/py.typed" in names
     assert not any(name.startswith(("tests/", "bench/", "sample/")) for name in names)
     assert metadata["License-Expression"] == "Apache-2.0 OR MIT"
     urls = dict(url.split(", ", 1) for url in metadata.get_all("Project-URL", []))

@@ -1,11 +1,13 @@
 """The records of ``index.json`` schema 2 (issue 24): each spec's target family, and in
-``specs`` its dependencies and locations, from a real sync over loopback, checked against the
+``links.json`` its dependencies and locations, from a real sync over loopback, checked against the
 index records themselves, archspec and Spack's naming of spec files; ``crawler find --json``
 gives them too; and schema 1 indexes still read."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +22,7 @@ from crawler.cli.command import main_async
 from crawler.documents import PAGE_FIELDS
 
 from .conftest import ServeMirror, fast_config, finish, start_cli
-from .schema import assert_valid_index
+from .schema import assert_valid, assert_valid_index
 
 STACKS = ("e4s", "ml")
 
@@ -35,12 +37,15 @@ def _specs() -> list[SynthSpec]:
     ]
 
 
-async def _sync(tmp_path: Path, mirror: str) -> dict[str, Any]:
+async def _sync(tmp_path: Path, mirror: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The index.json and links.json of develop, synced from ``mirror``, schema-valid."""
     out = tmp_path / "out"
     config = tmp_path / "c.yaml"
     config.write_text(yaml.safe_dump(fast_config(mirror, out)))
     assert await main_async(["sync", "--all", "--config", str(config), "-q"]) == 0
-    return assert_valid_index(out / "develop" / "index.json")
+    return assert_valid_index(out / "develop" / "index.json"), assert_valid(
+        out / "develop" / "links.json"
+    )
 
 
 def _edges(root: Path, url: str, key: str) -> list[dict[str, Any]]:
@@ -76,7 +81,8 @@ async def test_each_spec_has_its_edges_family_and_locations(
         root, [SynthRef("develop", tuple(specs), db_version=db, layout=layout)]
     )
     server = await mirror_server(root)
-    index = await _sync(tmp_path, server.url)
+    index, links_json = await _sync(tmp_path, server.url)
+    specs_links = links_json["specs"]
 
     assert index["schema_version"] == 2
     urls = {entry["label"]: entry["url"] for entry in discovery["develop"]}
@@ -91,7 +97,7 @@ async def test_each_spec_has_its_edges_family_and_locations(
     for name, package in index["packages"].items():
         for spec in package["spec_details"]:
             seen.append(spec["hash"])
-            links = index["specs"][spec["hash"]]
+            links = specs_links[spec["hash"]]
             assert links["dependencies"] == _edges(root, urls["root"], spec["hash"])
             known = targets.get(spec["target"])
             assert spec["family"] == (known.family.name if known else None)
@@ -104,15 +110,15 @@ async def test_each_spec_has_its_edges_family_and_locations(
                 else:
                     path = f"build_cache/{_spec_file(spec, name)}"
                 assert url == f"{caches[label]}/{path}"
-    assert sorted(seen) == list(index["specs"]) and len(seen) == len(specs)
+    assert sorted(seen) == list(specs_links) and len(seen) == len(specs)
 
     details = {p: package["spec_details"] for p, package in index["packages"].items()}
     assert [d["family"] for d in details["zen-app"]] == ["x86_64"]
     assert [d["family"] for d in details["arm-app"]] == ["aarch64"]
     [arm] = details["arm-app"]
-    assert "git.feature_x=2.0" in index["specs"][arm["hash"]]["locations"]["ml"]
+    assert "git.feature_x=2.0" in specs_links[arm["hash"]]["locations"]["ml"]
     [zen] = details["zen-app"]
-    assert any(edge["type"] for edge in index["specs"][zen["hash"]]["dependencies"])
+    assert any(edge["type"] for edge in specs_links[zen["hash"]]["dependencies"])
     # A target archspec does not know: no family, a warning, never a failure.
     assert [d["family"] for d in details["future-app"]] == [None]
     warned = [line for line in capsys.readouterr().err.splitlines() if "archspec" in line]
@@ -142,7 +148,10 @@ def test_an_index_of_schema_1_is_read_with_the_defaults_of_schema_2(tmp_path: Pa
     index = crawler.load_index(folder)
     assert index.schema_version == 1
     specs = [s for p in index.packages.values() for s in p.spec_details]
-    assert specs and all(s.family is None for s in specs) and index.specs == {}
+    assert specs and all(s.family is None for s in specs)
+    assert not (folder / "links.json").exists()  # find --json reads it only for schema 2
+    done = run_find(folder)
+    assert done.returncode == 0 and "dependencies" not in done.stdout
     found = crawler.find_specs(index, family="x86_64")  # from the targets, as before
     assert [m.spec.target for m in found] and all(
         archspec.cpu.TARGETS[m.spec.target].family.name == "x86_64" for m in found
@@ -155,6 +164,7 @@ async def test_find_json_gives_each_match_its_links(tmp_path: Path) -> None:
     argv = ["sync", "--all", "--mirror", str(site_cache), "--output", str(out), "-q"]
     assert await main_async(argv) == 0
     index = json.loads((out / "site-cache" / "index.json").read_bytes())
+    specs_links = json.loads((out / "site-cache" / "links.json").read_bytes())["specs"]
     done = await finish(
         await start_cli("find", "--in", str(out / "site-cache"), "--json", cwd=tmp_path)
     )
@@ -162,8 +172,13 @@ async def test_find_json_gives_each_match_its_links(tmp_path: Path) -> None:
     lines = [json.loads(line) for line in done.out.splitlines()]
     assert len(lines) == index["stats"]["specs"]
     for line in lines:
-        links = index["specs"][line["hash"]]
+        links = specs_links[line["hash"]]
         assert (line["dependencies"], line["locations"]) == (
             links["dependencies"],
             links["locations"],
         )
+
+
+def run_find(folder: Path) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "crawler", "find", "--in", str(folder), "--json"]
+    return subprocess.run(argv, capture_output=True, text=True, check=False)

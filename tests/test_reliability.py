@@ -673,6 +673,7 @@ async def test_an_immutable_ref_published_without_a_stack_is_synced_until_comple
         pytest.param([], id="not-an-object"),
     ],
 )
+@pytest.mark.damages_output  # its report.json, on purpose
 async def test_an_immutable_ref_whose_publish_cannot_be_told_is_synced_and_excuses_nothing(
     site: MakeSite, report: object
 ) -> None:

@@ -12,7 +12,7 @@ import pytest
 import crawler
 from bench.synth import SynthSpec, index_document
 from crawler.decode.root import load_root_shard, merge_root, summarize_root_shard
-from crawler.output.render import ENTRIES_PER_CHUNK, encode_index, encode_json
+from crawler.output.render import ENTRIES_PER_CHUNK, encode_chunked, encode_json
 
 from .test_query import sync_sample
 
@@ -74,15 +74,19 @@ def published(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
-@pytest.mark.parametrize("packages", [0, 1, ENTRIES_PER_CHUNK, ENTRIES_PER_CHUNK * 2 + 3])
-def test_an_index_encoded_in_chunks_is_the_same_bytes(published: Path, packages: int) -> None:
-    """index.json is written a few packages and specs at a time: the bytes are those of one
-    encoding, also when a string of the index spells the keys they are put after."""
+@pytest.mark.parametrize("entries", [0, 1, ENTRIES_PER_CHUNK, ENTRIES_PER_CHUNK * 2 + 3])
+def test_documents_encoded_in_chunks_are_the_same_bytes(published: Path, entries: int) -> None:
+    """index.json and links.json are written a few packages or specs at a time: the bytes are
+    those of one encoding, also when a string spells the key of the map they are put in."""
     index = crawler.load_index(published / "develop")
     template = next(iter(index.packages.values()))
-    many = {f"pkg-{i:04}": template for i in range(packages)}
-    links = next(iter(index.specs.values()))
-    specs = {f"{i:032}": links for i in range(packages)}
-    sources = [msgspec.structs.replace(index.sources[0], url='s3://b/"specs":{}"packages":{}')]
-    index = msgspec.structs.replace(index, packages=many, specs=specs, sources=sources)
-    assert b"".join(encode_index(index)) == encode_json(index)
+    many = {f"pkg-{i:04}": template for i in range(entries)}
+    sources = [msgspec.structs.replace(index.sources[0], url='s3://b/"packages":{}')]
+    index = msgspec.structs.replace(index, packages=many, sources=sources)
+    assert b"".join(encode_chunked(index, "packages")) == encode_json(index)
+
+    links = crawler.load_links(published / "develop")
+    entry = next(iter(links.specs.values()))
+    specs = {f"{i:032}": entry for i in range(entries)}
+    links = msgspec.structs.replace(links, branch='"specs":{}', specs=specs)
+    assert b"".join(encode_chunked(links, "specs")) == encode_json(links)

@@ -55,6 +55,14 @@ def edit(branch: Path, change: Callable[[Index], object]) -> Index:
     return index
 
 
+def edit_links(branch: Path, change: Callable[[dict[str, Any]], object]) -> None:
+    """Rewrite links.json after ``change``."""
+    path = branch / "links.json"
+    links: dict[str, Any] = json.loads(path.read_bytes())
+    change(links)
+    path.write_bytes(encode_json(links))
+
+
 def drop_pages(branch: Path) -> None:
     shutil.rmtree(branch / "pages")
 
@@ -114,7 +122,7 @@ def test_wrong_num_specs(branch: Path) -> None:
 def test_duplicate_hash_across_packages(branch: Path) -> None:
     def change(index: Index) -> None:
         ascent = index["packages"]["ascent"]["spec_details"][0]
-        del index["specs"][ascent["hash"]]  # no entry left without its spec
+        edit_links(branch, lambda links: links["specs"].pop(ascent["hash"]))  # none left over
         ascent["hash"] = index["packages"]["adios2"]["spec_details"][0]["hash"]
 
     index = edit(branch, change)
@@ -290,23 +298,45 @@ def test_spec_without_root(branch: Path) -> None:
         f"{at}.meta.stacks: {stacks} does not contain items matching the given schema",
         f"{at}.spec_details[0].stacks: {stacks} does not contain items matching the given schema",
         f"index.json: package zlib-ng: spec {spec['hash']}: stacks lack root",
-        f"index.json: specs: spec {spec['hash']}: locations in no stack of it: ['root']",
+        f"links.json: spec {spec['hash']}: locations in no stack of it: ['root']",
     ]
 
 
-def test_specs_hold_one_entry_per_spec(branch: Path) -> None:
-    gone = "a" * 32
+def test_links_hold_one_entry_per_spec_with_hashes_for_dependencies(branch: Path) -> None:
+    gone, first = "a" * 32, json.loads((branch / "index.json").read_bytes())
+    first = first["packages"]["zlib-ng"]["spec_details"][0]["hash"]
 
-    def change(index: Index) -> None:
-        first = index["packages"]["zlib-ng"]["spec_details"][0]["hash"]
-        index["specs"][gone] = index["specs"].pop(first)
+    def change(links: dict[str, Any]) -> None:
+        links["specs"][gone] = links["specs"].pop(first)
+        entry = next(iter(links["specs"].values()))
+        entry["dependencies"] = [{"hash": "NOT-A-HASH", "name": "zlib", "type": ["link"]}]
 
-    index = edit(branch, change)
-    first = index["packages"]["zlib-ng"]["spec_details"][0]["hash"]
-    assert verify_branch(branch) == [
-        f"index.json: specs: {gone} is no spec of the index",
-        f"index.json: specs: spec {first} has no entry",
-    ]
+    edit_links(branch, change)
+    key = next(iter(json.loads((branch / "links.json").read_bytes())["specs"]))
+    assert verify_branch(branch) == sorted(
+        [
+            f"links.json: spec {first} has no entry",
+            f"links.json: spec {key}: dependency hashes ['NOT-A-HASH'] are no DAG hash",
+            f"links.json: {gone} is no spec of the index",
+        ]
+    )
+
+
+@pytest.mark.parametrize(
+    ("damage", "problem"),
+    [
+        (None, "links.json: missing (an index.json of schema_version 2 has one beside it)"),
+        (b"[]", "links.json: not a links.json as a publish writes it: Expected `object`"),
+        (b'{"branch": "other", "specs": {}}', "links.json: branch is 'other' but the folder"),
+    ],
+)
+def test_a_missing_or_foreign_links_file(branch: Path, damage: bytes | None, problem: str) -> None:
+    if damage is None:
+        (branch / "links.json").unlink()
+    else:
+        (branch / "links.json").write_bytes(damage)
+    problems = verify_branch(branch)
+    assert any(p.startswith(problem) for p in problems), problems
 
 
 def test_deleted_page(branch: Path) -> None:

@@ -13,6 +13,7 @@ from .. import __version__
 from ..config import Config, load_config, with_overrides
 from ..errors import UsageError
 from . import completion, configcmd, find
+from . import diff as branch_diff
 from . import log as history_log
 from .logformat import FORMATS
 
@@ -80,6 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_verify(commands)
     find.add_parser(commands)
     history_log.add_parser(commands)
+    branch_diff.add_parser(commands)
     configcmd.add_parser(commands)
     completion.add_parser(commands)
     return parser
@@ -164,6 +166,9 @@ def _add_sync(commands: argparse._SubParsersAction[_Parser]) -> None:
         help="say what a sync would download and do with each branch, writing nothing "
         "(no lock, state, cache, metrics or output); exits as the sync would",
     )
+    sync.add_argument(
+        "--json", action="store_true", help="JSON Lines on stdout: one object a branch, at the end"
+    )
     _add_filters(sync)
 
 
@@ -197,20 +202,25 @@ def _add_branches(commands: argparse._SubParsersAction[_Parser]) -> None:
         "interrupted, 141 its reader closed the pipe",
     )
     _common(branches)
+    branches.add_argument("--json", action="store_true", help="JSON Lines: one object a ref")
 
 
 def _add_verify(commands: argparse._SubParsersAction[_Parser]) -> None:
     verify = commands.add_parser(
         "verify",
         help="re-check a published branch folder",
-        description="Check <output>/<branch>: schema, hash uniqueness, meta against "
-        "spec_details, stacks against sources, pages against index.json, the branch named in "
-        "its files, and that it holds nothing a publish does not write.",
+        description="Check <output>/<branch>: the JSON Schemas of its documents, hash "
+        "uniqueness, meta against spec_details, stacks against sources, pages against "
+        "index.json, the branch named in its files, and that it holds nothing a publish does "
+        "not write.",
         epilog="exit codes: 0 all checks hold, 1 internal error, 2 usage error (no branch "
         "folder), 8 problems found (one per line on stdout)",
     )
     verify.add_argument("path", type=_path, help="a published branch folder, e.g. output/develop")
     verify.add_argument("-q", "--quiet", action="store_true", help="print problems only")
+    verify.add_argument(
+        "--json", action="store_true", help="one JSON object on stdout: the verdict, its problems"
+    )
     verify.add_argument(
         "--no-schema",
         action="store_true",

@@ -34,11 +34,13 @@ from ..output.workdir import STATE_DIR
 from ..sync.reporting import LogReporter
 from ..sync.run import RunResult, Syncer
 from . import completion, configcmd, find, preview
+from . import diff as branch_diff
 from . import log as history_log
 from .arguments import build_parser, settings
 from .checks import check_metrics, check_output, leave_a_deleted_working_folder
 from .display import LiveReporter, wants_live
 from .logformat import setup_logging, told
+from .records import Verified, json_lines, listed, synced
 from .stopping import GRACE, Stopper, timer
 
 log = logging.getLogger("crawler")
@@ -103,8 +105,13 @@ def _verify(args: argparse.Namespace) -> int:
         raise UsageError(f"crawler verify: {path}: {found}")
     problems = verify_branch(path, schema=not args.no_schema)
     verdict = [] if problems or args.quiet else [f"{path}: all checks hold"]
+    lines = problems or verdict
+    if args.json:  # the verdict, whatever it is
+        schema = not args.no_schema
+        verified = Verified(path=str(path), ok=not problems, schema=schema, problems=problems)
+        lines = json_lines([verified])
     try:
-        _results(problems or verdict)
+        _results(lines)
     except BrokenPipeError:
         pass  # the reader took what it wanted (`| head -1`)
     except OSError as err:  # the exit code is the verdict, and stands
@@ -145,13 +152,20 @@ def _tell(line: str) -> None:
         print(told(line), file=sys.stderr, flush=True)
 
 
-async def _branches(config: Config, sleep: Sleep) -> int:
+async def _branches(config: Config, sleep: Sleep, as_json: bool) -> int:
     discovery = await Syncer(config, LogReporter(), sleep=sleep).branches()
+    if as_json:
+        return _listed(json_lines(listed(discovery)))
     lines = [
         f"{ref}\t{' '.join(s.label for s in sources)}\t{discovery.how.get(ref, '')}"
         for ref, sources in discovery.refs.items()
     ]
     lines += [f"{shown(ref)}\tUNUSABLE: {problem}" for ref, problem in discovery.problems.items()]
+    return _listed(lines)
+
+
+def _listed(lines: list[str]) -> int:
+    """Print the list of refs: the exit code of ``crawler branches``."""
     try:
         _results(lines)
     except BrokenPipeError:  # the reader closed the pipe (`| head -1`): quietly, as SIGPIPE would
@@ -205,6 +219,8 @@ async def main_async(
             return find.run(args)
         if command == "log":
             return history_log.run(args)
+        if command == "diff":
+            return branch_diff.run(args)
         if command == "config":  # prints a text: nothing read, nothing written
             return configcmd.run(args)
         if command == "completion":
@@ -272,7 +288,7 @@ async def _command(
     syncer: Syncer | None = None
     try:
         if args.command == "branches":
-            return await _branches(config, sleep), None
+            return await _branches(config, sleep, args.json), None
         check_output(config)
         if args.dry_run:
             return await _dry_run(config, args, sleep), None
@@ -283,7 +299,11 @@ async def _command(
             raise
         stopped = RunResult(syncer.results) if syncer is not None else None  # what finished
         _tell(_stopped(stopper, stopped, config.deadline))
+        if args.json and stopped is not None:
+            _synced(stopped, config)
         return stopper.code, stopped
+    if args.json:
+        _synced(result, config)
     if result.failed:
         names = ", ".join(b.branch for b in result.failed)
         _tell(f"error: {len(result.failed)} branch(es) failed: {names}")
@@ -307,6 +327,19 @@ async def _dry_run(config: Config, args: argparse.Namespace, sleep: Sleep) -> in
         _tell(f"error: cannot write the forecast to standard output: {err.strerror or err}")
         return ExitCode.FAILED
     return code
+
+
+def _synced(result: RunResult, config: Config) -> None:
+    """``sync --json``: a line of JSON a branch. One that cannot be written is a warning: the
+    exit code says how the sync went, and stands."""
+    output = config.output_dir.resolve()
+    records = [synced(b.branch, b.status, b.message, b.report, output) for b in result.branches]
+    try:
+        _results(json_lines(records))
+    except OSError as err:
+        _tell(
+            f"warning: cannot write the branches synced to standard output: {err.strerror or err}"
+        )
 
 
 def _stopped(stopper: Stopper, result: RunResult | None, deadline: float) -> str:

@@ -1,7 +1,7 @@
 """The ``crawler`` command's entry point (and ``python -m crawler``'s).
 
-``crawler find`` and ``crawler log`` run from here importing only what they use, so that they
-answer in a fraction of a second; every other command goes through
+``crawler find``, ``crawler log`` and ``crawler diff`` run from here importing only what they
+use, so that they answer in a fraction of a second; every other command goes through
 :func:`crawler.cli.command.main`, whose imports (the whole sync) take about half a second.
 """
 
@@ -14,7 +14,7 @@ import sys
 from typing import NoReturn
 
 #: The consumer's commands: they read a published branch, and import nothing of the sync.
-_LIGHT = ("find", "log")
+_LIGHT = ("find", "log", "diff")
 
 
 def run() -> None:
@@ -34,6 +34,8 @@ def run() -> None:
 def _light(command: str, argv: list[str]) -> int:
     if command == "find":
         from .find import main
+    elif command == "diff":
+        from .diff import main
     else:
         from .log import main
     try:

@@ -241,25 +241,33 @@ def _row(match: Match, short: bool) -> tuple[str, ...]:
 def plain_table(matches: Sequence[Match]) -> str:
     """The matches as aligned columns under a header (for a pipe or a file: full hashes, no
     colours, nothing cut)."""
-    rows = [tuple(c.upper() for c in _COLUMNS), *(_row(m, short=False) for m in matches)]
+    return aligned([tuple(c.upper() for c in _COLUMNS), *(_row(m, short=False) for m in matches)])
+
+
+def aligned(rows: Sequence[tuple[str, ...]]) -> str:
+    """Rows as columns aligned with two spaces between them, one line each, without trailing
+    blanks."""
     widths = [max(map(len, column)) for column in list(zip(*rows, strict=True))[:-1]]
-    line = "  ".join(f"{{:<{width}}}" for width in widths) + "  {}\n"
-    return "".join(line.format(*row) for row in rows)
+    line = "  ".join(f"{{:<{width}}}" for width in widths) + "  {}"
+    return "".join(line.format(*row).rstrip() + "\n" for row in rows)
 
 
 def _rich_table(found: Found, folder: Path, out: TextIO) -> None:
+    packages = len({m.name for m in found.matches})
+    caption = f"{len(found):,} spec(s) of {packages:,} package(s) in {folder}"
+    rich_table(_COLUMNS, [_row(m, short=True) for m in found.matches], caption, out)
+
+
+def rich_table(
+    columns: Sequence[str], rows: Sequence[tuple[str, ...]], caption: str, out: TextIO
+) -> None:
+    """Rows as a table drawn by rich on the terminal ``out``, under a bold header."""
     from rich.console import Console  # only here: about 50 ms to import
     from rich.table import Table
 
-    packages = len({m.name for m in found.matches})
-    table = Table(
-        *_COLUMNS,
-        caption=f"{len(found):,} spec(s) of {packages:,} package(s) in {folder}",
-        box=None,
-        header_style="bold",
-    )
-    for match in found.matches:
-        table.add_row(*_row(match, short=True))
+    table = Table(*columns, caption=caption, box=None, header_style="bold")
+    for row in rows:
+        table.add_row(*row)
     Console(file=out).print(table)
 
 
@@ -285,7 +293,7 @@ def run_alone(
     command: Callable[[argparse.Namespace], int],
     argv: Sequence[str],
 ) -> int:
-    """A consumer's command (find, log) on its own, without the command line's parser: its
+    """A consumer's command (find, log, diff) on its own, without the command line's parser: its
     exit code; an error is a line on stderr, a bug its traceback."""
     try:
         parser = Parser(prog=prog, **texts)

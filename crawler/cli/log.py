@@ -14,7 +14,7 @@ import msgspec
 from ..consume.load import load_history
 from ..documents import HistoryEntry
 from ..errors import ExitCode
-from .find import EXIT_SIGPIPE, add_branch_arguments, branch_folder, run_alone, tell
+from .find import EXIT_SIGPIPE, add_branch_arguments, aligned, branch_folder, run_alone, tell
 
 _TEXTS = {
     "description": "List the last publishes of a published branch, newest first, with what "
@@ -97,9 +97,7 @@ def table(publishes: Sequence[HistoryEntry]) -> str:
         )
         packages = f"+{len(p.changes.packages_added)} -{len(p.changes.packages_removed)}"
         rows.append((p.published_at, specs, f"+{totals.added:,}", f"-{totals.removed:,}", packages))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
-    line = "  ".join(f"{{:<{w}}}" for w in widths) + "  {}\n"
-    return "".join(line.format(*row) for row in rows)
+    return aligned(rows)
 
 
 def main(argv: Sequence[str]) -> int:

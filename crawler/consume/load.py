@@ -29,6 +29,7 @@ from ..documents import (
     Changes,
     History,
     Index,
+    Links,
     PackageSummary,
     Report,
     SpecDetail,
@@ -82,21 +83,14 @@ class _BriefPackage(PackageSummary, frozen=True, gc=False):
     spec_details: list[_Brief]  # type: ignore[assignment]
 
 
-class _LazyIndex(Index[msgspec.Raw], frozen=True, kw_only=True, gc=False):
-    """An ``index.json`` whose packages and ``specs`` are left as they are written, to be
-    decoded when looked up (``specs`` is most of the bytes: its entries are not even split)."""
-
-    specs: msgspec.Raw = msgspec.Raw(b"{}")  # type: ignore[assignment]
-
-
 class Packages(Mapping[str, PackageSummary]):
     """The packages of a published ``index.json``, each decoded when first looked up: a query
     by name decodes one package of a 60,000-spec index, not all of them (``crawler find``).
     ``index`` is the rest of the document (``branch``, ``sources``, ``stats``), decoded.
     Without ``variants``, its specs' ``variants`` are left empty (and read three times
-    faster). :meth:`links` gives a spec's entry of ``specs``."""
+    faster). :meth:`links` gives a spec's entry of ``links.json``."""
 
-    def __init__(self, file: Path, index: _LazyIndex, *, variants: bool = True) -> None:
+    def __init__(self, file: Path, index: Index[msgspec.Raw], *, variants: bool = True) -> None:
         self.file = file
         self.index = index
         kind = PackageSummary if variants else _BriefPackage
@@ -129,23 +123,31 @@ class Packages(Mapping[str, PackageSummary]):
         return name in self.index.packages
 
     def links(self, key: str) -> SpecLinks | None:
-        """The dependencies and locations of the spec ``key`` (None in an index of schema 1,
-        or for a hash that is no spec of it). The first call splits ``specs`` into entries."""
+        """The dependencies and locations of the spec ``key``, from the ``links.json`` beside
+        the index (None in a branch of schema 1, beside an ``index.json`` copied without it,
+        or for a hash that is no spec of it). The first call reads it, its entries kept
+        undecoded until looked up."""
         if self._links is None:
-            self._links = self._decode(self.index.specs, dict[str, msgspec.Raw], "specs")
+            file = self.file.with_name("links.json")
+            if self.index.schema_version < 2 or not file.exists():
+                self._links = {}
+            else:
+                self._links = _decode(file, _read(file), _RawLinks, "a links.json").specs
         found = self._links.get(key)
-        return None if found is None else self._decode(found, SpecLinks, f"specs[{key!r}]")
-
-    def _decode(self, data: msgspec.Raw, kind: type[D], where: str) -> D:
+        if found is None:
+            return None
         try:
-            with no_gc():
-                return msgspec.json.decode(data, type=kind)
+            return msgspec.json.decode(found, type=SpecLinks)
         except msgspec.DecodeError as err:  # ValidationError included
             raise NotABranchError(
-                str(self.file),
-                f"not an index.json as a publish writes it: {where}: {err} "
+                str(self.file.with_name("links.json")),
+                f"not a links.json as a publish writes it: spec {key}: {err} "
                 "(crawler verify says more)",
             ) from None
+
+
+class _RawLinks(msgspec.Struct, gc=False):
+    specs: dict[str, msgspec.Raw]
 
 
 def load_packages(path: PathLike, *, variants: bool = True) -> Packages:
@@ -154,9 +156,16 @@ def load_packages(path: PathLike, *, variants: bool = True) -> Packages:
     :class:`Packages`)."""
     file = _document(path, "index.json")
     data = _read(file)
-    index = _decode(file, data, _LazyIndex, "an index.json")
+    index = _decode(file, data, Index[msgspec.Raw], "an index.json")
     _check_version(file, index.schema_version)
     return Packages(file, index, variants=variants)
+
+
+def load_links(path: PathLike) -> Links:
+    """The ``links.json`` of a published branch folder (or that file itself), typed: each
+    spec's dependencies and locations, by hash (a branch of ``schema_version`` 2)."""
+    file = _document(path, "links.json")
+    return _decode(file, _read(file), Links, "a links.json")
 
 
 def load_report(path: PathLike) -> Report:

@@ -8,7 +8,7 @@ raises for a bad folder; only the caller decides what a problem costs.
 What is checked, in this order:
 
 1. ``index.json`` exists and is JSON. Without it nothing else can be checked.
-2. It matches the published JSON Schema, ``crawler/schema/index.schema.json`` (types, required
+2. It matches its JSON Schema, ``crawler/schema/index.schema.json`` (types, required
    and unknown keys, hash and name patterns, ``root`` first and read). At most
    :data:`MAX_SCHEMA_ERRORS` schema errors are listed.
 3. Consistency, which a schema cannot express:
@@ -22,7 +22,6 @@ What is checked, in this order:
      are what the specs give (sorted unique lists); ``spec_details`` are sorted by hash; every
      spec's ``stacks`` are sorted and include ``root``, and name only sources that were read
      (``status`` ``ok``);
-   * (schema 2) ``specs`` holds one entry per spec, whose ``locations`` are of its stacks;
    * ``stats.packages`` and ``stats.specs`` count the packages and specs, and the root source's
      ``in_buildcache`` equals the number of specs.
 
@@ -33,7 +32,10 @@ What is checked, in this order:
    byte-identical to what :func:`crawler.output.render.render_page` makes of the index's
    package, and no other file. A folder of ``pages/`` that cannot be listed is reported as
    such, once, rather than every page under it as missing.
-5. When ``changes.json`` and ``report.json`` exist: each is a JSON object for the same branch.
+5. ``links.json`` beside an index of schema 2 (see :func:`_links_problems`).
+6. When ``changes.json``, ``report.json`` and ``history.json`` exist: each is a JSON object
+   for the same branch, which matches its schema (``crawler/schema/<name>.schema.json``; not
+   with ``schema=False``).
 
 Schema validation is the slow part: ``jsonschema`` is pure Python and takes about 0.3 ms per spec,
 so 15 to 20 seconds for a ``develop`` index of 60,000 specs, where everything else takes about a
@@ -44,48 +46,56 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
-from functools import cache
 from pathlib import Path
-from typing import Any
 
 import msgspec
-from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 from msgspec import UnsetType
 
 from ..build.changes import counted
-from ..documents import Index, PackageSummary
+from ..documents import Index, Links, PackageSummary
 from ..files import read_regular
 from ..output.published import COMPANIONS, OS_LITTER, companion_problem, foreign_entries
 from ..output.render import render_page
+from .schemas import validator
 
-SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schema" / "index.schema.json"
 MAX_SCHEMA_ERRORS = 20
 #: How many times a branch replaced while it is verified is verified (see verify_branch).
 VERIFY_ATTEMPTS = 3
 _MAX_MESSAGE = 200
-
-
-@cache
-def _validator() -> Any:
-    schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
-    return Draft202012Validator(schema)
+_HASH = re.compile(r"[a-z2-7]{32}")
 
 
 def _short(text: str) -> str:
     return text if len(text) <= _MAX_MESSAGE else text[: _MAX_MESSAGE - 3] + "..."
 
 
-def _schema_problems(document: object) -> list[str]:
+def _schema_problems(document: object, name: str = "index.json") -> list[str]:
+    """The ways the document ``name`` (``index.json``, a companion) breaks its schema."""
     errors = sorted(
-        _validator().iter_errors(document), key=lambda e: [str(p) for p in e.absolute_path]
+        validator(name).iter_errors(document), key=lambda e: [str(p) for p in e.absolute_path]
     )
-    problems = [f"index.json: schema: {e.json_path}: {_short(e.message)}" for e in errors]
+    problems = [f"{name}: schema: {e.json_path}: {_short(e.message)}" for e in errors]
     if len(problems) > MAX_SCHEMA_ERRORS:
         more = len(problems) - MAX_SCHEMA_ERRORS
-        problems = [*problems[:MAX_SCHEMA_ERRORS], f"index.json: schema: ... and {more} more"]
+        problems = [*problems[:MAX_SCHEMA_ERRORS], f"{name}: schema: ... and {more} more"]
     return problems
+
+
+def _companion_problems(folder: Path, name: str, schema: bool) -> list[str]:
+    """What is wrong with the companion ``name``, if it is there: not a JSON object of the
+    branch; else, with ``schema``, what its schema says."""
+    problem = companion_problem(folder, name)
+    if problem is not None:
+        return [_short(problem)]
+    if not schema or not (folder / name).exists():
+        return []
+    try:
+        return _schema_problems(json.loads(read_regular(folder / name)), name)
+    except (OSError, ValueError) as err:  # replaced meanwhile: the next pass tells
+        return [f"{name}: not readable JSON: {_short(str(err))}"]
 
 
 def _list_problem(where: str, field: str, actual: list[str], expected: list[str]) -> str | None:
@@ -198,24 +208,38 @@ def _index_problems(index: Index[PackageSummary], folder: str) -> list[str]:
     readable = {s.label for s in index.sources if s.status == "ok"}
     for name, package in sorted(index.packages.items()):
         problems += _package_problems(name, package, readable)
-    if index.schema_version >= 2:
-        problems += _links_problems(index)
     return problems
 
 
-def _links_problems(index: Index[PackageSummary]) -> list[str]:
-    """``specs`` holds one entry per spec of the index, whose locations are of its stacks."""
+def _links_problems(folder: Path, index: Index[PackageSummary]) -> list[str]:
+    """``links.json`` (beside an index of schema 2): the folder's branch's, one entry per spec
+    of the index, with hashes for dependencies and locations in the spec's stacks.
+
+    It is read through its typed struct, and these rules say what its schema says: validating
+    its tens of MB with ``jsonschema`` would take minutes."""
+    path = folder / "links.json"
+    if not path.exists():
+        return ["links.json: missing (an index.json of schema_version 2 has one beside it)"]
+    try:
+        links = msgspec.json.decode(read_regular(path), type=Links)
+    except (OSError, msgspec.DecodeError) as err:  # ValidationError included
+        return [f"links.json: not a links.json as a publish writes it: {_short(str(err))}"]
+    problems = []
+    if links.branch != folder.name:
+        where = f"links.json: branch is {links.branch!r} but the folder is {folder.name!r}"
+        problems.append(where)
     stacks = {s.hash: s.stacks for p in index.packages.values() for s in p.spec_details}
-    problems = [
-        f"index.json: specs: {key} is no spec of the index" for key in index.specs.keys() - stacks
-    ]
     problems += [
-        f"index.json: specs: spec {key} has no entry" for key in stacks.keys() - index.specs
+        f"links.json: {key} is no spec of the index" for key in links.specs.keys() - stacks
     ]
-    for key, links in sorted(index.specs.items()):
-        strays = sorted(links.locations.keys() - set(stacks.get(key, ())))
-        if key in stacks and strays:
-            problems.append(f"index.json: specs: spec {key}: locations in no stack of it: {strays}")
+    problems += [f"links.json: spec {key} has no entry" for key in stacks.keys() - links.specs]
+    for key, entry in links.specs.items():
+        strays = sorted(entry.locations.keys() - set(stacks.get(key, entry.locations)))
+        if strays:
+            problems.append(f"links.json: spec {key}: locations in no stack of it: {strays}")
+        bad = sorted({d.hash for d in entry.dependencies if not _HASH.fullmatch(d.hash)})
+        if bad:
+            problems.append(f"links.json: spec {key}: dependency hashes {bad[:3]} are no DAG hash")
     return sorted(problems)
 
 
@@ -332,9 +356,10 @@ def verify_once(folder: Path, schema: bool) -> list[str]:
         problems += _page_problems(
             folder, branch, names, index.packages if index is not None else None
         )
+    if index is not None and index.schema_version >= 2:
+        problems += _links_problems(folder, index)
     for name in COMPANIONS:
-        problem = companion_problem(folder, name)
-        problems += [_short(problem)] if problem else []
+        problems += _companion_problems(folder, name, schema)
     reported = {p.split(": ", 1)[0] for p in problems if p.startswith(("pages/", "pages:"))}
     return problems + _foreign_problems(folder, reported)
 

@@ -34,7 +34,9 @@ from .state import BranchState, PagesDigest
 log = logging.getLogger("crawler")
 
 #: The files a published branch folder holds, besides ``pages/<package>/specs.md``.
-BRANCH_FILES = frozenset({"index.json", "changes.json", "report.json", "history.json"})
+BRANCH_FILES = frozenset(
+    {"index.json", "links.json", "changes.json", "report.json", "history.json"}
+)
 #: Left by file browsers (macOS Finder) in any folder they show: replaced with the rest.
 OS_LITTER = frozenset({".DS_Store"})
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import msgspec
 
-from ..documents import PAGE_FIELDS, Index, PackageSummary
+from ..documents import PAGE_FIELDS, PackageSummary
 
 _ENCODER = msgspec.json.Encoder(order="sorted")
 
@@ -29,27 +29,26 @@ def encode_json(document: Any) -> bytearray:
     return buffer
 
 
-#: Entries of ``packages`` or ``specs`` encoded into one chunk of :func:`encode_index`.
+#: Entries of a large map encoded into one chunk of :func:`encode_chunked`.
 ENTRIES_PER_CHUNK = 200
 
 
-def encode_index(index: Index[PackageSummary]) -> Iterator[bytes]:
-    """:func:`encode_json` of ``index``, the same bytes, in chunks of a few packages or specs:
-    a develop-sized index is over 100 MB, which one buffer would hold at the peak of the run.
+def encode_chunked(document: msgspec.Struct, key: str) -> Iterator[bytes]:
+    """:func:`encode_json` of ``document``, the same bytes, in chunks of a few entries of its
+    map ``key`` (``index.json``'s packages, ``links.json``'s specs): a develop-sized branch's
+    are tens of MB, which one buffer would hold at the peak of the run.
 
-    The document is encoded with its two large maps empty, and their entries are put where
-    ``"packages":{}`` and ``"specs":{}`` are: with sorted keys, those are the first places
-    these bytes appear, in this order (in a string, their quotes would be escaped).
+    The document is encoded with that map empty, and its entries are put where ``"key":{}``
+    is: with sorted keys, that is the first place these bytes appear (in a string, the quotes
+    would be escaped).
     """
-    frame = _ENCODER.encode(msgspec.structs.replace(index, packages={}, specs={}))
-    rest = frame
-    for key, entries in ((b'"packages":', index.packages), (b'"specs":', index.specs)):
-        head, found, rest = rest.partition(key + b"{}")
-        assert found, f"an index without its {key!r} map"
-        yield head + key + b"{"
-        yield from _entries(list(entries.items()))
-        yield b"}"
-    yield rest + b"\n"
+    frame = _ENCODER.encode(msgspec.structs.replace(document, **{key: {}}))
+    marker = _ENCODER.encode(key) + b":"
+    head, found, tail = frame.partition(marker + b"{}")
+    assert found, f"a document without its {key!r} map"
+    yield head + marker + b"{"
+    yield from _entries(list(getattr(document, key).items()))
+    yield b"}" + tail + b"\n"
 
 
 def _entries(items: list[tuple[str, Any]]) -> Iterator[bytes]:

@@ -50,9 +50,9 @@ from ..documents import (
     Conflict,
     Index,
     IndexFilters,
+    Links,
     PackageSummary,
     Report,
-    SpecLinks,
 )
 from ..errors import BranchError, CrawlerError, PublishRefused
 from ..files import is_safe_name
@@ -215,7 +215,10 @@ class BranchSync:
                 keeps = self.filters.keeps_package
                 packages = {name: p for name, p in packages.items() if keeps(name)}
             await checkpoint()
-            index, changes = await self._build(plan, packages, conflicts, links)
+            index, changes = await self._build(plan, packages, conflicts)
+            # The links of the specs published (filters may have left packages out).
+            kept = {d.hash: links[d.hash] for p in packages.values() for d in p.spec_details}
+            del links
             report.status, report.error, report.changes = status, None, changes.totals
             keep = self.run.config.history
             folder = self.run.output / branch
@@ -224,6 +227,7 @@ class BranchSync:
                 index,
                 changes,
                 report,
+                Links(branch=branch, specs=kept),
                 with_pages="pages" in plan.formats,
                 finish=self._finish,
                 history=read_history(folder / "history.json", branch) if keep else None,
@@ -250,10 +254,8 @@ class BranchSync:
         plan: BranchPlan,
         packages: dict[str, PackageSummary],
         conflicts: list[Conflict],
-        links: dict[str, SpecLinks],
     ) -> tuple[Index[PackageSummary], Changes]:
-        """The branch's index (with the ``links`` of the specs it keeps) and its changes
-        since the last publish, through the gate."""
+        """The branch's index and its changes since the last publish, through the gate."""
         branch, outcomes = self.branch, self.outcomes
         stats = branch_stats(outcomes, packages, conflicts)
         record_findings(self.report, outcomes, conflicts)
@@ -285,7 +287,6 @@ class BranchSync:
             sources=entries,
             stats=stats,
             packages=packages,
-            specs={d.hash: links[d.hash] for p in packages.values() for d in p.spec_details},
         )
         return index, changes
 

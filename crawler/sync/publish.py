@@ -13,10 +13,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..build.history import extended
-from ..documents import Changes, History, Index, PackageSummary, Report
+from ..documents import Changes, History, Index, Links, PackageSummary, Report
 from ..errors import CrawlerError
 from ..output.published import PublishedBranch
-from ..output.render import encode_index, encode_json, render_page
+from ..output.render import encode_chunked, encode_json, render_page
 from ..output.stage import BranchStage
 from ..output.state import PagesDigest
 
@@ -43,6 +43,7 @@ async def publish_branch(
     index: Index[PackageSummary],
     changes: Changes,
     report: Report,
+    links: Links,
     *,
     with_pages: bool,
     finish: Callable[[], None],
@@ -63,7 +64,9 @@ async def publish_branch(
     branch = index.branch
     stage = BranchStage(output, branch)
     try:
-        digest = stage.write_chunks("index.json", encode_index(index))
+        digest = stage.write_chunks("index.json", encode_chunked(index, "packages"))
+        await checkpoint()
+        stage.write_chunks("links.json", encode_chunked(links, "specs"))
         await checkpoint()
         stage.write("changes.json", encode_json(changes))
         pages = PagesDigest() if with_pages else None

@@ -1,0 +1,97 @@
+"""What ``--json`` makes ``crawler branches``, ``crawler verify`` and ``crawler sync`` print on
+stdout: JSON Lines, as ``find``, ``log`` and ``diff`` do, one object a ref, a folder verified, a
+branch synced (the fields: ``docs/operations.md``). Logs stay on stderr."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+import msgspec
+
+from ..documents import ChangeTotals, IndexStats, Report
+from ..mirror.discovery import Discovery
+from ..output.workdir import state_dir
+
+
+class RefListed(msgspec.Struct, frozen=True, kw_only=True):
+    """A ref of the mirror (``crawler branches --json``): its stacks (root first) and how it
+    was found; or, not ``usable``, why it cannot be synced (``problem``)."""
+
+    branch: str
+    usable: bool
+    stacks: list[str]
+    how: str | None
+    problem: str | None
+
+
+class Verified(msgspec.Struct, frozen=True, kw_only=True):
+    """The verdict on a branch folder (``crawler verify --json``): ``ok`` when ``problems``
+    is empty; ``schema``: whether the JSON Schemas were checked (not with ``--no-schema``)."""
+
+    path: str
+    ok: bool
+    schema: bool
+    problems: list[str]
+
+
+class Synced(msgspec.Struct, frozen=True, kw_only=True):
+    """A branch a sync took up (``crawler sync --json``), as its report says: ``status``
+    (``published``, ``partial``, ``unchanged``, ``skipped``, ``refused``, ``failed``), the
+    line the log ends it with, ``error`` when refused or failed, its ``stats`` and a
+    publish's ``changes`` (null otherwise), and where its folder (null when there is no
+    published branch there) and its report are."""
+
+    branch: str
+    status: str
+    message: str
+    error: str | None
+    folder: str | None
+    report: str
+    stats: IndexStats | None
+    changes: ChangeTotals | None
+    started_at: str
+    finished_at: str
+    duration_seconds: float
+
+
+def listed(discovery: Discovery) -> list[RefListed]:
+    """Every ref of ``discovery``, usable first (as ``crawler branches`` lists them)."""
+    refs = [
+        RefListed(
+            branch=ref,
+            usable=True,
+            stacks=[s.label for s in sources],
+            how=discovery.how.get(ref),
+            problem=None,
+        )
+        for ref, sources in discovery.refs.items()
+    ]
+    return refs + [
+        RefListed(branch=ref, usable=False, stacks=[], how=discovery.how.get(ref), problem=why)
+        for ref, why in discovery.problems.items()
+    ]
+
+
+def synced(branch: str, status: str, message: str, report: Report, output: Path) -> Synced:
+    """The record of a branch a sync took up, from its outcome and report."""
+    folder = output / branch
+    return Synced(
+        branch=branch,
+        status=status,
+        message=message,
+        error=report.error,
+        folder=str(folder) if (folder / "index.json").is_file() else None,
+        report=str(state_dir(output) / "reports" / f"{branch}.json"),
+        stats=report.stats or None,
+        changes=report.changes or None,
+        started_at=report.started_at,
+        finished_at=report.finished_at,
+        duration_seconds=report.duration_seconds,
+    )
+
+
+def json_lines(records: Iterable[msgspec.Struct]) -> list[str]:
+    """One line of JSON a record (keys in the order of the fields)."""
+    encode = msgspec.json.Encoder().encode
+    return [encode(record).decode() for record in records]

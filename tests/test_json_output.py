@@ -1,0 +1,120 @@
+"""``--json`` on ``crawler branches``, ``verify`` and ``sync``: JSON Lines on stdout, each
+record's fields as docs/operations.md lists them, logs on stderr, and the exit codes of the
+commands without it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .conftest import SAMPLE_MIRROR
+from .test_messages import crawler
+
+SYNCED = {
+    "branch",
+    "status",
+    "message",
+    "error",
+    "folder",
+    "report",
+    "stats",
+    "changes",
+    "started_at",
+    "finished_at",
+    "duration_seconds",
+}
+
+
+def lines(text: str) -> list[dict[str, Any]]:
+    """Each line of ``text`` as JSON (every line must be one)."""
+    return [json.loads(line) for line in text.splitlines()]
+
+
+@pytest.mark.slow
+def test_branches(tmp_path: Path) -> None:
+    mirror = tmp_path / "mirror"
+    shutil.copytree(SAMPLE_MIRROR, mirror)
+    listed = json.loads((mirror / "cache_spack_io_index.json").read_bytes())
+    document = {**listed, "broken": [{"label": "e4s", "url": listed["develop"][2]["url"]}]}
+    (mirror / "cache_spack_io_index.json").write_text(json.dumps(document))
+    done = crawler("branches", "--mirror", str(mirror), "--json", cwd=tmp_path)
+    assert done.code == 0, done.err
+    *usable, broken = lines(done.out)
+    assert [r["branch"] for r in usable] == sorted(listed)
+    for record in usable:
+        labels = [entry["label"] for entry in listed[record["branch"]]]
+        assert record["usable"] and record["problem"] is None
+        assert record["stacks"][0] == "root" and sorted(record["stacks"]) == sorted(labels)
+        assert set(record) == {"branch", "usable", "stacks", "how", "problem"}
+    assert broken["branch"] == "broken" and not broken["usable"] and broken["stacks"] == []
+    assert "no 'root' index listed" in broken["problem"]
+    gone = crawler("branches", "--mirror", str(tmp_path / "nowhere"), "--json", cwd=tmp_path)
+    assert gone.code == 3 and gone.out == ""
+
+
+@pytest.mark.slow
+def test_sync_then_verify(tmp_path: Path) -> None:
+    output = tmp_path / "output"
+    argv = ["sync", "--all", "--mirror", str(SAMPLE_MIRROR), "--output", str(output), "--json"]
+    first = crawler(*argv, cwd=tmp_path)
+    assert first.code == 0, first.err
+    assert "published" in first.err  # the log, on stderr
+    records = lines(first.out)
+    assert [r["branch"] for r in records] == ["develop", "develop-2025-04-20", "v0.23.1"]
+    for record in records:
+        assert set(record) == SYNCED and record["status"] == "published" and not record["error"]
+        folder = Path(record["folder"])
+        assert folder == output.resolve() / record["branch"]
+        report = json.loads((folder / "report.json").read_bytes())
+        assert record["changes"] == report["changes"] and record["stats"] == report["stats"]
+        assert json.loads(Path(record["report"]).read_bytes()) == report
+        assert record["finished_at"] == report["finished_at"]
+    again = crawler(*argv, cwd=tmp_path)
+    assert again.code == 6, again.err
+    statuses = [(r["status"], r["changes"]) for r in lines(again.out)]
+    assert statuses == [("unchanged", None), ("skipped", None), ("skipped", None)]  # immutable
+
+    develop = output / "develop"
+    verified = crawler("verify", str(develop), "--json", cwd=tmp_path)
+    assert verified.code == 0, verified.err
+    assert lines(verified.out) == [
+        {"path": str(develop), "ok": True, "schema": True, "problems": []}
+    ]
+    quick = crawler("verify", str(develop), "--json", "-q", "--no-schema", cwd=tmp_path)
+    assert lines(quick.out) == [{"path": str(develop), "ok": True, "schema": False, "problems": []}]
+    (develop / "extra.txt").write_text("mine")
+    damaged = crawler("verify", str(develop), "--json", cwd=tmp_path)
+    assert damaged.code == 8
+    [verdict] = lines(damaged.out)
+    assert not verdict["ok"] and verdict["problems"] == [
+        "extra.txt: not written by a publish (the next one would stop on it)"
+    ]
+    assert "1 problem" in damaged.err
+    (develop / "extra.txt").unlink()
+    none = crawler("verify", str(output), "--json", cwd=tmp_path)
+    assert none.code == 2 and none.out == "" and "not a branch folder" in none.err
+
+
+@pytest.mark.slow
+def test_sync_of_a_branch_that_fails(tmp_path: Path) -> None:
+    """A failed branch is a line too (status, error, no folder); an unusable mirror, none."""
+    mirror = tmp_path / "mirror"
+    shutil.copytree(SAMPLE_MIRROR, mirror)
+    root = json.loads((mirror / "cache_spack_io_index.json").read_bytes())["v0.23.1"][0]["url"]
+    (mirror / root.removeprefix("s3://spack-binaries/")).write_text("not an index")
+    output = tmp_path / "output"
+    argv = ["sync", "--mirror", str(mirror), "--output", str(output), "--json"]
+    done = crawler(*argv, "--branch", "v0.23.1", cwd=tmp_path)
+    assert done.code == 4
+    [record] = lines(done.out)
+    assert record["status"] == "failed" and record["folder"] is None and record["error"]
+    assert record["stats"] is None and record["changes"] is None
+    assert Path(record["report"]).is_file()
+    gone = crawler(
+        *argv, "--branch", "develop", "--mirror", str(tmp_path / "nowhere"), cwd=tmp_path
+    )
+    assert gone.code == 3 and gone.out == ""
