@@ -127,23 +127,14 @@ class Packages(Mapping[str, PackageSummary]):
         the index (None in a branch of schema 1, beside an ``index.json`` copied without it,
         or for a hash that is no spec of it). The first call reads it, its entries kept
         undecoded until looked up."""
+        file = self.file.with_name("links.json")
         if self._links is None:
-            file = self.file.with_name("links.json")
             if self.index.schema_version < 2 or not file.exists():
                 self._links = {}
             else:
                 self._links = _decode(file, _read(file), _RawLinks, "a links.json").specs
         found = self._links.get(key)
-        if found is None:
-            return None
-        try:
-            return msgspec.json.decode(found, type=SpecLinks)
-        except msgspec.DecodeError as err:  # ValidationError included
-            raise NotABranchError(
-                str(self.file.with_name("links.json")),
-                f"not a links.json as a publish writes it: spec {key}: {err} "
-                "(crawler verify says more)",
-            ) from None
+        return None if found is None else _decode(file, found, SpecLinks, f"spec {key} of links")
 
 
 class _RawLinks(msgspec.Struct, gc=False):
