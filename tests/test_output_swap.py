@@ -97,7 +97,13 @@ async def test_an_output_swapped_for_a_link_mid_run_gets_nothing_from_that_run(
         assert second.code == 0, second.err
         theirs = tree_bytes(other / "develop")
         # No pages:
-        assert sorted(theirs) == ["changes.json", "history.json", "index.json", "report.json"]
+        assert sorted(theirs) == [
+            "changes.json",
+            "history.json",
+            "index.json",
+            "links.json",
+            "report.json",
+        ]
 
         done = await finish(running)
     finally:
@@ -162,7 +168,13 @@ async def test_an_output_swapped_for_a_link_while_a_branch_is_written_is_not_pub
     assert seconds and seconds[0].code == 0, seconds
     theirs = tree_bytes(other / "develop")
     # JSON only:
-    assert sorted(theirs) == ["changes.json", "history.json", "index.json", "report.json"]
+    assert sorted(theirs) == [
+        "changes.json",
+        "history.json",
+        "index.json",
+        "links.json",
+        "report.json",
+    ]
     err = capsys.readouterr().err
     assert code == 4, err
     assert f"branch develop failed: cannot write into {out}: {REPLACED}" in err
