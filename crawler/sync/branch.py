@@ -225,6 +225,7 @@ class BranchSync:
                 changes,
                 report,
                 with_pages="pages" in plan.formats,
+                with_site="html" in plan.formats,
                 finish=self._finish,
                 history=read_history(folder / "history.json", branch) if keep else None,
                 keep=keep,
