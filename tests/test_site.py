@@ -147,8 +147,8 @@ def test_links_reach_package_pages_and_branches(sample_site: Path, page: Page) -
     p.goto(_url(sample_site / "develop" / "site" / "packages" / "petsc.html"))
     row = p.locator("#specs tbody tr").first
     assert (row.locator('a:text-is("root")').get_attribute("href") or "").startswith("file:")
-    row.locator("details summary").last.click()
-    assert "gcc-runtime/" in (row.locator("details ul").last.text_content() or "")
+    row.locator("details.deps summary").click()
+    assert "gcc-runtime/" in (row.locator("details.deps").text_content() or "")
 
 
 @pytest.mark.slow

@@ -13,7 +13,7 @@ from importlib.resources import files
 from ...documents import Changes, History, Index, PackageSummary, Report
 from .front import front_page, letter_pages, search_chunks
 from .layout import PACKAGES
-from .package import package_page
+from .package import PackagePages
 
 #: The folder of a branch that holds its site.
 SITE = "site"
@@ -38,7 +38,6 @@ def site_files(
         yield f"{SITE}/{name}", asset(name)
     for relative, content in (*letter_pages(index), *search_chunks(index)):
         yield f"{SITE}/{relative}", content.encode()
-    links, packages = index.specs.get, index.packages
-    for name, summary in packages.items():
-        page = package_page(name, summary, links, packages.__contains__, index.branch)
-        yield f"{SITE}/{PACKAGES}/{name}.html", page.encode()
+    pages = PackagePages(index)
+    for name, summary in index.packages.items():
+        yield f"{SITE}/{PACKAGES}/{name}.html", pages.page(name, summary).encode()

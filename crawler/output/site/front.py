@@ -95,7 +95,7 @@ def _plots(index: Index[PackageSummary], history: History | None) -> str:
         plots.bars("Specs per target family", list(families.items())),
         plots.bars("Specs per OS", list(oss.items())),
     ]
-    if history is not None:
+    if history is not None and len(history.publishes) > 1:  # one point is no line
         points = [(p.published_at, p.changes.totals.specs_after) for p in history.publishes]
         figures.append(plots.line("Specs over the last publishes", points[::-1]))
     return f'<div class="plots">{"".join(figures)}</div>'

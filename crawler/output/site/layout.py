@@ -1,12 +1,13 @@
 """What every page of the site shares: the frame around its body, escaping helpers, and the
 names of its files (a package's page, the list of packages by their first character).
 
-Every text from the mirror goes through :func:`text` or :func:`attr` (``html.escape``), and
+Every text from the mirror goes through :func:`text` (``html.escape``, in text and in attributes), and
 every file name into a link through :func:`href` (percent-encoded).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from html import escape
 from urllib.parse import quote
@@ -16,12 +17,12 @@ from urllib.parse import quote
 PACKAGES, LETTERS, SEARCH = "packages", "letters", "search"
 
 
-def text(value: object) -> str:
-    """``value`` as HTML text (quotes escaped too, so that it is safe in an attribute)."""
-    return escape(str(value), quote=True)
+@functools.lru_cache(maxsize=1 << 16)
+def text(value: str) -> str:
+    """``value`` as HTML text (quotes escaped too, so that it is safe in an attribute).
+    Cached: a branch's pages repeat the same versions, compilers and targets a million times."""
+    return escape(value, quote=True)
 
-
-attr = text
 
 
 def href(name: str, suffix: str = ".html") -> str:
