@@ -4,16 +4,19 @@ is not a local file refused and reported."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import msgspec
 import pytest
 import yaml
 from playwright.sync_api import Browser, Page, Route, sync_playwright
 
 from bench.synth import SynthRef, SynthSpec, build_mirror
+from crawler.output.site import listing
 from crawler.output.site.layout import script_json, search_keys
 from tests.conftest import SAMPLE_MIRROR, cli_env, fast_config
 
@@ -125,8 +128,12 @@ def test_a_filter_narrows_the_table_and_a_header_sorts_it(sample_site: Path, pag
     assert rows.count() == 1
     assert p.locator("#shown").text_content() == "1 of 3 specs"
     p.select_option('select[data-filter="os"]', "")
-    p.select_option('select[data-filter="stacks"]', "root")
-    assert rows.count() == 3
+    index = json.loads((sample_site / "develop" / "index.json").read_bytes())
+    specs = index["packages"]["mpich"]["spec_details"]
+    in_e4s = sum("e4s" in spec["stacks"] for spec in specs)
+    p.select_option('select[data-filter="stacks"]', "e4s")
+    assert 0 < rows.count() == in_e4s < 3
+    p.select_option('select[data-filter="stacks"]', "")
     p.click('th[data-sort="4"]')  # OS, ascending
     oss = p.locator("#specs tbody tr td:nth-child(5)").all_text_contents()
     assert oss == sorted(oss)
@@ -138,6 +145,8 @@ def test_a_filter_narrows_the_table_and_a_header_sorts_it(sample_site: Path, pag
 def test_links_reach_package_pages_and_branches(sample_site: Path, page: Page) -> None:
     p = page
     p.goto(_url(sample_site / "index.html"))
+    kinds = p.locator("tbody tr td:nth-child(2)").all_text_contents()
+    assert kinds == ["ref", "snapshot", "release"]
     p.click("text=develop")
     p.wait_for_url("**/develop/site/index.html")
     p.click('ul.letters a:text-is("z")')
@@ -175,6 +184,21 @@ def test_pages_work_without_javascript(sample_site: Path, browser: Browser) -> N
     assert not p.locator("#search").is_visible()
     assert p.locator("ul.letters a").count() == 17
     context.close()
+
+
+@pytest.mark.parametrize(
+    ("name", "manifest", "expected"),
+    [
+        ("develop", "", "ref"),
+        ("v0.23.1", "", "release"),
+        ("develop-2025-04-20", "", "snapshot"),
+        ("nightly", "s3://b/c/v3/manifests/index/nightly/index.manifest.json", "view"),
+        ("site", "s3://b/c/v3/manifests/index/index.manifest.json", "ref"),
+    ],
+)
+def test_the_list_of_branches_tells_their_kind(name: str, manifest: str, expected: str) -> None:
+    summary = msgspec.convert({"sources": [{"manifest": manifest}]}, listing.Summary)
+    assert listing.kind(name, summary) == expected
 
 
 def test_search_keys_and_script_data() -> None:

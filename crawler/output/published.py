@@ -42,9 +42,10 @@ OS_LITTER = frozenset({".DS_Store"})
 
 def check_replaceable(target: Path) -> None:
     """Refuse to replace ``target`` (``<output>/<branch>``) unless it is absent or holds only
-    what a publish writes: ``index.json``, ``changes.json``, ``report.json`` as files, and
-    ``pages/<package>/specs.md``. The output folder may be shared with other data (a home
-    folder, the mirror itself): a file the crawler did not write is never deleted.
+    what a publish writes: ``index.json``, ``changes.json``, ``report.json`` as files,
+    ``pages/<package>/specs.md``, and a site's files under ``site/``. The output folder may be
+    shared with other data (a home folder, the mirror itself): a file the crawler did not write
+    is never deleted.
     """
     try:
         if not target.exists() and not target.is_symlink():

@@ -1,8 +1,8 @@
 """What every page of the site shares: the frame around its body, escaping helpers, and the
 names of its files (a package's page, the list of packages by their first character).
 
-Every text from the mirror goes through :func:`text` (``html.escape``, in text and in attributes), and
-every file name into a link through :func:`href` (percent-encoded).
+Every text from the mirror goes through :func:`text` (``html.escape``, in text and in
+attributes), and every file name into a link through :func:`href` (percent-encoded).
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ def text(value: str) -> str:
     """``value`` as HTML text (quotes escaped too, so that it is safe in an attribute).
     Cached: a branch's pages repeat the same versions, compilers and targets a million times."""
     return escape(value, quote=True)
-
 
 
 def href(name: str, suffix: str = ".html") -> str:

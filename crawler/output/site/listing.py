@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from pathlib import Path
 
 import msgspec
@@ -28,19 +29,40 @@ log = logging.getLogger("crawler")
 LISTING = "index.html"
 
 
-class _Summary(msgspec.Struct, frozen=True, gc=False):
+class Source(msgspec.Struct, frozen=True, gc=False):
+    manifest: str = ""  # a v3 index's manifest: a view's is in a folder of the view's name
+
+
+class Summary(msgspec.Struct, frozen=True, gc=False):
     """What the listing shows of a branch's ``report.json``."""
 
     status: str = ""
     finished_at: str = ""
     stats: IndexStats | None = None
+    sources: list[Source] = []
 
 
-def _summary(folder: Path) -> _Summary:
+#: A ref named as Spack names its releases, and as cache.spack.io names develop's snapshots.
+_RELEASE = re.compile(r"v\d+(\.\d+)*")
+_SNAPSHOT = re.compile(r".+-\d{4}-\d{2}-\d{2}")
+_VIEW = re.compile(r".*/manifests/index/[^/]+/index\.manifest\.json")
+
+
+def kind(name: str, summary: Summary) -> str:
+    """What a branch is: a view of a plain build cache (its index's manifest is under
+    ``manifests/index/<view>/``), a release, a snapshot, or another ref."""
+    if any(_VIEW.fullmatch(source.manifest) for source in summary.sources):
+        return "view"
+    if _RELEASE.fullmatch(name):
+        return "release"
+    return "snapshot" if _SNAPSHOT.fullmatch(name) else "ref"
+
+
+def _summary(folder: Path) -> Summary:
     try:
-        return msgspec.json.decode(read_regular(folder / "report.json"), type=_Summary)
+        return msgspec.json.decode(read_regular(folder / "report.json"), type=Summary)
     except (OSError, msgspec.DecodeError):
-        return _Summary()
+        return Summary()
 
 
 def _row(folder: Path) -> list[str]:
@@ -52,7 +74,7 @@ def _row(folder: Path) -> list[str]:
     summary = _summary(folder)
     stats = summary.stats
     counts = [str(stats.packages), str(stats.specs)] if stats else ["", ""]
-    return [link, text(summary.status), *counts, text(summary.finished_at)]
+    return [link, kind(name, summary), text(summary.status), *counts, text(summary.finished_at)]
 
 
 def branch_folders(output: Path) -> list[Path]:
@@ -65,7 +87,7 @@ def branch_folders(output: Path) -> list[Path]:
 def listing_page(output: Path) -> str:
     """The listing of ``output``'s branches."""
     rows = [_row(folder) for folder in branch_folders(output)]
-    headers = ["Branch", "Status", "Packages", "Specs", "Published"]
+    headers = ["Branch", "Kind", "Status", "Packages", "Specs", "Published"]
     style = asset("site.css").decode()
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'

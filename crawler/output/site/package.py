@@ -1,5 +1,5 @@
 """A package's page: the reference site's table of its specs (hash, version, variants with the
-long ones folded, platform, OS, target, compiler, stacks), with each spec's download locations
+long ones folded, platform, OS, target, compiler, stacks), with each spec's download location
 and dependencies, and the filters and sorting ``site.js`` adds to it.
 
 The table is complete HTML: without JavaScript it is a plain table; the filters only hide rows.
@@ -36,6 +36,7 @@ class PackagePages:
         self.index = index
         self._dependencies: dict[str, str] = {}
         self._stacks: dict[tuple[str, ...], tuple[str, str]] = {}
+        self._variants: dict[tuple[str, ...], str] = {}
 
     def page(self, name: str, summary: PackageSummary) -> str:
         """The page of package ``name``."""
@@ -44,8 +45,7 @@ class PackagePages:
         branch = self.index.branch
         rows = "".join([self._row(spec) for spec in specs])
         head = "".join(
-            f'<th data-sort="{i}" aria-sort="none">{label}</th>'
-            for i, label in enumerate(_COLUMNS)
+            f'<th data-sort="{i}" aria-sort="none">{label}</th>' for i, label in enumerate(_COLUMNS)
         )
         key = letter_key(name)
         body = (
@@ -65,20 +65,30 @@ class PackagePages:
         stacks, stacks_data = self._stacks_of(spec.stacks)
         family = text(spec.family or "unknown")
         os_, compiler = text(spec.os), text(spec.compiler)
-        ident, shown = text(spec.hash), text(short(spec.hash))
-        deps = "".join([self._dependency(d) for d in links.dependencies]) if links else ""
+        # Hashes are 32 characters of base32 (decoding refuses others): nothing to escape.
+        ident, shown = spec.hash, short(spec.hash)
+        known = self._dependencies  # looked up here: 800,000 calls are a second of a large site
+        edges = links.dependencies if links else ()
+        deps = "".join([known.get(d.hash) or self._dependency(d) for d in edges])
         if deps:
-            count = len(links.dependencies) if links else 0
+            count = len(edges)
             deps = f'<details class="deps"><summary>{count}</summary>{deps}</details>'
-        locations = _locations(links.locations) if links else ""
+        locations = _location(spec.stacks, links.locations) if links else ""
         return (
             f'<tr id="{shown}" data-stacks="{stacks_data}" data-family="{family}" '
             f'data-os="{os_}" data-compiler="{compiler}">'
             f'<td><code title="{ident}">{shown}</code></td><td>{text(spec.versions[0])}</td>'
-            f"<td>{_variants(spec.variants)}</td><td>{text(spec.platform)}</td><td>{os_}</td>"
+            f"<td>{self._variants_of(spec.variants)}</td><td>{text(spec.platform)}</td><td>{os_}</td>"
             f"<td>{text(spec.target)}</td><td>{compiler}</td><td>{stacks}</td>"
             f"<td>{locations}</td><td>{deps}</td></tr>"
         )
+
+    def _variants_of(self, variants: tuple[str, ...]) -> str:
+        """A row's variants cell (specs of a package often have the same variants)."""
+        found = self._variants.get(variants)
+        if found is None:
+            found = self._variants[variants] = _variants(variants)
+        return found
 
     def _stacks_of(self, stacks: tuple[str, ...]) -> tuple[str, str]:
         """A row's stacks cell, and its ``data-stacks`` (a JSON list, escaped)."""
@@ -90,12 +100,13 @@ class PackagePages:
 
     def _dependency(self, dep: SpecDependency) -> str:
         """One dependency (name/short hash), linked to its row on its package's page when it
-        has one (a row's ``id`` is its :func:`short` hash)."""
+        has one (a row's ``id`` is its :func:`short` hash); remembered."""
         found = self._dependencies.get(dep.hash)
         if found is None:
-            shown = f"{text(dep.name)}/{text(short(dep.hash))}"
-            if dep.name in self.index.packages:
-                found = f'<a href="{href(dep.name)}#{text(short(dep.hash))}">{shown}</a>'
+            shown = f"{text(dep.name)}/{short(dep.hash)}"  # base32: nothing to escape
+            if dep.name in self.index.packages:  # href() leaves no character to quote
+                link = f"{href(dep.name)}#{short(dep.hash)}"
+                found = f"<a href={link}>{shown}</a>"
             else:
                 found = f"<span>{shown}</span>"
             self._dependencies[dep.hash] = found
@@ -131,11 +142,15 @@ def _variants(variants: tuple[str, ...]) -> str:
     shown = [text(v) for v in variants]
     if len(shown) <= UNFOLDED_VARIANTS:
         return " ".join(shown)
-    first = " ".join(shown[:UNFOLDED_VARIANTS])
-    return f"<details><summary>{first} … ({len(shown)})</summary>{' '.join(shown)}</details>"
+    first, rest = " ".join(shown[:UNFOLDED_VARIANTS]), " ".join(shown[UNFOLDED_VARIANTS:])
+    return f"<details><summary>{first} … ({len(shown)})</summary>{rest}</details>"
 
 
-def _locations(locations: dict[str, str]) -> str:
-    return " ".join(
-        [f'<a href="{escape(url)}">{text(label)}</a>' for label, url in sorted(locations.items())]
-    )
+def _location(stacks: tuple[str, ...], locations: dict[str, str]) -> str:
+    """Where the spec is downloaded from: its root's copy, else its first stack's (the same
+    file in each stack's cache; ``index.json`` has them all). One link, not one per stack: a
+    develop-sized site would be 30 MB larger."""
+    label = "root" if "root" in locations else next((s for s in stacks if s in locations), None)
+    if label is None:
+        return ""
+    return f'<a href="{escape(locations[label])}">{text(label)}</a>'
