@@ -29,7 +29,14 @@ if str(REPO) not in sys.path:
 from bench.generate import add_arguments, describe, ensure_mirror, params_from  # noqa: E402
 from bench.run import OUT, crawler_command, prime_page_cache, run_measured  # noqa: E402
 from bench.server import ServerProcess  # noqa: E402
-from crawler.documents import Changes, History, Index, PackageSummary, Report  # noqa: E402
+from crawler.documents import (  # noqa: E402
+    Changes,
+    History,
+    Index,
+    PackageSummary,
+    Report,
+    SpecLinks,
+)
 from crawler.output.site import site_files  # noqa: E402
 
 #: The most ``--format html`` may add to a cold sync, as a share of it.
@@ -45,14 +52,22 @@ def tree_size(folder: Path) -> tuple[int, int]:
     return files, size
 
 
+class _Specs(msgspec.Struct):
+    specs: dict[str, SpecLinks] = {}
+
+
 def make_seconds(published: Path) -> float:
     """The seconds :func:`~crawler.output.site.site_files` takes over a published branch."""
     index = msgspec.json.decode((published / "index.json").read_bytes(), type=Index[PackageSummary])
+    # Each spec's links: in index.json's "specs", or in a links.json of its own (the same key).
+    linked = published / "links.json"
+    linked = linked if linked.exists() else published / "index.json"
+    specs = msgspec.json.decode(linked.read_bytes(), type=_Specs).specs
     changes = msgspec.json.decode((published / "changes.json").read_bytes(), type=Changes)
     report = msgspec.json.decode((published / "report.json").read_bytes(), type=Report)
     history = msgspec.json.decode((published / "history.json").read_bytes(), type=History)
     started = time.perf_counter()
-    for _ in site_files(index, changes, report, history):
+    for _ in site_files(index, specs, changes, report, history):
         pass
     return time.perf_counter() - started
 

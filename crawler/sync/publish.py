@@ -87,7 +87,9 @@ async def publish_branch(
             after = extended(history, report.finished_at, digest, changes, keep)
             stage.write("history.json", encode_json(after))
         if with_site:
-            for i, (relative, content) in enumerate(site_files(index, changes, report, after)):
+            for i, (relative, content) in enumerate(
+                site_files(index, index.specs, changes, report, after)
+            ):
                 if i % PAGES_PER_CHECKPOINT == 0:
                     await checkpoint()
                 stage.write(relative, content)

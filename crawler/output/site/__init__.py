@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from importlib.resources import files
 
-from ...documents import Changes, History, Index, PackageSummary, Report
+from ...documents import Changes, History, Index, PackageSummary, Report, SpecLinks
 from .front import front_page, letter_pages, search_chunks
 from .layout import PACKAGES
 from .package import PackagePages
@@ -29,15 +29,20 @@ def asset(name: str) -> bytes:
 
 
 def site_files(
-    index: Index[PackageSummary], changes: Changes, report: Report, history: History | None
+    index: Index[PackageSummary],
+    specs: dict[str, SpecLinks],
+    changes: Changes,
+    report: Report,
+    history: History | None,
 ) -> Iterator[tuple[str, bytes]]:
     """The files of the branch's site, ``site/...``, one at a time (the package pages last, in
-    name order): the caller writes each and may pause between them."""
+    name order): the caller writes each and may pause between them. ``specs``: each spec's
+    dependencies and locations, by hash."""
     yield f"{SITE}/index.html", front_page(index, changes, report, history).encode()
     for name in ASSETS:
         yield f"{SITE}/{name}", asset(name)
     for relative, content in (*letter_pages(index), *search_chunks(index)):
         yield f"{SITE}/{relative}", content.encode()
-    pages = PackagePages(index)
+    pages = PackagePages(index, specs)
     for name, summary in index.packages.items():
         yield f"{SITE}/{PACKAGES}/{name}.html", pages.page(name, summary).encode()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from html import escape
 
-from ...documents import Index, PackageSummary, SpecDependency, SpecDetail
+from ...documents import Index, PackageSummary, SpecDependency, SpecDetail, SpecLinks
 from .layout import LETTERS, href, letter_key, page, script_json, text
 
 #: Characters of a hash shown, and naming a spec on its package's page (40 bits: two specs of
@@ -32,8 +32,9 @@ class PackagePages:
     texts are rendered once and reused: a develop-sized branch has 800,000 dependency edges
     among 60,000 specs, mostly to the same few thousand specs."""
 
-    def __init__(self, index: Index[PackageSummary]) -> None:
+    def __init__(self, index: Index[PackageSummary], specs: dict[str, SpecLinks]) -> None:
         self.index = index
+        self.specs = specs
         self._dependencies: dict[str, str] = {}
         self._stacks: dict[tuple[str, ...], tuple[str, str]] = {}
         self._variants: dict[tuple[str, ...], str] = {}
@@ -61,7 +62,7 @@ class PackagePages:
         return page(f"{name} — {branch}", body, root="../")
 
     def _row(self, spec: SpecDetail) -> str:
-        links = self.index.specs.get(spec.hash)
+        links = self.specs.get(spec.hash)
         stacks, stacks_data = self._stacks_of(spec.stacks)
         family = text(spec.family or "unknown")
         os_, compiler = text(spec.os), text(spec.compiler)
