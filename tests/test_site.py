@@ -220,6 +220,10 @@ def test_verify_accepts_the_site_and_reports_a_stray_in_it(sample_site: Path) ->
         (folder / "site" / "packages" / "notes.txt").unlink()
     assert done.returncode != 0
     assert "site/packages/notes.txt" in done.stdout
+    inside = [sys.executable, "-m", "crawler", "verify", str(folder / "site")]
+    done = subprocess.run(inside, env=cli_env(), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stderr  # a usage error, naming the branch folder
+    assert "a folder inside the branch folder" in done.stderr
 
 
 @pytest.mark.slow
