@@ -1124,10 +1124,14 @@ def test_bad_flag_value(tmp_path: Path) -> None:
             ("sync", "--all", "--concurrency", "257"), "must be from 1 to 256", id="conc-257"
         ),
         pytest.param(
-            ("sync", "--all", "--format", "xml"), "expected json and/or pages", id="format-xml"
+            ("sync", "--all", "--format", "xml"),
+            "expected json, pages and/or html",
+            id="format-xml",
         ),
         pytest.param(
-            ("sync", "--all", "--format", ","), "expected json and/or pages", id="format-empty"
+            ("sync", "--all", "--format", ","),
+            "expected json, pages and/or html",
+            id="format-empty",
         ),
         pytest.param(("sync", "--all", "-q", "-v"), "not allowed with argument", id="q-and-v"),
         pytest.param(("branches", "--all"), "unrecognized arguments: --all", id="branches-all"),

@@ -104,7 +104,7 @@ def test_sample_config_loads() -> None:
     config = load_config(SAMPLE)
     assert config.mirror == str(SAMPLE_MIRROR)
     assert config.output == str(REPO / "output")
-    assert config.formats == ("json", "pages")
+    assert config.formats == ("html", "json", "pages")
     assert Mirror.parse(config.mirror).is_local
 
 

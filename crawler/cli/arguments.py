@@ -53,9 +53,9 @@ def _seconds(text: str) -> float:
 
 def _formats(text: str) -> tuple[str, ...]:
     items = tuple(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))
-    bad = [f for f in items if f not in ("json", "pages")]
+    bad = [f for f in items if f not in ("json", "pages", "html")]
     if bad or not items:
-        raise argparse.ArgumentTypeError(f"expected json and/or pages, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected json, pages and/or html, got {text!r}")
     return items
 
 
@@ -130,7 +130,10 @@ def _add_sync(commands: argparse._SubParsersAction[_Parser]) -> None:
     _common(sync)
     sync.add_argument("--output", help="output folder (overrides the config)")
     sync.add_argument(
-        "--format", type=_formats, metavar="json,pages", help="outputs to write (json is always)"
+        "--format",
+        type=_formats,
+        metavar="json,pages,html",
+        help="outputs to write (json is always)",
     )
     sync.add_argument(
         "--prune-formats",

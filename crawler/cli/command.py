@@ -134,7 +134,7 @@ def _not_a_branch_folder(path: Path) -> str | None:
         such = f"such as {path / branches[0]}" if branches else "such as output/develop"
         return f"an output folder, not a branch folder (give one of its branches, {such})"
     folder = path.resolve()  # as verify_branch names it
-    pages = next((p for p in (folder, folder.parent) if p.name == "pages"), None)
+    pages = next((p for p in (folder, folder.parent) if p.name in ("pages", "site")), None)
     if pages is not None and (pages.parent / "index.json").is_file():
         return f"a folder inside the branch folder {pages.parent}, not a branch folder"
     if not is_safe_name(folder.name):  # .crawler: no branch is so named (nor verifies)

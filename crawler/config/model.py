@@ -10,7 +10,7 @@ key                    default                    meaning
 =====================  =========================  ==============================================
 mirror                 https://binaries.spack.io  base of the mirror: http(s)://, file:// or a path
 output                 output                     folder that receives ``<branch>/`` folders
-formats                [json]                     ``json`` (always written) and/or ``pages``
+formats                [json]                     ``json`` (always written), ``pages``, ``html``
 prune_formats          false                      publish a branch in exactly ``formats``,
                                                   removing others it was published in (by
                                                   default they are kept and written again)
@@ -86,7 +86,7 @@ import msgspec
 
 PUBLIC_MIRROR = "https://binaries.spack.io"
 
-Format = Literal["json", "pages"]
+Format = Literal["json", "pages", "html"]
 #: Seconds a run may take by default: a nightly job that hangs is stopped well before the next.
 DEFAULT_DEADLINE = 4 * 3600.0
 #: The longest deadline (a week): a run must end, so ``.inf`` is refused.

@@ -1,9 +1,9 @@
 """A published branch folder: its layout, and whether it is as a publish left it.
 
-What a publish writes there (:data:`BRANCH_FILES`, ``pages/<package>/specs.md``, the
-:data:`COMPANIONS` naming their branch) is known here only: a publish refuses to replace a
-folder holding anything else (:func:`check_replaceable`), and ``crawler verify`` reports it
-(:func:`foreign_entries`, :func:`companion_problem`).
+What a publish writes there (:data:`BRANCH_FILES`, ``pages/<package>/specs.md``, the site
+``site/``, the :data:`COMPANIONS` naming their branch) is known here only: a publish refuses
+to replace a folder holding anything else (:func:`check_replaceable`), and ``crawler verify``
+reports it (:func:`foreign_entries`, :func:`companion_problem`).
 
 A sync asks ``<output>/<branch>/`` four questions before it decides a branch's fate; they are
 answered here, in one place, from the folder and the state of the last publish:
@@ -29,6 +29,7 @@ from ..config import normal_formats
 from ..documents import Companion, Index, Report
 from ..errors import OutputError
 from ..files import read_regular
+from .site import SITE, SITE_SUFFIXES
 from .state import BranchState, PagesDigest
 
 log = logging.getLogger("crawler")
@@ -43,9 +44,10 @@ OS_LITTER = frozenset({".DS_Store"})
 
 def check_replaceable(target: Path) -> None:
     """Refuse to replace ``target`` (``<output>/<branch>``) unless it is absent or holds only
-    what a publish writes: ``index.json``, ``changes.json``, ``report.json`` as files, and
-    ``pages/<package>/specs.md``. The output folder may be shared with other data (a home
-    folder, the mirror itself): a file the crawler did not write is never deleted.
+    what a publish writes: ``index.json``, ``changes.json``, ``report.json`` as files,
+    ``pages/<package>/specs.md``, and a site's files under ``site/``. The output folder may be
+    shared with other data (a home folder, the mirror itself): a file the crawler did not write
+    is never deleted.
     """
     try:
         if not target.exists() and not target.is_symlink():
@@ -121,6 +123,8 @@ def foreign_entries(branch: Path, unlisted: Callable[[OSError], None] | None = N
         if entry.name in BRANCH_FILES:
             if not entry.is_file(follow_symlinks=False):
                 foreign.append(entry.name)
+        elif entry.name == SITE and entry.is_dir(follow_symlinks=False):
+            foreign += _foreign_in_site(entry.path, SITE, scan)
         elif entry.name == "pages" and entry.is_dir(follow_symlinks=False):
             for package in scan(entry.path):
                 where = f"pages/{package.name}"
@@ -136,6 +140,23 @@ def foreign_entries(branch: Path, unlisted: Callable[[OSError], None] | None = N
         else:
             foreign.append(entry.name)
     return sorted(foreign)
+
+
+def _foreign_in_site(
+    folder: str, where: str, scan: Callable[[str], list[os.DirEntry[str]]]
+) -> list[str]:
+    """What in a branch's ``site/`` (``folder``, named ``where``) the crawler did not write:
+    anything but folders and regular files of a site's suffixes (:data:`SITE_SUFFIXES`)."""
+    foreign: list[str] = []
+    for entry in scan(folder):
+        path = f"{where}/{entry.name}"
+        if entry.name in OS_LITTER:
+            continue
+        if entry.is_dir(follow_symlinks=False):
+            foreign += _foreign_in_site(entry.path, path, scan)
+        elif not (entry.is_file(follow_symlinks=False) and entry.name.endswith(SITE_SUFFIXES)):
+            foreign.append(path)
+    return foreign
 
 
 def package_names(index: bytes) -> set[str] | None:
@@ -191,6 +212,14 @@ class PublishedBranch:
         self.branch = branch
         self.folder = output / branch
         self.pages = self.folder / "pages"
+        self.site = self.folder / SITE
+
+    def has_site(self) -> bool:
+        """Whether it holds a site: ``site/index.html``, a regular file in a folder of its own
+        (a site is checked for being there, not byte for byte: it is made from the documents,
+        which are)."""
+        front = self.site / "index.html"
+        return not self.site.is_symlink() and front.is_file() and not front.is_symlink()
 
     def has_pages(self) -> bool:
         """Whether it holds pages: a ``pages`` folder of its own (not a link, which the
@@ -226,10 +255,12 @@ class PublishedBranch:
             return None
         return index if self._companions_intact() else None
 
-    def holds(self, index_sha256: str, pages_digest: str | None) -> bool:
+    def holds(self, index_sha256: str, pages_digest: str | None, site: bool = False) -> bool:
         """Whether it holds, intact, an ``index.json`` of this SHA-256 and these pages (a
-        :class:`PagesDigest`; None: no ``pages/`` at all)."""
+        :class:`PagesDigest`; None: no ``pages/`` at all), and a site or none (``site``)."""
         if self.index(index_sha256) is None:
+            return False
+        if self.has_site() != site or (not site and os.path.lexists(self.site)):
             return False
         if pages_digest is None:
             return not os.path.lexists(self.pages)
@@ -245,6 +276,8 @@ class PublishedBranch:
         except OSError:
             names = None
         if names is None or not self._companions_intact():
+            return False
+        if "html" in asked and not self.has_site():
             return False
         if not self.has_pages():
             return "pages" not in asked
@@ -266,6 +299,12 @@ class PublishedBranch:
             return False
         index = self.index(previous.index_sha256)
         if index is None:
+            return False
+        if "html" in published and not self.has_site():
+            log.debug("%s: its site is missing", self.branch)
+            return False
+        if exact and "html" not in published and os.path.lexists(self.site):
+            log.debug("%s: it holds a site, but none was published", self.branch)
             return False
         if "pages" not in published:
             # A link is not the crawler's (it refuses to replace one).

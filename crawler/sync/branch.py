@@ -229,6 +229,7 @@ class BranchSync:
                 report,
                 Links(branch=branch, specs=kept),
                 with_pages="pages" in plan.formats,
+                with_site="html" in plan.formats,
                 finish=self._finish,
                 history=read_history(folder / "history.json", branch) if keep else None,
                 keep=keep,

@@ -87,7 +87,8 @@ class Planner:
         deleted, which is allowed) as its folder shows."""
         if record is not None:
             return list(record.formats)
-        return ["pages"] if PublishedBranch(self.output, branch).has_pages() else []
+        published = PublishedBranch(self.output, branch)
+        return ["pages"] * published.has_pages() + ["html"] * published.has_site()
 
     async def _published_immutable(
         self, branch: str, fetcher: Fetcher, sources: Sequence[Source], plan: BranchPlan

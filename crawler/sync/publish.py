@@ -17,6 +17,7 @@ from ..documents import Changes, History, Index, Links, PackageSummary, Report
 from ..errors import CrawlerError
 from ..output.published import PublishedBranch
 from ..output.render import encode_chunked, encode_json, render_page
+from ..output.site import site_files
 from ..output.stage import BranchStage
 from ..output.state import PagesDigest
 
@@ -49,12 +50,14 @@ async def publish_branch(
     finish: Callable[[], None],
     history: History | None = None,
     keep: int = 0,
+    with_site: bool = False,
 ) -> tuple[str, str | None, bool]:
     """Stage and publish ``index``'s branch, with its pages or not; returns the SHA-256 of its
     index.json, the :class:`~crawler.output.state.PagesDigest` of its pages (None without), and
     whether it was swapped in. ``finish`` stamps the report's times just before it is written.
     With a ``history`` (the branch's before), ``history.json`` is written too: this publish
-    first, at most ``keep`` publishes in all.
+    first, at most ``keep`` publishes in all. ``with_site``: its site too (``site/``, the
+    ``html`` format), made from those documents.
 
     It is not swapped in when the published folder already holds exactly these ``index.json``
     and pages, and intact companions: a run stopped (SIGKILL, a power cut) after its swap but
@@ -78,13 +81,21 @@ async def publish_branch(
                 stage.write(f"pages/{name}/specs.md", page)
                 pages.add(name, page)
         pages_digest = pages.hexdigest() if pages else None
-        if PublishedBranch(output, branch).holds(digest, pages_digest):
+        if PublishedBranch(output, branch).holds(digest, pages_digest, with_site):
             return digest, pages_digest, False
         finish()
         stage.write("report.json", encode_json(report))
+        after = None
         if history is not None:
             after = extended(history, report.finished_at, digest, changes, keep)
             stage.write("history.json", encode_json(after))
+        if with_site:
+            for i, (relative, content) in enumerate(
+                site_files(index, links.specs, changes, report, after)
+            ):
+                if i % PAGES_PER_CHECKPOINT == 0:
+                    await checkpoint()
+                stage.write(relative, content)
         await checkpoint()
         stage.publish()
     finally:

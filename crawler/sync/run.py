@@ -27,11 +27,13 @@ from ..mirror.fetch import Fetcher
 from ..mirror.refs import find_refs
 from ..mirror.retry import Sleep
 from ..output.lock import RunLock
+from ..output.site.listing import write_listing
 from ..output.state import Store
 from ..output.workdir import check_work_folders, recover, state_dir
 from .branch import BranchResult, BranchSync, RunContext
 from .forecast import BranchForecast, Forecaster
 from .plan import Planner
+from .publish import after_publish
 from .reporting import Reporter
 from .sources import SourceReader
 
@@ -101,6 +103,7 @@ class Syncer:
                     for branch in _to_sync(discovery, wanted, branches):
                         one = BranchSync(self._context(), reader, branch, work)
                         self.results.append(await one.sync(discovery))
+                after_publish(lambda: write_listing(self.output), "synced")
                 _check_any(discovery, branches)
         return RunResult(self.results, time.monotonic() - started)
 

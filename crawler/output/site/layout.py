@@ -1,0 +1,68 @@
+"""What every page of the site shares: the frame around its body, escaping helpers, and the
+names of its files (a package's page, the list of packages by their first character).
+
+Every text from the mirror goes through :func:`text` (``html.escape``, in text and in
+attributes), and every file name into a link through :func:`href` (percent-encoded).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from html import escape
+from urllib.parse import quote
+
+#: The folders of ``site/``: one page per package, one list per first character, the search
+#: index in chunks (see :func:`search_keys`).
+PACKAGES, LETTERS, SEARCH = "packages", "letters", "search"
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def text(value: str) -> str:
+    """``value`` as HTML text (quotes escaped too, so that it is safe in an attribute).
+    Cached: a branch's pages repeat the same versions, compilers and targets a million times."""
+    return escape(value, quote=True)
+
+
+def href(name: str, suffix: str = ".html") -> str:
+    """A link to the file ``name + suffix`` in the same folder, percent-encoded."""
+    return quote(name + suffix, safe="")
+
+
+def letter_key(name: str) -> str:
+    """The list a package is in: its first character, lower case (names start with one)."""
+    return name[:1].lower()
+
+
+def search_keys(name: str) -> set[str]:
+    """The search chunks a package is in: the first character of each of its words (``py-numpy``
+    is in ``p`` and ``n``), so that a search for ``numpy`` loads one chunk and finds it."""
+    words = name.lower().replace("_", "-").replace(".", "-").replace("+", "-").split("-")
+    return {word[0] for word in words if word}
+
+
+def script_json(value: object) -> str:
+    """``value`` as JSON to put in a script: ``<`` escaped, so that ``</script>`` in the data
+    cannot end the script block."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).replace("<", "\\u003c")
+
+
+def page(title: str, body: str, *, root: str, scripts: bool = True) -> str:
+    """A whole page: ``root`` is the relative path to ``site/`` (``""`` or ``"../"``)."""
+    script = f'<script src="{root}site.js"></script>' if scripts else ""
+    return (
+        "<!DOCTYPE html>\n"
+        '<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{text(title)}</title>"
+        f'<link rel="stylesheet" href="{root}site.css"></head>\n'
+        f"<body>{body}{script}</body></html>\n"
+    )
+
+
+def table(headers: list[str], rows: list[list[str]], *, cls: str = "") -> str:
+    """A plain table of cells already rendered as HTML."""
+    head = "".join(f"<th>{h}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
+    klass = f' class="{cls}"' if cls else ""
+    return f"<table{klass}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
