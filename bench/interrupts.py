@@ -354,10 +354,15 @@ def interrupted_codes(plan: Plan) -> tuple[int, ...]:
     cleanly) or ``-signal`` (Popen's way of saying the signal's default action ended it, before
     the crawler handles signals; a shell reports it as ``128 + signal`` too). A second signal
     ends the run at once with the first one's code (``crawler/cli/stopping.py``); it can only end it
-    itself (``-second``) once the crawler no longer handles signals, as it exits."""
+    itself (``-second``) once the crawler no longer handles signals, as it exits.
+
+    Two signals pending at once (sent 20 ms apart to a process busy in C for longer) reach its
+    handlers in the order of their numbers, not the order they were sent: SIGTERM then SIGHUP
+    is then handled as SIGHUP first, and the run ends with the second's code, saying "received
+    SIGTERM again". That code is one the run may give too."""
     codes = [128 + plan.signum, -plan.signum]
     if plan.second is not None:
-        codes.append(-plan.second)
+        codes += [-plan.second, 128 + plan.second] if plan.second < plan.signum else [-plan.second]
     return tuple(dict.fromkeys(int(code) for code in codes))
 
 
