@@ -55,11 +55,15 @@ def test_json_lines_and_the_table_in_a_process(sample: Path) -> None:
     lines = [json.loads(line) for line in done.out.splitlines()]
     assert lines and all(line["name"] == "py-numpy" for line in lines)
     index = json.loads((sample / "develop" / "index.json").read_bytes())
-    links = json.loads((sample / "develop" / "links.json").read_bytes())["specs"]
-    expected = [
-        {**spec, **links[spec["hash"]]} for spec in index["packages"]["py-numpy"]["spec_details"]
-    ]
+    expected = index["packages"]["py-numpy"]["spec_details"]
     assert [{k: v for k, v in line.items() if k != "name"} for line in lines] == expected
+    linked = run_find("py-numpy", "--json", "--links", "--output", str(sample), cwd=sample)
+    links = json.loads((sample / "develop" / "links.json").read_bytes())["specs"]
+    assert [json.loads(line) for line in linked.out.splitlines()] == [
+        {**line, **links[line["hash"]]} for line in lines
+    ]
+    alone = run_find("py-numpy", "--links", "--output", str(sample), cwd=sample)
+    assert alone.code == 2 and "give --json too" in alone.err
     table = run_find("py-numpy", "--in", str(sample / "develop"), cwd=sample)
     assert table.code == 0
     header, *rows = table.out.splitlines()

@@ -158,7 +158,7 @@ def test_an_index_of_schema_1_is_read_with_the_defaults_of_schema_2(tmp_path: Pa
     )
 
 
-async def test_find_json_gives_each_match_its_links(tmp_path: Path) -> None:
+async def test_find_json_links_gives_each_match_its_links(tmp_path: Path) -> None:
     out = tmp_path / "out"
     site_cache = Path(__file__).resolve().parent.parent / "sample" / "site-cache"
     argv = ["sync", "--all", "--mirror", str(site_cache), "--output", str(out), "-q"]
@@ -166,7 +166,7 @@ async def test_find_json_gives_each_match_its_links(tmp_path: Path) -> None:
     index = json.loads((out / "site-cache" / "index.json").read_bytes())
     specs_links = json.loads((out / "site-cache" / "links.json").read_bytes())["specs"]
     done = await finish(
-        await start_cli("find", "--in", str(out / "site-cache"), "--json", cwd=tmp_path)
+        await start_cli("find", "--in", str(out / "site-cache"), "--json", "--links", cwd=tmp_path)
     )
     assert done.code == 0, done.err
     lines = [json.loads(line) for line in done.out.splitlines()]
@@ -180,5 +180,5 @@ async def test_find_json_gives_each_match_its_links(tmp_path: Path) -> None:
 
 
 def run_find(folder: Path) -> subprocess.CompletedProcess[str]:
-    argv = [sys.executable, "-m", "crawler", "find", "--in", str(folder), "--json"]
+    argv = [sys.executable, "-m", "crawler", "find", "--in", str(folder), "--json", "--links"]
     return subprocess.run(argv, capture_output=True, text=True, check=False)

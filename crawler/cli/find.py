@@ -109,6 +109,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     query.add_argument("--stack", metavar="S", help="a stack holding the spec: e4s")
     parser.add_argument("--json", action="store_true", help="JSON Lines: one spec a line")
+    parser.add_argument(
+        "--links",
+        action="store_true",
+        help="with --json: each spec's dependencies and locations too (reads links.json)",
+    )
 
 
 #: What the last query read: kept until the process ends (:mod:`.entry` ends it without
@@ -138,16 +143,20 @@ def run(args: argparse.Namespace) -> int:
         variants=args.variant,
         stack=args.stack,
     )
+    if args.links and not args.json:
+        raise UsageError("--links adds to the JSON lines: give --json too")
     folder = branch_folder(args)
     with no_gc():  # a short run over one acyclic document: a collection would only walk it
         # A table shows no variants: unless a criterion tests them, they are not even read.
         packages = load_packages(folder, variants=args.json or bool(args.variant))
         found = query.select(packages)
         _KEPT[:] = [packages, found]
-        return _answer(query, packages, found, folder, as_json=args.json)
+        return _answer(query, packages, found, folder, as_json=args.json, links=args.links)
 
 
-def _answer(query: Query, packages: Packages, found: Found, folder: Path, *, as_json: bool) -> int:
+def _answer(
+    query: Query, packages: Packages, found: Found, folder: Path, *, as_json: bool, links: bool
+) -> int:
     """Print what was found (or say why nothing was); the exit code."""
     if found.unknown_targets:
         from ..targets import archspec_version
@@ -161,7 +170,7 @@ def _answer(query: Query, packages: Packages, found: Found, folder: Path, *, as_
         tell(_nothing(query, packages, folder))
         return ExitCode.NO_MATCH
     try:
-        _write(found, packages, folder, as_json=as_json)
+        _write(found, packages if links else None, folder, as_json=as_json)
     except BrokenPipeError:
         return EXIT_SIGPIPE  # the reader took what it wanted (`| head`)
     except OSError as err:  # the results are what was asked for: without them, a failure
@@ -189,13 +198,14 @@ def _nothing(query: Query, packages: Packages, folder: Path) -> str:
     return f"no spec of {folder} meets the criteria (it has {packages.index.stats.specs:,})"
 
 
-def _write(found: Found, packages: Packages, folder: Path, *, as_json: bool) -> None:
+def _write(found: Found, linked: Packages | None, folder: Path, *, as_json: bool) -> None:
+    """The results on stdout; with ``linked``, each match's links from its index's."""
     out = sys.stdout
     if out is None:  # closed when the process started (>&-): on purpose
         return
     if as_json:
         out.flush()
-        out.buffer.write(json_lines(found.matches, packages.links))
+        out.buffer.write(json_lines(found.matches, linked.links if linked else _no_links))
     elif out.isatty():
         _rich_table(found, folder, out)
     else:
@@ -203,8 +213,12 @@ def _write(found: Found, packages: Packages, folder: Path, *, as_json: bool) -> 
     out.flush()
 
 
+def _no_links(key: str) -> None:
+    return None
+
+
 def json_lines(
-    matches: Sequence[Match], links: Callable[[str], SpecLinks | None] = lambda key: None
+    matches: Sequence[Match], links: Callable[[str], SpecLinks | None] = _no_links
 ) -> bytes:
     """One JSON object a match: its package's ``name``, its entry of ``spec_details``, then
     its ``links`` (``dependencies``, ``locations``) when the index has them."""
