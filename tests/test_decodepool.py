@@ -542,3 +542,27 @@ async def test_close_ends_in_bounded_time_after_a_half_sent_result(tmp_path: Pat
     assert not manager.is_alive()
     with pytest.raises(asyncio.CancelledError):
         await job
+
+
+_MASK_SCRIPT = """
+import multiprocessing, signal
+from multiprocessing import forkserver
+from crawler.decode.workers import decode_pool
+decode_pool(1)  # starts the resource tracker and the forkserver
+pid = forkserver._forkserver._forkserver_pid
+status = open(f"/proc/{pid}/status").read()
+blocked = int(next(l for l in status.splitlines() if l.startswith("SigBlk:")).split()[1], 16)
+print(" ".join(s.name for s in signal.Signals if blocked >> (s - 1) & 1))
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc")
+def test_the_forkserver_starts_with_the_group_signals_blocked() -> None:
+    """Ctrl-C while the forkserver's interpreter starts killed it with a "Fatal Python error:
+    init_import_site ... KeyboardInterrupt" on the terminal: starting the resource tracker
+    first unblocked SIGINT and SIGTERM for the thread that then started the forkserver. Its
+    mask, as the kernel shows it, holds all three (it ignores SIGINT once started)."""
+    done = subprocess.run(
+        [sys.executable, "-c", _MASK_SCRIPT], capture_output=True, text=True, check=True
+    )
+    assert {"SIGINT", "SIGTERM", "SIGHUP"} <= set(done.stdout.split()), done.stdout

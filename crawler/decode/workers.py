@@ -68,6 +68,9 @@ def _start_helper_processes() -> None:
     blocked = signal.pthread_sigmask(signal.SIG_BLOCK, _GROUP_SIGNALS)
     try:
         resource_tracker.ensure_running()
+        # Starting the tracker ends by unblocking SIGINT and SIGTERM (it blocks them for its
+        # child, then unblocks, whatever the mask was): blocked again for the forkserver's.
+        signal.pthread_sigmask(signal.SIG_BLOCK, _GROUP_SIGNALS)
         forkserver.ensure_running()
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
