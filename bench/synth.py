@@ -338,27 +338,31 @@ def write_index_blobs(
 ) -> Path:
     """Write index blobs (Database version, bytes) under ``cache/blobs/`` and the v3 index
     manifest listing them in that order (the top-level one, or ``view``'s); return its path."""
-    entries = []
-    for db, data in blobs:
-        checksum = hashlib.sha256(data).hexdigest()
-        blob = cache / "blobs" / "sha256" / checksum[:2] / checksum
-        blob.parent.mkdir(parents=True, exist_ok=True)
-        blob.write_bytes(data)
-        entries.append(
-            {
-                "contentLength": len(data),
-                "mediaType": f"application/vnd.spack.db.v{db}+json",
-                "compression": "none",
-                "checksumAlgorithm": "sha256",
-                "checksum": checksum,
-            }
-        )
+    entries = [
+        _write_blob(cache, data, f"application/vnd.spack.db.v{db}+json", "none")
+        for db, data in blobs
+    ]
     folder = cache / "v3" / "manifests" / "index"
     manifest = (folder / view if view else folder) / "index.manifest.json"
     manifest.parent.mkdir(parents=True, exist_ok=True)
     manifest.write_bytes(json.dumps({"version": 3, "data": entries}, indent=2).encode() + b"\n")
     (cache / "v3" / "layout.json").write_bytes(b'{"signing": "gpg"}\n')
     return manifest
+
+
+def _write_blob(cache: Path, data: bytes, media_type: str, compression: str) -> dict[str, Any]:
+    """Write ``data`` as a blob of ``cache``; its entry in a v3 manifest."""
+    checksum = hashlib.sha256(data).hexdigest()
+    blob = cache / "blobs" / "sha256" / checksum[:2] / checksum
+    blob.parent.mkdir(parents=True, exist_ok=True)
+    blob.write_bytes(data)
+    return {
+        "contentLength": len(data),
+        "mediaType": media_type,
+        "compression": compression,
+        "checksumAlgorithm": "sha256",
+        "checksum": checksum,
+    }
 
 
 def build_plain_cache(
@@ -402,25 +406,13 @@ def write_binaries(cache: Path, specs: Sequence[SynthSpec]) -> None:
         stem = f"{spec.name}-{spec.version.replace('/', '_')}-{spec.dag_hash}"
         line = f"synthetic binary of {spec.name}@{spec.version} /{spec.dag_hash}\n".encode()
         about = {"name": spec.name, "version": spec.version, "hash": spec.dag_hash}
-        entries = []
-        for media_type, data in (
-            ("application/vnd.spack.install.v2.tar+gzip", line),
-            ("application/vnd.spack.spec.v5+json", json.dumps(about).encode()),
-        ):
-            packed = gzip.compress(data, mtime=0)
-            checksum = hashlib.sha256(packed).hexdigest()
-            blob = cache / "blobs" / "sha256" / checksum[:2] / checksum
-            blob.parent.mkdir(parents=True, exist_ok=True)
-            blob.write_bytes(packed)
-            entries.append(
-                {
-                    "contentLength": len(packed),
-                    "mediaType": media_type,
-                    "compression": "gzip",
-                    "checksumAlgorithm": "sha256",
-                    "checksum": checksum,
-                }
+        entries = [
+            _write_blob(cache, gzip.compress(data, mtime=0), media_type, "gzip")
+            for media_type, data in (
+                ("application/vnd.spack.install.v2.tar+gzip", line),
+                ("application/vnd.spack.spec.v5+json", json.dumps(about).encode()),
             )
+        ]
         manifest = cache / "v3" / "manifests" / "spec" / spec.name / f"{stem}.spec.manifest.json"
         manifest.parent.mkdir(parents=True, exist_ok=True)
         manifest.write_bytes(json.dumps({"version": 3, "data": entries}, indent=2).encode() + b"\n")
