@@ -84,21 +84,25 @@ class BranchStage:
         """Add one file to the staged branch (no fsync: :meth:`publish` flushes them all)."""
         self.write_chunks(relative, [data])
 
-    def write_chunks(self, relative: str, chunks: Iterable[bytes | bytearray]) -> str:
-        """Add one file written a chunk at a time; its SHA-256."""
+    def write_chunks(
+        self,
+        relative: str,
+        chunks: Iterable[bytes | bytearray],
+        digest: hashlib._Hash | None = None,
+    ) -> None:
+        """Add one file written a chunk at a time, each also fed to ``digest`` if given."""
         folder = os.path.dirname(relative)
-        digest = hashlib.sha256()
         try:
             if folder:
                 makedirs_at(self._fd, folder)
             flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
             with open(os.open(relative, flags, 0o666, dir_fd=self._fd), "wb") as out:
                 for chunk in chunks:
-                    digest.update(chunk)
+                    if digest is not None:
+                        digest.update(chunk)
                     out.write(chunk)
         except OSError as err:
             raise OutputError(str(self.path / relative), err.strerror or str(err)) from None
-        return digest.hexdigest()
 
     def discard(self) -> None:
         """Drop the staged files; the published branch is untouched."""

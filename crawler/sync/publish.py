@@ -8,6 +8,7 @@ the event loop a turn every few dozen pages, so that a signal stops the run befo
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -67,7 +68,9 @@ async def publish_branch(
     branch = index.branch
     stage = BranchStage(output, branch)
     try:
-        digest = stage.write_chunks("index.json", encode_chunked(index, "packages"))
+        hashed = hashlib.sha256()  # index.json's: what the state and the history record
+        stage.write_chunks("index.json", encode_chunked(index, "packages"), hashed)
+        digest = hashed.hexdigest()
         await checkpoint()
         stage.write_chunks("links.json", encode_chunked(links, "specs"))
         await checkpoint()
