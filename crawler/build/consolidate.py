@@ -286,25 +286,25 @@ class _Details:
 
     def of(self, rows: list[SpecRow], labels: list[tuple[str, ...]]) -> list[SpecDetail]:
         table, family, locations = self.dependencies, self.targets.family, self.caches.locations
-        links = self.links
+        links, details = self.links, []
         for row, stacks in zip(rows, labels, strict=True):
             edges = tuple([table[i] for i in row.dependencies])
             links[row.hash] = SpecLinks(edges, locations(row, stacks))
-        return [
-            SpecDetail(
-                row.compiler,
-                row.hash,
-                row.os,
-                row.platform,
-                SIZE_UNKNOWN,
-                stacks,
-                row.target,
-                row.variants,
-                (row.version,),
-                family(row.target),
+            details.append(
+                SpecDetail(
+                    row.compiler,
+                    row.hash,
+                    row.os,
+                    row.platform,
+                    SIZE_UNKNOWN,
+                    stacks,
+                    row.target,
+                    row.variants,
+                    (row.version,),
+                    family(row.target),
+                )
             )
-            for row, stacks in zip(rows, labels, strict=True)
-        ]
+        return details
 
 
 def _package(details: list[SpecDetail], meta: _RootMeta) -> PackageSummary:
