@@ -18,6 +18,7 @@ are mapped to the mirror as the index's were). docs/consumers.md shows the way t
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from urllib.parse import quote
 
@@ -40,12 +41,25 @@ class Caches:
     def locations(self, row: SpecRow, stacks: Iterable[str]) -> dict[str, str]:
         """Where ``row``'s spec is in the cache of each of ``stacks`` (those known)."""
         found = {}
+        paths: dict[str, str] = {}  # a spec has one path per layout, whatever the cache
         for label in stacks:
             cache = self._caches.get(label)
             if cache is not None:
                 url, layout = cache
-                found[label] = f"{url}/{quote(_path(row, layout), safe='/~=+@')}"
+                path = paths.get(layout)
+                if path is None:
+                    path = paths[layout] = _quoted(_path(row, layout))
+                found[label] = f"{url}/{path}"
         return found
+
+
+#: Characters a path keeps as they are (quote's unreserved ones and ``safe`` below): most
+#: paths are made of them alone, and a match costs far less than quote().
+_PLAIN = re.compile(r"[A-Za-z0-9_.\-~/=+@]*")
+
+
+def _quoted(path: str) -> str:
+    return path if _PLAIN.fullmatch(path) else quote(path, safe="/~=+@")
 
 
 def _path(row: SpecRow, layout: str) -> str:
