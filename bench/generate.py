@@ -26,7 +26,10 @@ Specs come from :func:`bench.synth.generate_specs` and are then made closer to a
   own dependencies they are shared records with ``in_buildcache: false`` (one per name and arch),
   and each stack index carries the ones its specs need.
 
-Ref ``i`` uses seed ``seed + i``. Ref names: the first is
+Ref ``i`` uses seed ``seed + i``, unless ``--change`` says otherwise: ``nightly`` gives the
+one ref ``develop`` a night after the same seed's (2% of its specs replaced by new builds, in
+5 of its stacks: :func:`nightly_specs`), ``chain`` gives refs that each share 95% of their
+specs with the one before (snapshots: :func:`chained_refs`). Ref names: the first is
 ``develop``, later DB 8 refs are weekly snapshots ``develop-YYYY-MM-DD``, DB 7 refs
 ``v0.23.N`` and DB 6 refs ``v0.21.N`` (``--db mixed`` cycles 8, 7, 6 over the refs). ``--db 9``
 gives the same specs as ``--db 8`` (same seed), written as Spack v1.3 writes Database 9 (with
@@ -299,6 +302,10 @@ class MirrorParams:
     db: str = "8"  # "6", "7", "8", "9" or "mixed"
     layout: str = "v2"
     seed: int = 2025
+    #: "" (each ref its own specs), "nightly" (develop a night later, see :func:`nightly_specs`)
+    #: or "chain" (each ref shares 95% of its specs with the one before, see
+    #: :func:`chained_refs`).
+    change: str = ""
 
     def __post_init__(self) -> None:
         if self.records < 1 or self.refs < 1 or self.stacks < 0:
@@ -307,13 +314,17 @@ class MirrorParams:
             raise ValueError(f"db must be 6, 7, 8, 9 or mixed, not {self.db!r}")
         if self.layout not in ("v2", "v3"):
             raise ValueError(f"layout must be v2 or v3, not {self.layout!r}")
+        if self.change not in ("", "nightly", "chain"):
+            raise ValueError(f"change must be nightly or chain, not {self.change!r}")
+        if self.change == "nightly" and self.refs != 1:
+            raise ValueError("a nightly mirror has one ref, develop")
 
     @property
     def key(self) -> str:
         """A folder name naming these parameters (and the generator version)."""
         return (
             f"r{self.records}-s{self.stacks}-n{self.refs}-db{self.db}-{self.layout}"
-            f"-seed{self.seed}-g{GENERATOR_VERSION}"
+            f"-seed{self.seed}{'-' + self.change if self.change else ''}-g{GENERATOR_VERSION}"
         )
 
     def db_of(self, index: int) -> int:
@@ -469,15 +480,66 @@ def realistic_specs(seed: int, records: int, stacks: Sequence[str], db: int) -> 
     return specs
 
 
+#: The share of the root's specs a night replaces, and how many stacks they are in.
+NIGHTLY_NEW, NIGHTLY_STACKS = 0.02, 5
+#: The share of its specs a snapshot of a chain does not share with the one before it.
+CHAIN_NEW = 0.05
+
+
+def _fresh(seed: int, count: int, stacks: Sequence[str], db: int) -> list[SynthSpec]:
+    """``count`` specs that no other seed's specs share a hash with (a night's new builds)."""
+    return realistic_specs(seed, count, stacks, db)[:count] if count else []
+
+
+def nightly_specs(params: MirrorParams) -> list[SynthSpec]:
+    """Develop a night later: :data:`NIGHTLY_NEW` of the root's specs replaced by new ones,
+    all of them (old and new) in the :data:`NIGHTLY_STACKS` biggest stacks alone, so that
+    those stacks change and the others stay byte for byte as they were."""
+    labels = stack_names(params.stacks)
+    specs = realistic_specs(params.seed, params.records, labels, params.db_of(0))
+    changed = labels[:NIGHTLY_STACKS]
+    rng = random.Random(f"{params.seed}:nightly")
+    movable = [i for i, spec in enumerate(specs) if set(spec.stacks) <= set(changed)]
+    gone = rng.sample(movable, min(len(movable), round(params.records * NIGHTLY_NEW)))
+    new = _fresh(params.seed + 7919, len(gone), changed, params.db_of(0))
+    for index, spec in zip(sorted(gone), new, strict=True):
+        specs[index] = spec
+    return specs
+
+
+def chained_refs(params: MirrorParams) -> list[list[SynthSpec]]:
+    """Each ref's specs: the first's are drawn as usual, and each next one (an older
+    snapshot) keeps all but :data:`CHAIN_NEW` of the specs of the one before."""
+    labels = stack_names(params.stacks)
+    chain = [realistic_specs(params.seed, params.records, labels, params.db_of(0))]
+    for index in range(1, params.refs):
+        specs = list(chain[-1])
+        rng = random.Random(f"{params.seed}:chain:{index}")
+        gone = rng.sample(range(len(specs)), round(len(specs) * CHAIN_NEW))
+        new = _fresh(params.seed + 7919 * (index + 1), len(gone), labels, params.db_of(index))
+        for at, spec in zip(sorted(gone), new, strict=True):
+            specs[at] = spec
+        chain.append(specs)
+    return chain
+
+
 def bench_refs(params: MirrorParams) -> list[SynthRef]:
     """The refs of the mirror that ``params`` describe."""
     labels = stack_names(params.stacks)
-    refs = []
-    for index, name in enumerate(ref_names(params)):
-        db = params.db_of(index)
-        specs = realistic_specs(params.seed + index, params.records, labels, db)
-        refs.append(SynthRef(name, tuple(specs), db_version=db, layout=params.layout))
-    return refs
+    names = ref_names(params)
+    if params.change == "nightly":
+        every = [nightly_specs(params)]
+    elif params.change == "chain":
+        every = chained_refs(params)
+    else:
+        every = [
+            realistic_specs(params.seed + i, params.records, labels, params.db_of(i))
+            for i in range(len(names))
+        ]
+    return [
+        SynthRef(name, tuple(specs), db_version=params.db_of(i), layout=params.layout)
+        for i, (name, specs) in enumerate(zip(names, every, strict=True))
+    ]
 
 
 def _count(data: bytes) -> tuple[int, int]:
@@ -554,6 +616,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--db", default=defaults.db, choices=("6", "7", "8", "9", "mixed"))
     parser.add_argument("--layout", default=defaults.layout, choices=("v2", "v3"))
     parser.add_argument("--seed", type=int, default=defaults.seed)
+    parser.add_argument(
+        "--change",
+        default=defaults.change,
+        choices=("", "nightly", "chain"),
+        help="nightly: develop a night later; chain: each ref shares 95%% with the one before",
+    )
 
 
 def params_from(args: argparse.Namespace) -> MirrorParams:
@@ -565,6 +633,7 @@ def params_from(args: argparse.Namespace) -> MirrorParams:
         db=args.db,
         layout=args.layout,
         seed=args.seed,
+        change=args.change,
     )
 
 
