@@ -39,8 +39,11 @@ class RootParts:
     once the download is done (or :meth:`abandon` if it is not used).
     """
 
-    def __init__(self, decoder: DecodeQueue, path: Path, url: str) -> None:
+    def __init__(
+        self, decoder: DecodeQueue, path: Path, url: str, store: str | None = None
+    ) -> None:
         self._decoder = decoder
+        self._store = store  # the spec store's folder (see :mod:`.specstore`)
         self._path = path
         self._url = url
         self._fd: int | None = None
@@ -143,6 +146,7 @@ class RootParts:
                 stop,
                 missing,
                 self._file_id,
+                self._store,
             )
         )
         job.add_done_callback(_retrieve)

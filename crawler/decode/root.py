@@ -24,10 +24,12 @@ from .read import (
     Overlap,
     at_most_invalid,
     distinct,
+    read_digested,
     read_pieces,
     read_whole,
 )
 from .shard import RootPart, RootShard
+from .specstore import load_known
 from .validate import InvalidRecord, SourceSummary, SpecRow, first_invalid, key_digest
 
 
@@ -39,9 +41,11 @@ def summarize_root_part(
     stop: int,
     missing: tuple[str, ...] = (),
     file_id: tuple[int, int] | None = None,
+    store: str | None = None,
 ) -> bytes:
     """Check and reduce the records ``[start, stop)`` of a root index of DB ``version`` (a
     worker's job): a part cut while the file was downloading (see :mod:`.progressive`).
+    ``store``: the spec store's folder (:mod:`.specstore`), if records are read through it.
 
     ``file_id`` is the ``(st_dev, st_ino)`` of the file the part was cut from: a download that
     starts over replaces the file, and a job still queued then must not read the new one.
@@ -56,15 +60,27 @@ def summarize_root_part(
         if stat.st_size <= stop:
             raise chunks.BadCut(f"{path} is shorter than its part ({stop} bytes)")
         with at_most_invalid(url):
-            return _root_ranges(fd, chunks.split(fd, start, stop), version, url, missing)
+            ranges = chunks.split(fd, start, stop)
+            return _root_ranges(fd, ranges, version, url, missing, store)
 
 
 def _root_ranges(
-    fd: int, ranges: list[tuple[int, int]], version: str, url: str, missing: tuple[str, ...]
+    fd: int,
+    ranges: list[tuple[int, int]],
+    version: str,
+    url: str,
+    missing: tuple[str, ...],
+    store: str | None,
 ) -> bytes:
-    part = RootPart(None, frozenset(missing))
-    for piece in read_pieces(fd, ranges, version, url, ROOT):
-        part.add(piece)
+    if store is None:
+        part = RootPart(None, frozenset(missing))
+        for piece in read_pieces(fd, ranges, version, url, ROOT):
+            part.add(piece)
+    else:
+        known = load_known(store, version)
+        part = RootPart(None, frozenset(missing), known)
+        for digested in read_digested(fd, ranges, version, url, known):
+            part.add_digested(digested)
     return msgspec.msgpack.encode(part.shard(version))
 
 
@@ -76,6 +92,7 @@ def summarize_root_shard(
     missing: tuple[str, ...] = (),
     whole: bool = False,
     limit: int = DEFAULT_INDEX_LIMIT,
+    store: str | None = None,
 ) -> bytes:
     """Check and reduce shard ``shard`` of ``shards`` of a root index (a worker's job).
 
@@ -84,7 +101,8 @@ def summarize_root_shard(
     ``missing`` lists dependency hashes known to be absent from the index (see
     :func:`root_gaps`); ``limit`` bounds a gunzipped index (:func:`.read.read_index`). Returns
     msgpack of :class:`RootShard`; raises :class:`chunks.BadCut` when a piece does not decode
-    (the caller then asks for ``whole``).
+    (the caller then asks for ``whole``). ``store`` as for :func:`summarize_root_part` (a
+    root read whole does not go through it).
     """
     with open(open_regular(path), "rb") as file:
         fd = file.fileno()
@@ -92,7 +110,7 @@ def summarize_root_shard(
         if span is not None:
             ranges = chunks.pieces(fd, span, shard, shards)
             with at_most_invalid(url):
-                return _root_ranges(fd, ranges, span.version, url, missing)
+                return _root_ranges(fd, ranges, span.version, url, missing, store)
     if shard:  # read whole, a document is one job: the other shards are empty
         return msgspec.msgpack.encode(RootPart(None, frozenset()).shard(""))
     with at_most_invalid(url):

@@ -17,13 +17,15 @@ records pointing at them.
 
 from __future__ import annotations
 
+import itertools
 from array import array
-from collections.abc import Container
+from collections.abc import Container, Sequence
 
 import msgspec
 
-from .read import ROOT, Records, typed
+from .read import ROOT, Digested, Records, typed
 from .records import Dependency, ParamValue, PlainNode, PlainValue, Record
+from .specstore import NO_DIGEST, Known
 from .validate import (
     FLAGS,
     HASH,
@@ -75,12 +77,20 @@ class RootShard(msgspec.Struct, frozen=True, gc=False):
     edge_table: list[tuple[str, str, tuple[str, ...]]]
     edge_numbers: bytes  # ``array("I")`` bytes: each spec's edges, numbers in ``edge_table``
     edge_counts: bytes  # ``array("I")`` bytes: how many edges each spec has
+    #: Read through the spec store: each spec's :func:`.specstore.digest` (or
+    #: :data:`.specstore.NO_DIGEST`), for the store to keep; else empty.
+    digests: bytes = b""
+    #: Records whose hash the store knew with other bytes, and whether their summary changed.
+    rewritten: list[tuple[str, bool]] = []
+    known: int = 0  # records taken from the spec store, not decoded
 
 
 class RootPart:
     """Builds a :class:`RootShard`, piece after piece."""
 
-    def __init__(self, keys: Container[str] | None, missing: frozenset[str]) -> None:
+    def __init__(
+        self, keys: Container[str] | None, missing: frozenset[str], known: Known | None = None
+    ) -> None:
         self.check = Checker()
         #: Every key of the index when the shard read it whole; else the keys seen so far.
         self.complete = keys is not None
@@ -101,9 +111,33 @@ class RootPart:
         self.edge_table: dict[tuple[str, str, tuple[str, ...]], int] = {}
         self.edge_numbers = array("I")
         self.edge_counts = array("I")
+        #: Read through the spec store (see :meth:`add_digested`): the store, if it has any
+        #: entries, and each spec's digest.
+        self.known = known
+        self.taken = 0  # records taken from the store
+        self.digests: bytearray | None = None
+        self.rewritten: list[tuple[str, bool]] = []
+        if known is not None:  # numbered as the store numbers them (see :meth:`_take`)
+            self.numbers = known.numbers.copy()
+            self.edge_table = known.edge_numbering.copy()
 
-    def add(self, records: Records[Record]) -> None:
-        """Check and reduce every record of a piece."""
+    def add_digested(self, piece: Digested) -> None:
+        """A piece read through the spec store: its known records taken from the store, the
+        others checked and reduced, each spec's digest kept."""
+        if self.digests is None:
+            self.digests = bytearray()
+        if piece.known:
+            self._take(piece.known)
+        before = len(self.specs)
+        self.add(piece.records, piece.digests)
+        if piece.rewritten:
+            assert self.known is not None
+            changed = self._changed(before, piece.rewritten)
+            self.rewritten += [(key, key in changed) for key, _ in piece.rewritten]
+
+    def add(self, records: Records[Record], digests: dict[str, bytes] | None = None) -> None:
+        """Check and reduce every record of a piece (with their ``digests``, if read through
+        the spec store)."""
         self.records += len(records)
         check, number = self.check, self.numbers.setdefault
         before = len(self.hashes)
@@ -138,10 +172,101 @@ class RootPart:
             self.counts.append(len(found))
             self.variants.extend(found)  # type: ignore[arg-type]
             self._edges(node.dependencies)
+            if self.digests is not None:
+                self.digests += digests.get(key, NO_DIGEST) if digests else NO_DIGEST
         if not self.complete:  # only valid keys: an invalid one may be of any length
             keys = self.keys
             assert isinstance(keys, set)
             keys.update(self.hashes[before:])
+
+    def _take(self, hits: Sequence[tuple[str, int]]) -> None:
+        """Entries of the spec store, records whose bytes it summarised (in the build cache,
+        valid but for their edges, which are checked here as a decoded record's), by key.
+
+        A piece's entries at once: the store's numbers are gathered in one loop, then made
+        this part's in a few C-level passes."""
+        known = self.known
+        assert known is not None
+        self.records += len(hits)
+        self.taken += len(hits)
+        if self.missing:
+            hits = self._reject_missing(hits)
+        fields, variants, edges = known.fields, known.variants, known.edge_numbers
+        variant_at, edge_at = known.variant_at, known.edge_at
+        first, start = len(self.specs), len(self.fields)
+        add_fields, add_variants, add_edges = (
+            self.fields.extend,
+            self.variants.extend,
+            self.edge_numbers.extend,
+        )
+        for _, i in hits:  # the part numbers texts and edges as the store does: no translation
+            add_fields(fields[6 * i : 6 * i + 6])
+            add_variants(variants[variant_at[i] : variant_at[i + 1]])
+            add_edges(edges[edge_at[i] : edge_at[i + 1]])
+        self.counts.extend([variant_at[i + 1] - variant_at[i] for _, i in hits])
+        self.edge_counts.extend([edge_at[i + 1] - edge_at[i] for _, i in hits])
+        used = {n for _, i in hits for n in edges[edge_at[i] : edge_at[i + 1]]}
+        self.foreign.update(map(known.edge_hashes.__getitem__, used))
+        keys = [key for key, _ in hits]
+        strings, taken = known.strings, self.fields[start:]
+        self.hashes += keys
+        self.versions += [
+            f"{strings[name]}@{strings[version]}"
+            for name, version in zip(taken[0::6], taken[1::6], strict=True)
+        ]
+        compilers = known.compilers
+        self.edges += [
+            (first + j, *compilers[i]) for j, (_, i) in enumerate(hits) if i in compilers
+        ]
+        self.specs += keys
+        assert self.digests is not None
+        self.digests += b"".join(map(known.digest_of, (i for _, i in hits)))
+        if not self.complete:
+            assert isinstance(self.keys, set)
+            self.keys.update(keys)
+
+    def _reject_missing(self, hits: Sequence[tuple[str, int]]) -> list[tuple[str, int]]:
+        """The entries whose edges point at no dependency known to be absent; the others are
+        rejected as a decoded record would be."""
+        known = self.known
+        assert known is not None
+        kept = []
+        for key, i in hits:
+            numbers = known.edge_numbers[known.edge_at[i] : known.edge_at[i + 1]]
+            edges = [known.edge_table[n] for n in numbers]
+            if self.missing.isdisjoint(h for h, _, _ in edges):
+                kept.append((key, i))
+                continue
+            problem = self._bad_dependency([Dependency(name, h) for h, name, _ in edges])
+            assert problem is not None  # an edge is missing: never among the keys
+            self.check.reject(key, problem)
+        return kept
+
+    def _changed(self, start: int, rewritten: Sequence[tuple[str, int]]) -> set[str]:
+        """Which rewritten records (added from ``start`` on) summarise otherwise than the
+        store's entries for their hash (or are now rejected)."""
+        known = self.known
+        assert known is not None
+        texts, edge_list = list(self.numbers), list(self.edge_table)
+        at = {key: j for j, key in enumerate(self.specs[start:], start)}
+        compilers = {j: (h, name) for j, h, name in self.edges if j >= start}
+        variant_at = list(itertools.accumulate(self.counts, initial=0))
+        edge_at = list(itertools.accumulate(self.edge_counts, initial=0))
+        changed = set()
+        for key, i in rewritten:
+            j = at.get(key)
+            if j is None:
+                changed.add(key)
+                continue
+            ours = (
+                [texts[n] for n in self.fields[6 * j : 6 * j + 6]],
+                [texts[n] for n in self.variants[variant_at[j] : variant_at[j + 1]]],
+                [edge_list[n] for n in self.edge_numbers[edge_at[j] : edge_at[j + 1]]],
+                compilers.get(j),
+            )
+            if ours != known.texts(i):
+                changed.add(key)
+        return changed
 
     def _edges(self, dependencies: list[Dependency]) -> None:
         """Note a spec's edges, each distinct one numbered once."""
@@ -274,6 +399,9 @@ class RootPart:
             list(self.edge_table),  # insertion order: position == number
             self.edge_numbers.tobytes(),
             self.edge_counts.tobytes(),
+            bytes(self.digests) if self.digests is not None else b"",
+            self.rewritten,
+            self.taken,
         )
 
 

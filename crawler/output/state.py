@@ -7,6 +7,8 @@ Next to the output, under ``<output>/.crawler/``:
   tool's version, so it can be reused whenever the same bytes come back to the same version),
   stored as the decoding workers returned it (the parts of a root index, the
   :class:`~crawler.decode.validate.SourceSummary` of a stack), so that saving it costs no encoding;
+* ``specs/``: the spec store (:mod:`crawler.decode.specstore`), written by :meth:`Store.save_specs`,
+  pruned of other versions' files by :meth:`Store.prune`;
 * ``state/<branch>.json``: per source of the last published sync, its URL, SHA-256, size, ETag
   and counts, plus a fingerprint of the inputs and digests of the published ``index.json`` and
   pages (a branch whose files were deleted or altered since is published again).
@@ -32,6 +34,7 @@ import msgspec
 
 from .. import __version__
 from ..decode.root import load_root_shard, merge_root
+from ..decode.specstore import store_path
 from ..decode.stack import load_summary
 from ..decode.validate import Kind, SourceSummary
 from ..documents import IndexFilters, IndexSource, IndexStats
@@ -129,6 +132,10 @@ _DECODE_CACHED = msgspec.msgpack.Decoder(_Cached)
 _CACHE_FILE = re.compile(r"\.?(?:root|stack)-[0-9a-f]{64}\.")
 
 
+#: A spec store's name, of any version (see :func:`crawler.decode.specstore.store_path`).
+_SPEC_STORE = re.compile(r"[0-9][0-9A-Za-z.+_-]*-db[0-9]+\.msgpack")
+
+
 def _cache_suffix() -> str:
     """How this version's cache files end: another version's are not read, and
     :meth:`Store.prune` deletes them (0.1 named them ``<kind>-<sha256>.msgpack``)."""
@@ -175,6 +182,7 @@ class Store:
         self.root = state_dir(output)
         self.cache = self.root / "cache"
         self.states = self.root / "state"
+        self.specs = self.root / "specs"  # the spec store (crawler.decode.specstore)
         self._cache_gone_told = False  # warned that the cache's link leads nowhere
 
     def _summary_path(self, kind: Kind, sha256: str) -> Path:
@@ -230,6 +238,38 @@ class Store:
                     gone,
                 )
 
+    def _prune_specs(self) -> None:
+        """Delete the spec stores of other versions (named as the crawler names them)."""
+        try:
+            stores = sorted(self.specs.glob("*.msgpack"))
+        except OSError as err:
+            log.warning("cannot prune the spec store: %s", err)
+            return
+        for path in stores:
+            ours = path.name.startswith(f"{__version__}-db")
+            if _SPEC_STORE.fullmatch(path.name) and not ours:
+                try:
+                    path.unlink(missing_ok=True)
+                except OSError as err:
+                    log.warning("cannot remove %s: %s", path, err)
+
+    def specs_folder(self) -> str | None:
+        """The spec store's folder, made if need be; None when it cannot be (the run then goes
+        without the store)."""
+        try:
+            self.specs.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            log.warning("cannot keep a spec store (every record is decoded): %s", err)
+            return None
+        return str(self.specs)
+
+    def save_specs(self, db_version: str, data: bytes) -> None:
+        """Replace the spec store of a Database version (only a cache, as :meth:`save`)."""
+        try:
+            atomic_write(store_path(str(self.specs), db_version), data, durable=False)
+        except OutputError as err:
+            log.warning("cannot update the spec store (the next run decodes more): %s", err)
+
     def _cache_link_target_gone(self) -> str | None:
         """Where the cache's link leads, when it is a link that leads nowhere (else None)."""
         try:
@@ -280,6 +320,7 @@ class Store:
             state = self.branch(path.stem)
             if state is not None:
                 keep.update(s.sha256 for s in state.sources if s.sha256)
+        self._prune_specs()
         suffix = _cache_suffix()
         for path in cached:
             name = path.name

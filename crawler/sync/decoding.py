@@ -4,7 +4,9 @@ the summary cached under the index's SHA-256.
 A stack is one job. The root is the largest index and everything waits for it: its jobs go
 ahead of any stack still queued, and it is decoded on every worker at once, in parts while it
 downloads (:mod:`crawler.decode.progressive`) or in shards of the file, with rounds again when
-the pieces do not fit together (see :meth:`Decoding.root_summary`).
+the pieces do not fit together (see :meth:`Decoding.root_summary`). Its records are read through
+the spec store (:mod:`crawler.decode.specstore`), which a worker then updates while the branch's
+output is built.
 """
 
 from __future__ import annotations
@@ -17,10 +19,12 @@ from pathlib import Path
 
 from ..build.consolidate import paused_gc
 from ..decode.chunks import BadCut
-from ..decode.pool import ROOT_FIRST, STACKS_AFTER, DecodeQueue
+from ..decode.pool import LAST, ROOT_FIRST, STACKS_AFTER, DecodeQueue
 from ..decode.progressive import RootParts
 from ..decode.root import load_root_shard, merge_root, root_gaps, summarize_root_shard
 from ..decode.shard import RootShard
+from ..decode.specsave import updated_store
+from ..decode.specstore import today
 from ..decode.stack import summarize_stack
 from ..decode.validate import SourceSummary
 from ..errors import OutputError
@@ -70,10 +74,16 @@ class Decoding:
         self.limit = limit  # max_index_bytes
         #: Roots being downloaded, decoding in parts as they come (by download path).
         self.parts: dict[Path, RootParts] = {}
+        #: The spec store's folder, given to the workers (None: it cannot be made).
+        self.specs = store.specs_folder()
+        #: The shards of the last root read through the store, and its version, until a
+        #: worker takes them (:meth:`save_specs`); then the task that writes the store.
+        self._pending: tuple[str, list[bytes]] | None = None
+        self._saving: asyncio.Task[None] | None = None
 
     def root_parts(self, dest: Path, url: str) -> RootParts:
         """Decode the root downloading to ``dest`` in parts as it comes."""
-        parts = self.parts[dest] = RootParts(self.pool, dest, url)
+        parts = self.parts[dest] = RootParts(self.pool, dest, url, self.specs)
         return parts
 
     def abandon(self, dest: Path) -> None:
@@ -81,6 +91,29 @@ class Decoding:
         parts = self.parts.pop(dest, None)
         if parts is not None:
             parts.abandon()
+
+    def save_specs(self) -> None:
+        """Have a worker update the spec store with the shards of the last root read through
+        it, while the branch's output is built (the pool starts again if it was closed)."""
+        pending, self._pending = self._pending, None
+        if pending is not None and self.specs is not None:
+            self._saving = asyncio.ensure_future(self._saved(self.specs, *pending))
+
+    async def settle(self) -> None:
+        """Wait for the spec store to be updated with the last root read (so that the next
+        root, or the next run, reads through it)."""
+        self.save_specs()
+        saving, self._saving = self._saving, None
+        if saving is not None:
+            await saving
+
+    async def _saved(self, folder: str, version: str, results: list[bytes]) -> None:
+        try:
+            data = await self.pool.run(LAST, updated_store, folder, version, results, today())
+        except Exception as err:  # only a cache: the next run decodes more records, that is all
+            log.warning("cannot update the spec store (the next run decodes more): %r", err)
+            return
+        await asyncio.to_thread(self.store.save_specs, version, data)
 
     async def decode(self, fetched: Fetched, outcome: SourceOutcome) -> None:
         """Summarise a fetched index and cache the summary under its SHA-256; raises
@@ -91,7 +124,9 @@ class Decoding:
         assert path is not None
         try:
             if kind == "root":
-                parts, summary = await self.root_summary(path, url, outcome.size or 0)
+                parts, summary, digested = await self.root_summary(path, url, outcome.size or 0)
+                if digested:
+                    self._pending = (summary.db_version, parts)
             else:
                 job = self.pool.run(STACKS_AFTER, summarize_stack, str(path), url, self.limit)
                 parts = [await job]
@@ -114,9 +149,10 @@ class Decoding:
 
     async def root_summary(
         self, path: Path, url: str, size: int
-    ) -> tuple[list[bytes], SourceSummary]:
+    ) -> tuple[list[bytes], SourceSummary, bool]:
         """Summarise a root index on every worker at once (see :mod:`crawler.decode.root`);
-        returns what the workers encoded, and the summary.
+        returns what the workers encoded, the summary, and whether it was read through the
+        spec store (not when read whole).
 
         The root is the largest index and everything waits for it: its jobs go ahead of any
         stack still queued. A root downloaded from a server was cut into parts that were
@@ -136,7 +172,7 @@ class Decoding:
 
     async def _root_rounds(
         self, path: Path, url: str, parts: RootParts | None
-    ) -> tuple[list[bytes], SourceSummary]:
+    ) -> tuple[list[bytes], SourceSummary, bool]:
         """The rounds of :meth:`root_summary`: parts or shards, then again if need be."""
         shards = self.pool.workers
         whole = False
@@ -157,6 +193,7 @@ class Decoding:
                             missing,
                             whole,
                             self.limit,
+                            self.specs,
                         )
                         for i in range(shards)
                     )
@@ -167,6 +204,7 @@ class Decoding:
                 whole = True
                 continue
             loaded, gaps = await asyncio.to_thread(_load_shards, results)
+            tell_rewritten(url, [found for shard in loaded for found in shard.rewritten])
             if gaps is None:
                 if whole:  # shards of one decoded document cannot share a key
                     raise AssertionError(f"{url}: a key in two shards of a whole read")
@@ -175,4 +213,34 @@ class Decoding:
             elif gaps and not missing:
                 missing = tuple(gaps)
             else:
-                return results, await asyncio.to_thread(_merged, loaded)
+                digested = any(shard.digests for shard in loaded)
+                if digested:
+                    known = sum(shard.known for shard in loaded)
+                    total = sum(shard.records for shard in loaded)
+                    log.info("%s: %d of %d records known from the spec store", url, known, total)
+                return results, await asyncio.to_thread(_merged, loaded), digested
+
+
+def tell_rewritten(url: str, rewritten: list[tuple[str, bool]]) -> None:
+    """Log the records of a root whose hash the spec store knew with other bytes (see
+    :mod:`crawler.decode.specstore`): summarised again from their new bytes, as a cold run
+    would. A warning when their summary changed: a DAG hash stands for one spec, so a mirror
+    that gives it another content is worth an operator's look."""
+    if not rewritten:
+        return
+    changed = sorted(key for key, differs in rewritten if differs)
+    if changed:
+        log.warning(
+            "%s: %d record(s) changed content under a DAG hash seen before (%s%s); "
+            "their new content is used",
+            url,
+            len(changed),
+            ", ".join(changed[:3]),
+            ", ..." if len(changed) > 3 else "",
+        )
+    if len(changed) < len(rewritten):
+        log.info(
+            "%s: %d record(s) rewritten with the same content under a DAG hash seen before",
+            url,
+            len(rewritten) - len(changed),
+        )

@@ -73,6 +73,10 @@ class SourceReader:
         #: The SHA-256 of every index read in this run (their cached summaries are kept).
         self.read_sha256: set[str] = set()
 
+    async def settle(self) -> None:
+        """Wait for what goes on after the branches were read (the spec store's update)."""
+        await self.decoding.settle()
+
     def close(self) -> None:
         """Stop the decoding workers (also on cancellation); a later read starts new ones."""
         self.decoding.pool.close()
@@ -83,6 +87,8 @@ class SourceReader:
         """Fetch (or prove unchanged) and summarise one source; never raises but to cancel."""
         fetcher = self.fetcher
         outcome = SourceOutcome(source)
+        if outcome.kind == "root":  # read through the spec store as the last root left it
+            await self.decoding.settle()
         started = time.monotonic()
         try:
             for attempt in range(1, _CHANGING_ATTEMPTS + 1):

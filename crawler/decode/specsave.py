@@ -1,0 +1,156 @@
+"""Spec store, written: the store of a Database version after a root was read (see
+:mod:`.specstore`), made by a worker while the main process builds the branch's output.
+
+The new store holds every record of the root that was digested (read through the store), seen
+today, then the entries of the old store that the root did not hold, seen within
+:data:`~.specstore.KEEP_DAYS` days, the most recently seen first, up to
+:data:`~.specstore.MAX_ENTRIES` in all.
+"""
+
+from __future__ import annotations
+
+import itertools
+from array import array
+
+import msgspec
+
+from .. import __version__
+from .root import load_root_shard
+from .shard import RootShard
+from .specstore import (
+    DIGEST_BYTES,
+    KEEP_DAYS,
+    MAX_ENTRIES,
+    NO_DIGEST,
+    STORE_FORMAT,
+    Edge,
+    SpecStore,
+    read_store,
+    store_path,
+)
+
+
+class _Builder:
+    """A store's columns, entry after entry; texts and edges numbered as they first come."""
+
+    def __init__(self) -> None:
+        self.strings: dict[str, int] = {}
+        self.edges: dict[Edge, int] = {}
+        self.keys: list[str] = []
+        self.digests = bytearray()
+        self.fields, self.variants, self.counts = array("I"), array("I"), array("I")
+        self.edge_numbers, self.edge_counts = array("I"), array("I")
+        self.compilers: list[tuple[int, str, str]] = []
+        self.seen = array("I")
+
+    def numbering(self, strings: list[str], edges: list[Edge]) -> tuple[list[int], list[int]]:
+        """This store's numbers of another table's texts and edges."""
+        text, edge = self.strings.setdefault, self.edges.setdefault
+        return (
+            [text(s, len(self.strings)) for s in strings],
+            [edge(e, len(self.edges)) for e in edges],
+        )
+
+    def add_shard(self, shard: RootShard, day: int) -> None:
+        """Every digested spec of a shard, seen on ``day``."""
+        if not shard.digests:
+            return
+        texts, edges = self.numbering(shard.strings, shard.edge_table)
+        fields, variants = array("I", shard.fields), array("I", shard.variants)
+        edge_numbers = array("I", shard.edge_numbers)
+        variant_at = itertools.accumulate(array("I", shard.counts), initial=0)
+        edge_at = itertools.accumulate(array("I", shard.edge_counts), initial=0)
+        compilers = {i: (h, name) for i, h, name in shard.edges}
+        spans = zip(itertools.pairwise(variant_at), itertools.pairwise(edge_at), strict=True)
+        for j, (key, ((v0, v1), (e0, e1))) in enumerate(zip(shard.specs, spans, strict=True)):
+            found = shard.digests[j * DIGEST_BYTES : (j + 1) * DIGEST_BYTES]
+            if found == NO_DIGEST:
+                continue
+            self._entry(
+                key,
+                found,
+                [texts[n] for n in fields[6 * j : 6 * j + 6]],
+                [texts[n] for n in variants[v0:v1]],
+                [edges[n] for n in edge_numbers[e0:e1]],
+                compilers.get(j),
+                day,
+            )
+
+    def add_old(self, old: SpecStore, day: int) -> None:
+        """The old store's entries that are neither in this one nor too old, newest first."""
+        taken = set(self.keys)
+        seen = array("I", old.seen)
+        kept = [
+            i for i, key in enumerate(old.keys) if key not in taken and day - seen[i] <= KEEP_DAYS
+        ]
+        kept.sort(key=seen.__getitem__, reverse=True)  # stable: ties keep the old order
+        kept = sorted(kept[: max(0, MAX_ENTRIES - len(self.keys))])
+        if not kept:
+            return
+        texts, edges = self.numbering(old.strings, old.edge_table)
+        fields, variants = array("I", old.fields), array("I", old.variants)
+        edge_numbers = array("I", old.edge_numbers)
+        variant_at = list(itertools.accumulate(array("I", old.counts), initial=0))
+        edge_at = list(itertools.accumulate(array("I", old.edge_counts), initial=0))
+        compilers = {i: (h, name) for i, h, name in old.compilers}
+        for i in kept:
+            self._entry(
+                old.keys[i],
+                old.digests[i * DIGEST_BYTES : (i + 1) * DIGEST_BYTES],
+                [texts[n] for n in fields[6 * i : 6 * i + 6]],
+                [texts[n] for n in variants[variant_at[i] : variant_at[i + 1]]],
+                [edges[n] for n in edge_numbers[edge_at[i] : edge_at[i + 1]]],
+                compilers.get(i),
+                seen[i],
+            )
+
+    def _entry(
+        self,
+        key: str,
+        found: bytes,
+        fields: list[int],
+        variants: list[int],
+        edges: list[int],
+        compiler: tuple[str, str] | None,
+        day: int,
+    ) -> None:
+        if compiler is not None:
+            self.compilers.append((len(self.keys), *compiler))
+        self.keys.append(key)
+        self.digests += found
+        self.fields.extend(fields)
+        self.counts.append(len(variants))
+        self.variants.extend(variants)
+        self.edge_counts.append(len(edges))
+        self.edge_numbers.extend(edges)
+        self.seen.append(day)
+
+    def store(self, db_version: str) -> SpecStore:
+        return SpecStore(
+            STORE_FORMAT,
+            __version__,
+            db_version,
+            list(self.strings),  # insertion order: position == number
+            list(self.edges),
+            self.keys,
+            bytes(self.digests),
+            self.fields.tobytes(),
+            self.variants.tobytes(),
+            self.counts.tobytes(),
+            self.edge_numbers.tobytes(),
+            self.edge_counts.tobytes(),
+            self.compilers,
+            self.seen.tobytes(),
+        )
+
+
+def updated_store(folder: str, db_version: str, shards: list[bytes], day: int) -> bytes:
+    """The store of ``db_version`` in ``folder`` once the root whose shards these are was read
+    on ``day``, as msgpack (a worker's job; the main process writes it)."""
+    builder = _Builder()
+    for data in shards:
+        builder.add_shard(load_root_shard(data), day)
+    old = read_store(store_path(folder, db_version), db_version)
+    if old is not None:
+        builder.add_old(old, day)
+    return msgspec.msgpack.encode(builder.store(db_version))
