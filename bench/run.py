@@ -15,11 +15,14 @@ process, on 127.0.0.1), then measures, in this order:
    byte-identical to the cold one;
 3. the floor (``bench/floor.py``): all index files downloaded at once, then decoded minimally
    on 2 processes;
-4. the baseline (``bench/baseline.py``) as a subprocess, sampled the same way.
+4. the baseline (``bench/baseline.py``) as a subprocess, sampled the same way;
+5. the scenarios of :mod:`bench.scenarios` (``--scenarios``, by default both): a nightly run
+   against its floor, and ``--all`` over five snapshots against one cold sync.
 
 It prints machine info, the figures, the ratios and PASS/FAIL per target, and with ``--json``
 saves them. Before measuring, every mirror file is read once so that all runs see a warm page
-cache. Run folders are under ``bench/out/runs/``.
+cache. Run folders are under ``bench/out/runs/``. Every mirror is served from one folder,
+``bench/out/mirrors/``, each under its own path.
 """
 
 from __future__ import annotations
@@ -59,6 +62,9 @@ from bench.generate import (  # noqa: E402
     ensure_mirror,
     params_from,
 )
+from bench.scenarios import Scenario, nightly, snapshots  # noqa: E402
+from bench.scenarios import lines as scenario_lines  # noqa: E402
+from bench.scenarios import targets as scenario_targets  # noqa: E402
 from bench.server import ServerProcess  # noqa: E402
 
 OUT = BENCH_DIR / "out"
@@ -409,6 +415,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--crawler", metavar="CMD", help="crawler command (default: the venv's crawler)"
     )
     parser.add_argument("--skip-baseline", action="store_true", help="do not run the baseline")
+    parser.add_argument(
+        "--scenarios",
+        default="nightly,snapshots",
+        help="comma-separated scenarios to run after cold and warm ('' for none)",
+    )
     parser.add_argument("--json", type=Path, help="also save the figures to this file")
     parser.add_argument(
         "--out", type=Path, default=OUT, help=f"generated mirrors and runs (default: {OUT})"
@@ -416,6 +427,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error("--repeat must be >= 1")
+    wanted = [name for name in args.scenarios.split(",") if name]
+    if set(wanted) - {"nightly", "snapshots"}:
+        parser.error(f"--scenarios: nightly and/or snapshots, not {args.scenarios!r}")
 
     machine = machine_info()
     print(
@@ -454,9 +468,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     startup = run_measured([*crawler, "--version"], cwd=REPO, log=work / "version.log")
 
     with ServerProcess.start(
-        generated.root, latency_ms=args.latency_ms, bandwidth_mbps=args.bandwidth_mbps
+        generated.root.parent, latency_ms=args.latency_ms, bandwidth_mbps=args.bandwidth_mbps
     ) as server:
-        url = server.url
+        url = f"{server.url}/{generated.root.name}"
         ours = [server.process.pid]
         print(f"serving {generated.root} at {url} ({shape})", flush=True)
         colds: list[ProcessFigures] = []
@@ -502,12 +516,28 @@ def main(argv: Sequence[str] | None = None) -> int:
             baseline = run_measured(baseline_argv, cwd=REPO, log=work / "baseline.log", ours=ours)
             _check_ok(baseline, "bench/baseline.py")
 
+        scenario = Scenario(
+            generated.root.parent,
+            server.url,
+            work,
+            crawler,
+            lambda argv, log: run_measured(argv, cwd=REPO, log=log, ours=ours),
+            args.repeat,
+            args.decode_workers,
+        )
+        found: dict[str, Any] = {}
+        for name in wanted:
+            print(f"scenario {name} ...", flush=True)
+            found[name] = (nightly if name == "nightly" else snapshots)(scenario, params)
+
     identical = identical and not warm_failures
     figures = _summarize(
         machine, generated, branch, shape, args, startup, colds, warms, identical, floors, baseline
     )
     figures["floor"]["other_cpu_seconds"] = max(0.0, floor_other)
     figures["crawler_report"] = report
+    figures["scenarios"] = found
+    figures["targets"].update(scenario_targets(found, figures["cold"]["seconds"], TARGET_PEAK_RSS))
     _print(figures)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
@@ -634,6 +664,8 @@ def _print(figures: dict[str, Any]) -> None:
     baseline = figures["baseline"]
     if baseline:
         _print_process("baseline  ", baseline["seconds"], baseline, "")
+    for line in scenario_lines(figures.get("scenarios") or {}, figures["cold"]["seconds"]):
+        print(line)
     ratios = figures["ratios"]
     print()
     for key, value in ratios.items():
