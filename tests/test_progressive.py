@@ -230,18 +230,17 @@ def test_a_warm_sync_of_a_local_mirror_starts_no_decoding_process(
     config.write_text(yaml.safe_dump(fast_config(mirror.as_uri(), tmp_path / "out")))
     argv = ["sync", "--branch", "develop", "--config", str(config), "-q"]
     assert main(argv) == 0
-    # Decoding, then (its workers stopped before the output is built) the spec store's update.
-    assert len(started) == 2
+    assert len(started) == 1
     assert main(argv) == 6  # unchanged
-    assert len(started) == 2
+    assert len(started) == 1
 
 
 def test_decoding_processes_stop_before_the_output_is_built(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The workers are idle once every source of a branch is read, but hold their memory: they
-    are stopped before the branch's output is built (when the main process peaks); fresh ones
-    update the spec store meanwhile, and serve the next branch."""
+    are stopped before the branch's output is built (when the main process peaks), and the next
+    branch starts new ones."""
     mirror = tmp_path / "mirror"
     build_mirror(mirror, [SynthRef("develop", SPECS), SynthRef("v1.0", SPECS[:5])])
     events: list[str] = []
@@ -267,9 +266,7 @@ def test_decoding_processes_stop_before_the_output_is_built(
     config = tmp_path / "local.yaml"
     config.write_text(yaml.safe_dump(fast_config(mirror.as_uri(), tmp_path / "out")))
     assert main(["sync", "--all", "--config", str(config), "-q"]) == 0
-    # Each branch: decoding, its workers stopped, then the output; fresh workers meanwhile for
-    # the spec store's update (which the next branch's root waits for, then decodes on them).
-    assert events == ["start", "close", "finish"] * 2 + ["start", "close"]
+    assert events == ["start", "close", "finish"] * 2
 
 
 async def test_the_root_is_merged_and_prepared_off_the_event_loop(

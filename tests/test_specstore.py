@@ -18,7 +18,15 @@ from crawler import __version__
 from crawler.cli.command import main
 from crawler.decode.root import load_root_shard, merge_root, summarize_root_shard
 from crawler.decode.specsave import updated_store
-from crawler.decode.specstore import KEEP_DAYS, SpecStore, read_store, store_path, today
+from crawler.decode.specstore import (
+    DIGEST_BYTES,
+    KEEP_DAYS,
+    SpecStore,
+    encode_store,
+    read_store,
+    store_path,
+    today,
+)
 from crawler.decode.validate import SourceSummary
 from tests.conftest import fast_config, undated_bytes
 
@@ -102,11 +110,9 @@ def test_a_deleted_or_damaged_store_gives_a_cold_reading_and_the_same_output(
         path.write_bytes(data[: len(data) // 2])
     elif damage == "garbage":
         path.write_bytes(b"\x93not a store")
-    else:  # decodes, but its columns disagree (a store could point past its tables)
-        store = msgspec.msgpack.decode(data, type=SpecStore)
-        path.write_bytes(
-            msgspec.msgpack.encode(msgspec.structs.replace(store, keys=store.keys[1:]))
-        )
+    else:  # its checksum holds, but its columns disagree (a crawler with a bug wrote it)
+        store = _decoded(data)
+        path.write_bytes(encode_store(msgspec.structs.replace(store, keys=store.keys[1:])))
     after = _mirror(tmp_path / "after", ("develop", _night(SPECS, 29)))
     assert _known(_sync(after, output, "develop", capsys))[0] == 0
     assert len(_store(output).keys) == len(SPECS)  # written anew, whole
@@ -179,11 +185,11 @@ def test_a_store_of_another_crawler_version_is_not_read_and_is_pruned(
     _sync(_mirror(tmp_path / "before", ("develop", SPECS)), output, "develop", capsys)
     folder = output / ".crawler" / "specs"
     path = store_path(str(folder), "8")
-    store = msgspec.msgpack.decode(path.read_bytes(), type=SpecStore)
+    store = msgspec.msgpack.decode(path.read_bytes()[DIGEST_BYTES:], type=SpecStore)
     # What an upgrade finds: the last version's file, and one named as ours but written by it.
     older = folder / "0.3.9-db8.msgpack"
     older.write_bytes(path.read_bytes())
-    path.write_bytes(msgspec.msgpack.encode(msgspec.structs.replace(store, crawler="0.3.9")))
+    path.write_bytes(encode_store(msgspec.structs.replace(store, crawler="0.3.9")))
     foreign = folder / "notes.msgpack"  # not a name the crawler gives: left alone
     foreign.write_bytes(b"x")
     after = _mirror(tmp_path / "after", ("develop", _night(SPECS, 29)))
@@ -191,6 +197,10 @@ def test_a_store_of_another_crawler_version_is_not_read_and_is_pruned(
     assert _store(output).crawler == __version__
     assert not older.exists() and foreign.exists()
     _same_as_cold(after, output, "develop", tmp_path, capsys)
+
+
+def _decoded(data: bytes) -> SpecStore:
+    return msgspec.msgpack.decode(data[DIGEST_BYTES:], type=SpecStore)
 
 
 def test_the_store_drops_entries_unseen_for_too_long(tmp_path: Path) -> None:
@@ -206,10 +216,9 @@ def test_the_store_drops_entries_unseen_for_too_long(tmp_path: Path) -> None:
     other = summarize_root_shard(
         str(empty / "develop" / "build_cache" / "index.json"), "u", store=str(folder)
     )
-    kept = msgspec.msgpack.decode(updated_store(str(folder), "8", [other], day + 1), type=SpecStore)
+    kept = _decoded(updated_store(str(folder), "8", [other], day + 1))
     assert len(kept.keys) == len(SPECS)
-    later = day + KEEP_DAYS + 1
-    kept = msgspec.msgpack.decode(updated_store(str(folder), "8", [other], later), type=SpecStore)
+    kept = _decoded(updated_store(str(folder), "8", [other], day + KEEP_DAYS + 1))
     assert kept.keys == [SPECS[0].dag_hash]
 
 

@@ -29,8 +29,8 @@ from .workers import (
     warm_up,
 )
 
-#: Priorities of :meth:`DecodeQueue.run` (lower first): the spec store's update last.
-ROOT_FIRST, STACKS_AFTER, LAST = 0, 1, 2
+#: Priorities of :meth:`DecodeQueue.run` (lower first).
+ROOT_FIRST, STACKS_AFTER = 0, 1
 #: Jobs handed to the pool per worker: one running, the others waiting in the pool's queue.
 _IN_FLIGHT = 3
 #: Seconds between checks that the pool's manager thread still runs, while a job waits.

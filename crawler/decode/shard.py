@@ -13,6 +13,10 @@ that reads a share of the file cannot tell on its own, so it accepts such record
 hashes it did not hold (``foreign``); :func:`.root.root_gaps` looks them up among every shard's
 keys, and when some are absent the shards are run again with that list, which then rejects the
 records pointing at them.
+
+The spec store. A part reading through it (:mod:`.specstore`, :meth:`RootPart.add_digested`)
+takes the records it summarised from it, and decodes the others; it keeps each spec's digest,
+for the store to be written anew (:mod:`.specsave`).
 """
 
 from __future__ import annotations
@@ -183,8 +187,8 @@ class RootPart:
         """Entries of the spec store, records whose bytes it summarised (in the build cache,
         valid but for their edges, which are checked here as a decoded record's), by key.
 
-        A piece's entries at once: the store's numbers are gathered in one loop, then made
-        this part's in a few C-level passes."""
+        A piece's entries at once, their numbers copied as they are: the part numbers texts
+        and edges as the store does (see :meth:`__init__`)."""
         known = self.known
         assert known is not None
         self.records += len(hits)

@@ -1,5 +1,8 @@
 """Spec store, written: the store of a Database version after a root was read (see
-:mod:`.specstore`), made by a worker while the main process builds the branch's output.
+:mod:`.specstore`), made from the root's shards by the main process once the decoding workers
+are stopped, before the branch's output is built: it takes about 100 MB for a develop-sized root,
+which the output then reuses (made meanwhile, in a thread or by a worker, it added that to the
+run's peak, over 400 MB).
 
 The new store holds every record of the root that was digested (read through the store), seen
 today, then the entries of the old store that the root did not hold, seen within
@@ -12,8 +15,6 @@ from __future__ import annotations
 import itertools
 from array import array
 
-import msgspec
-
 from .. import __version__
 from .root import load_root_shard
 from .shard import RootShard
@@ -25,6 +26,7 @@ from .specstore import (
     STORE_FORMAT,
     Edge,
     SpecStore,
+    encode_store,
     read_store,
     store_path,
 )
@@ -52,10 +54,27 @@ class _Builder:
         )
 
     def add_shard(self, shard: RootShard, day: int) -> None:
-        """Every digested spec of a shard, seen on ``day``."""
+        """Every digested spec of a shard, seen on ``day``: whole columns at a time (a shard
+        holds a few digests of nothing only when a piece could not be read through the store,
+        and is then taken entry by entry)."""
         if not shard.digests:
             return
         texts, edges = self.numbering(shard.strings, shard.edge_table)
+        if NO_DIGEST in _digests(shard.digests):
+            self._add_entries(shard, texts, edges, day)
+            return
+        first = len(self.keys)
+        self.keys += shard.specs
+        self.digests += shard.digests
+        self.fields.extend(map(texts.__getitem__, array("I", shard.fields)))
+        self.variants.extend(map(texts.__getitem__, array("I", shard.variants)))
+        self.counts.frombytes(shard.counts)
+        self.edge_numbers.extend(map(edges.__getitem__, array("I", shard.edge_numbers)))
+        self.edge_counts.frombytes(shard.edge_counts)
+        self.compilers += [(first + i, h, name) for i, h, name in shard.edges]
+        self.seen.extend([day] * len(shard.specs))
+
+    def _add_entries(self, shard: RootShard, texts: list[int], edges: list[int], day: int) -> None:
         fields, variants = array("I", shard.fields), array("I", shard.variants)
         edge_numbers = array("I", shard.edge_numbers)
         variant_at = itertools.accumulate(array("I", shard.counts), initial=0)
@@ -144,13 +163,17 @@ class _Builder:
         )
 
 
+def _digests(data: bytes) -> list[bytes]:
+    return [data[i : i + DIGEST_BYTES] for i in range(0, len(data), DIGEST_BYTES)]
+
+
 def updated_store(folder: str, db_version: str, shards: list[bytes], day: int) -> bytes:
-    """The store of ``db_version`` in ``folder`` once the root whose shards these are was read
-    on ``day``, as msgpack (a worker's job; the main process writes it)."""
+    """The store of ``db_version`` in ``folder`` once the root whose shards these are (as the
+    workers encoded them) was read on ``day``, as its file holds it."""
     builder = _Builder()
-    for data in shards:
+    for data in shards:  # one at a time: each is a few tens of MB decoded
         builder.add_shard(load_root_shard(data), day)
     old = read_store(store_path(folder, db_version), db_version)
     if old is not None:
         builder.add_old(old, day)
-    return msgspec.msgpack.encode(builder.store(db_version))
+    return encode_store(builder.store(db_version))

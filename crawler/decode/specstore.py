@@ -55,8 +55,8 @@ class RawRecord(msgspec.Struct, gc=False):
     in_buildcache: bool = False
 
 
-def digest(spec: msgspec.Raw | bytes) -> bytes:
-    """What identifies a record's bytes in the store."""
+def digest(spec: msgspec.Raw | bytes | memoryview) -> bytes:
+    """What identifies a record's bytes in the store (and the store's own, in its file)."""
     return hashlib.sha1(spec, usedforsecurity=False).digest()
 
 
@@ -149,13 +149,37 @@ def load_known(folder: str | None, db_version: str) -> Known | None:
     return known
 
 
-def read_store(path: Path, db_version: str) -> SpecStore | None:
-    """The store in ``path`` if this version wrote it for ``db_version``, else None."""
+def encode_store(store: SpecStore) -> bytes:
+    """A store's file: the SHA-1 of its msgpack, then the msgpack (so that a file cut short
+    or damaged is told from a sound one in one pass, far cheaper than checking every column)."""
+    payload = msgspec.msgpack.encode(store)
+    return digest(payload) + payload
+
+
+def store_payload(path: Path) -> bytes | None:
+    """The msgpack of the store in ``path`` if its checksum holds, else None (logged)."""
     try:
-        store = _DECODER.decode(path.read_bytes())
+        data = path.read_bytes()
     except FileNotFoundError:
         return None
-    except (OSError, msgspec.DecodeError) as err:
+    except OSError as err:
+        log.info("ignoring the unreadable spec store %s: %s", path, err)
+        return None
+    payload = memoryview(data)[DIGEST_BYTES:]
+    if digest(payload) != data[:DIGEST_BYTES]:
+        log.info("ignoring the spec store %s: its checksum does not hold", path)
+        return None
+    return bytes(payload)
+
+
+def read_store(path: Path, db_version: str) -> SpecStore | None:
+    """The store in ``path`` if this version wrote it for ``db_version``, else None."""
+    payload = store_payload(path)
+    if payload is None:
+        return None
+    try:
+        store = _DECODER.decode(payload)
+    except msgspec.DecodeError as err:
         log.info("ignoring the unreadable spec store %s: %s", path, err)
         return None
     made = (store.format, store.crawler, store.db_version)
@@ -167,24 +191,21 @@ def read_store(path: Path, db_version: str) -> SpecStore | None:
 
 
 def _consistent(store: SpecStore) -> bool:
-    """True when the columns of a store agree (a file cut short or tampered with does not)."""
+    """True when the columns of a store agree in length (its checksum held: this guards
+    against a store written by a crawler with a bug, not against damage)."""
     entries = len(store.keys)
     counts, edge_counts = array("I"), array("I")
     try:
         counts.frombytes(store.counts)
         edge_counts.frombytes(store.edge_counts)
-        numbers = [array("I", store.fields), array("I", store.variants)]
-        edge_numbers = array("I", store.edge_numbers)
     except ValueError:
         return False
     return (
         len(store.digests) == DIGEST_BYTES * entries
         and len(store.seen) == 4 * entries
-        and len(numbers[0]) == 6 * entries
+        and len(store.fields) == 24 * entries
         and len(counts) == len(edge_counts) == entries
-        and sum(counts) == len(numbers[1])
-        and sum(edge_counts) == len(edge_numbers)
-        and all(max(column, default=0) < len(store.strings) for column in numbers)
-        and max(edge_numbers, default=0) < len(store.edge_table)
+        and 4 * sum(counts) == len(store.variants)
+        and 4 * sum(edge_counts) == len(store.edge_numbers)
         and all(0 <= i < entries for i, _, _ in store.compilers)
     )

@@ -5,8 +5,7 @@ A stack is one job. The root is the largest index and everything waits for it: i
 ahead of any stack still queued, and it is decoded on every worker at once, in parts while it
 downloads (:mod:`crawler.decode.progressive`) or in shards of the file, with rounds again when
 the pieces do not fit together (see :meth:`Decoding.root_summary`). Its records are read through
-the spec store (:mod:`crawler.decode.specstore`), which a worker then updates while the branch's
-output is built.
+the spec store (:mod:`crawler.decode.specstore`), updated with them once the workers stop.
 """
 
 from __future__ import annotations
@@ -17,9 +16,11 @@ import time
 from collections.abc import Awaitable, Iterable
 from pathlib import Path
 
+import msgspec
+
 from ..build.consolidate import paused_gc
 from ..decode.chunks import BadCut
-from ..decode.pool import LAST, ROOT_FIRST, STACKS_AFTER, DecodeQueue
+from ..decode.pool import ROOT_FIRST, STACKS_AFTER, DecodeQueue
 from ..decode.progressive import RootParts
 from ..decode.root import load_root_shard, merge_root, root_gaps, summarize_root_shard
 from ..decode.shard import RootShard
@@ -76,10 +77,9 @@ class Decoding:
         self.parts: dict[Path, RootParts] = {}
         #: The spec store's folder, given to the workers (None: it cannot be made).
         self.specs = store.specs_folder()
-        #: The shards of the last root read through the store, and its version, until a
-        #: worker takes them (:meth:`save_specs`); then the task that writes the store.
+        #: The last root read through the spec store, its version and shards, until
+        #: :meth:`settle` updates the store with them.
         self._pending: tuple[str, list[bytes]] | None = None
-        self._saving: asyncio.Task[None] | None = None
 
     def root_parts(self, dest: Path, url: str) -> RootParts:
         """Decode the root downloading to ``dest`` in parts as it comes."""
@@ -92,28 +92,22 @@ class Decoding:
         if parts is not None:
             parts.abandon()
 
-    def save_specs(self) -> None:
-        """Have a worker update the spec store with the shards of the last root read through
-        it, while the branch's output is built (the pool starts again if it was closed)."""
+    async def settle(self) -> None:
+        """Update the spec store with the last root read through it, if it was not yet: once
+        the decoding workers are stopped, before the branch's output is built (see
+        :mod:`crawler.decode.specsave`), and before the next root is read through it."""
         pending, self._pending = self._pending, None
         if pending is not None and self.specs is not None:
-            self._saving = asyncio.ensure_future(self._saved(self.specs, *pending))
+            await asyncio.to_thread(self._saved, self.specs, *pending)
 
-    async def settle(self) -> None:
-        """Wait for the spec store to be updated with the last root read (so that the next
-        root, or the next run, reads through it)."""
-        self.save_specs()
-        saving, self._saving = self._saving, None
-        if saving is not None:
-            await saving
-
-    async def _saved(self, folder: str, version: str, results: list[bytes]) -> None:
+    def _saved(self, folder: str, version: str, results: list[bytes]) -> None:
         try:
-            data = await self.pool.run(LAST, updated_store, folder, version, results, today())
-        except Exception as err:  # only a cache: the next run decodes more records, that is all
-            log.warning("cannot update the spec store (the next run decodes more): %r", err)
+            with paused_gc():
+                data = updated_store(folder, version, results, today())
+        except (OSError, ValueError, msgspec.DecodeError) as err:  # only a cache
+            log.warning("cannot update the spec store (the next run decodes more): %s", err)
             return
-        await asyncio.to_thread(self.store.save_specs, version, data)
+        self.store.save_specs(version, data)
 
     async def decode(self, fetched: Fetched, outcome: SourceOutcome) -> None:
         """Summarise a fetched index and cache the summary under its SHA-256; raises
