@@ -66,13 +66,16 @@ def _path(row: SpecRow, layout: str) -> str:
     """The path of ``row``'s spec manifest (v3) or spec file (v2) in its cache, each value
     with ``/`` made ``_``, as Spack's ``Spec.format_path`` makes it (a git version may hold
     one: ``git.feature/x=1.0``)."""
-    name, version = _part(row.name), _part(row.version)
-    stem = f"{name}-{version}-{row.hash}"
+    name, version = row.name, row.version
     if layout == "v3":
-        return f"v3/manifests/spec/{name}/{stem}.spec.manifest.json"
-    arch = "-".join(map(_part, (row.platform, row.os, row.target)))
-    compiler = _part(row.compiler).replace("@", "-")
-    return f"build_cache/{arch}-{compiler}-{stem}.spec.json.sig"
+        name, version = _part(name), _part(version)
+        return f"v3/manifests/spec/{name}/{name}-{version}-{row.hash}.spec.manifest.json"
+    compiler = row.compiler.replace("@", "-")
+    path = f"{row.platform}-{row.os}-{row.target}-{compiler}-{name}-{version}-{row.hash}"
+    if "/" in path:  # rare: replaced in each value alone (the hash holds none)
+        values = (row.platform, row.os, row.target, compiler, name, version)
+        path = "-".join([*map(_part, values), row.hash])
+    return f"build_cache/{path}.spec.json.sig"
 
 
 def _part(value: str) -> str:
