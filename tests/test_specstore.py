@@ -192,10 +192,12 @@ def test_a_store_of_another_crawler_version_is_not_read_and_is_pruned(
     path.write_bytes(encode_store(msgspec.structs.replace(store, crawler="0.3.9")))
     foreign = folder / "notes.msgpack"  # not a name the crawler gives: left alone
     foreign.write_bytes(b"x")
+    left = folder / f".{path.name}.0badc0de.tmp"  # what a run killed while writing leaves
+    left.write_bytes(b"x")
     after = _mirror(tmp_path / "after", ("develop", _night(SPECS, 29)))
     assert _known(_sync(after, output, "develop", capsys))[0] == 0
     assert _store(output).crawler == __version__
-    assert not older.exists() and foreign.exists()
+    assert not older.exists() and not left.exists() and foreign.exists()
     _same_as_cold(after, output, "develop", tmp_path, capsys)
 
 

@@ -133,7 +133,10 @@ _CACHE_FILE = re.compile(r"\.?(?:root|stack)-[0-9a-f]{64}\.")
 
 
 #: A spec store's name, of any version (see :func:`crawler.decode.specstore.store_path`).
-_SPEC_STORE = re.compile(r"[0-9][0-9A-Za-z.+_-]*-db[0-9]+\.msgpack")
+#: A temporary one (``.<name>.<hex>.tmp``, see :func:`atomic_write`) is named ``tmp``.
+_SPEC_STORE = re.compile(
+    r"(?P<tmp>\.)?[0-9][0-9A-Za-z.+_-]*-db[0-9]+\.msgpack(?(tmp)\.[0-9a-f]+\.tmp)"
+)
 
 
 def _cache_suffix() -> str:
@@ -239,15 +242,16 @@ class Store:
                 )
 
     def _prune_specs(self) -> None:
-        """Delete the spec stores of other versions (named as the crawler names them)."""
+        """Delete the spec stores of other versions, and temporary files a killed run left
+        (named as the crawler names them: another file is left alone)."""
         try:
-            stores = sorted(self.specs.glob("*.msgpack"))
+            stores = sorted(self.specs.glob("*"))
         except OSError as err:
             log.warning("cannot prune the spec store: %s", err)
             return
         for path in stores:
-            ours = path.name.startswith(f"{__version__}-db")
-            if _SPEC_STORE.fullmatch(path.name) and not ours:
+            found = _SPEC_STORE.fullmatch(path.name)
+            if found and (found["tmp"] or not path.name.startswith(f"{__version__}-db")):
                 try:
                     path.unlink(missing_ok=True)
                 except OSError as err:
