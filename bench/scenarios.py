@@ -19,6 +19,7 @@ The mirrors are served under one folder (``out/mirrors``); the nightly one throu
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import statistics
@@ -95,6 +96,25 @@ def _ok(figures: Any, what: str) -> None:
         raise SystemExit(f"{what} exited with {figures.returncode}:\n" + "\n".join(tail))
 
 
+def phases(report: Path) -> dict[str, float]:
+    """How a sync's time divides, from its ``report.json``: its sources read at once (the
+    longest fetch + decode), the root's download and decode (with the spec store: reading the
+    keys and bytes of every record, and decoding the new ones), and the rest (the spec store's
+    update, building and writing the output)."""
+    data = json.loads(report.read_bytes())
+    sources = data["sources"]
+    root = next(s for s in sources if s["label"] == "root")
+    reading = max(s["fetch_seconds"] + s["decode_seconds"] for s in sources)
+    return {
+        "duration": data["duration_seconds"],
+        "reading": reading,
+        "root_fetch": root["fetch_seconds"],
+        "root_decode": root["decode_seconds"],
+        "stacks_decode_sum": sum(s["decode_seconds"] for s in sources if s is not root),
+        "after_reading": data["duration_seconds"] - reading,
+    }
+
+
 def nightly(s: Scenario, params: MirrorParams) -> dict[str, Any]:
     """The nightly scenario's figures (see the module docstring)."""
     before = ensure_mirror(s.mirrors, params)
@@ -140,6 +160,7 @@ def nightly(s: Scenario, params: MirrorParams) -> dict[str, Any]:
         "store_bytes": max(stores),
         "root_bytes": root.bytes,
         "identical": identical,
+        "phases": phases(s.work / "nightly-0" / "develop" / "report.json"),
         "log": runs[0].log,
         "runs": [r.to_json() for r in runs],
     }
@@ -207,6 +228,13 @@ def lines(figures: dict[str, Any], cold_seconds: float) -> Sequence[str]:
             f"{night['peak_tree_rss'] / 1e6:.0f} MB; spec store {night['store_bytes'] / 1e6:.1f} MB"
             f" (root {night['root_bytes'] / 1e6:.1f} MB); output "
             + ("identical to cold" if night["identical"] else "DIFFERS from cold")
+        )
+        cut = night["phases"]
+        out.append(
+            f"{'':<10} its report.json (run 1): {cut['duration']:.2f}s = reading the sources "
+            f"{cut['reading']:.2f}s (root: download {cut['root_fetch']:.2f}s, keys and new "
+            f"records {cut['root_decode']:.2f}s; stacks decoding {cut['stacks_decode_sum']:.2f}"
+            f" CPU-s) + spec store and output {cut['after_reading']:.2f}s"
         )
     snaps = figures.get("snapshots")
     if snaps:
