@@ -201,7 +201,7 @@ def test_a_store_of_another_crawler_version_is_not_read_and_is_pruned(
     _same_as_cold(after, output, "develop", tmp_path, capsys)
 
 
-def _decoded(data: bytes) -> SpecStore:
+def _decoded(data: bytes | bytearray) -> SpecStore:
     return msgspec.msgpack.decode(data[DIGEST_BYTES:], type=SpecStore)
 
 

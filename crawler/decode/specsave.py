@@ -1,8 +1,8 @@
 """Spec store, written: the store of a Database version after a root was read (see
-:mod:`.specstore`), made from the root's shards by the main process once the decoding workers
-are stopped, before the branch's output is built: it takes about 100 MB for a develop-sized root,
-which the output then reuses (made meanwhile, in a thread or by a worker, it added that to the
-run's peak, over 400 MB).
+:mod:`.specstore`), made from the root's shards by the main process once the root's branch is
+done: it takes about 100 MB for a develop-sized root, which reuses what the branch's output
+freed (made while the workers decode, by a worker while the output is built, or before the
+output, it added up to 100 MB to the run's peak, to 380-430 MB of process tree).
 
 The new store holds every record of the root that was digested (read through the store), seen
 today, then the entries of the old store that the root did not hold, seen within
@@ -15,9 +15,9 @@ from __future__ import annotations
 import itertools
 from array import array
 
+import msgspec
+
 from .. import __version__
-from .root import load_root_shard
-from .shard import RootShard
 from .specstore import (
     DIGEST_BYTES,
     KEEP_DAYS,
@@ -30,6 +30,25 @@ from .specstore import (
     read_store,
     store_path,
 )
+
+
+class _Specs(msgspec.Struct, frozen=True, gc=False):
+    """What the store keeps of a :class:`~.shard.RootShard` (its other fields are not decoded:
+    the hashes and versions of every record alone are a third of a shard's memory)."""
+
+    strings: list[str]
+    specs: list[str]
+    fields: bytes
+    variants: bytes
+    counts: bytes
+    edges: list[tuple[int, str, str]]
+    edge_table: list[Edge]
+    edge_numbers: bytes
+    edge_counts: bytes
+    digests: bytes = b""
+
+
+_SPECS = msgspec.msgpack.Decoder(_Specs)
 
 
 class _Builder:
@@ -53,7 +72,7 @@ class _Builder:
             [edge(e, len(self.edges)) for e in edges],
         )
 
-    def add_shard(self, shard: RootShard, day: int) -> None:
+    def add_shard(self, shard: _Specs, day: int) -> None:
         """Every digested spec of a shard, seen on ``day``: whole columns at a time (a shard
         holds a few digests of nothing only when a piece could not be read through the store,
         and is then taken entry by entry)."""
@@ -74,7 +93,7 @@ class _Builder:
         self.compilers += [(first + i, h, name) for i, h, name in shard.edges]
         self.seen.extend([day] * len(shard.specs))
 
-    def _add_entries(self, shard: RootShard, texts: list[int], edges: list[int], day: int) -> None:
+    def _add_entries(self, shard: _Specs, texts: list[int], edges: list[int], day: int) -> None:
         fields, variants = array("I", shard.fields), array("I", shard.variants)
         edge_numbers = array("I", shard.edge_numbers)
         variant_at = itertools.accumulate(array("I", shard.counts), initial=0)
@@ -167,12 +186,12 @@ def _digests(data: bytes) -> list[bytes]:
     return [data[i : i + DIGEST_BYTES] for i in range(0, len(data), DIGEST_BYTES)]
 
 
-def updated_store(folder: str, db_version: str, shards: list[bytes], day: int) -> bytes:
+def updated_store(folder: str, db_version: str, shards: list[bytes], day: int) -> bytearray:
     """The store of ``db_version`` in ``folder`` once the root whose shards these are (as the
     workers encoded them) was read on ``day``, as its file holds it."""
     builder = _Builder()
     for data in shards:  # one at a time: each is a few tens of MB decoded
-        builder.add_shard(load_root_shard(data), day)
+        builder.add_shard(_SPECS.decode(data), day)
     old = read_store(store_path(folder, db_version), db_version)
     if old is not None:
         builder.add_old(old, day)

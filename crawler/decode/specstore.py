@@ -103,9 +103,9 @@ class Known:
         self.digests = store.digests
         self.fields = array("I", store.fields)
         self.variants = array("I", store.variants)
-        self.variant_at = list(itertools.accumulate(array("I", store.counts), initial=0))
+        self.variant_at = array("I", itertools.accumulate(array("I", store.counts), initial=0))
         self.edge_numbers = array("I", store.edge_numbers)
-        self.edge_at = list(itertools.accumulate(array("I", store.edge_counts), initial=0))
+        self.edge_at = array("I", itertools.accumulate(array("I", store.edge_counts), initial=0))
         self.compilers = {i: (h, name) for i, h, name in store.compilers}
 
     def digest_of(self, i: int) -> bytes:
@@ -121,6 +121,7 @@ class Known:
 
 
 _DECODER = msgspec.msgpack.Decoder(SpecStore)
+_ENCODER = msgspec.msgpack.Encoder()
 #: The store each worker process read last, by path, with the file's identity.
 _LOADED: dict[Path, tuple[tuple[int, int, int, int], Known | None]] = {}
 
@@ -149,11 +150,14 @@ def load_known(folder: str | None, db_version: str) -> Known | None:
     return known
 
 
-def encode_store(store: SpecStore) -> bytes:
+def encode_store(store: SpecStore) -> bytearray:
     """A store's file: the SHA-1 of its msgpack, then the msgpack (so that a file cut short
     or damaged is told from a sound one in one pass, far cheaper than checking every column)."""
-    payload = msgspec.msgpack.encode(store)
-    return digest(payload) + payload
+    data = bytearray(DIGEST_BYTES)  # the payload written after it, not copied behind it
+    _ENCODER.encode_into(store, data, DIGEST_BYTES)
+    with memoryview(data) as view:
+        data[:DIGEST_BYTES] = digest(view[DIGEST_BYTES:])
+    return data
 
 
 def store_payload(path: Path) -> bytes | None:
@@ -170,6 +174,11 @@ def store_payload(path: Path) -> bytes | None:
         log.info("ignoring the spec store %s: its checksum does not hold", path)
         return None
     return bytes(payload)
+
+
+def forget_known() -> None:
+    """Drop the store a worker holds (a few tens of MB): its root is read once stacks come."""
+    _LOADED.clear()
 
 
 def read_store(path: Path, db_version: str) -> SpecStore | None:

@@ -267,7 +267,7 @@ class Store:
             return None
         return str(self.specs)
 
-    def save_specs(self, db_version: str, data: bytes) -> None:
+    def save_specs(self, db_version: str, data: bytes | bytearray) -> None:
         """Replace the spec store of a Database version (only a cache, as :meth:`save`)."""
         try:
             atomic_write(store_path(str(self.specs), db_version), data, durable=False)

@@ -203,7 +203,6 @@ class BranchSync:
         branch, report = self.branch, self.report
         root, stacks = await self._summaries()
         self.reader.close()  # nothing is left to decode: free the workers' memory for the output
-        await self.reader.settle()  # the spec store's update, its memory reused by the output
         inputs = self._fingerprint(plan.formats)  # a source read again may have other bytes
         status: BranchStatus = "partial" if failed else "published"
         with paused_gc():  # everything up to the publish builds acyclic data

@@ -103,7 +103,8 @@ class Syncer:
                     for branch in _to_sync(discovery, wanted, branches):
                         one = BranchSync(self._context(), reader, branch, work)
                         self.results.append(await one.sync(discovery))
-                    await reader.settle()
+                        # Once the branch's output is freed, whose memory the update reuses.
+                        await reader.settle()
                 after_publish(lambda: write_listing(self.output), "synced")
                 _check_any(discovery, branches)
         return RunResult(self.results, time.monotonic() - started)

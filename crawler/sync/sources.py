@@ -74,7 +74,7 @@ class SourceReader:
         self.read_sha256: set[str] = set()
 
     async def settle(self) -> None:
-        """Wait for what goes on after the branches were read (the spec store's update)."""
+        """Update the spec store with the last root read (once its branch is done)."""
         await self.decoding.settle()
 
     def close(self) -> None:
@@ -87,8 +87,6 @@ class SourceReader:
         """Fetch (or prove unchanged) and summarise one source; never raises but to cancel."""
         fetcher = self.fetcher
         outcome = SourceOutcome(source)
-        if outcome.kind == "root":  # read through the spec store as the last root left it
-            await self.decoding.settle()
         started = time.monotonic()
         try:
             for attempt in range(1, _CHANGING_ATTEMPTS + 1):
