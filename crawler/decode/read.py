@@ -238,6 +238,7 @@ def read_digested(
                 else:
                     rewritten.append((key, i))
         if 2 * len(hits) < len(raw):
+            del raw  # its records point into the piece: let them go before it is decoded
             yield Digested(_decode_at(piece, url), digests, (), rewritten)
             continue
         taken = {key for key, _ in hits}
