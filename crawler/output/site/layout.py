@@ -29,6 +29,15 @@ def text(value: str) -> str:
     return html_ascii(value)
 
 
+class Texts(dict[str, str]):
+    """:func:`text` of each key, computed once: for the texts a site repeats in most of its
+    rows (a lookup, where :func:`text`'s cache also keeps its order of use)."""
+
+    def __missing__(self, value: str) -> str:
+        found = self[value] = html_ascii(value)
+        return found
+
+
 def html_ascii(value: str) -> str:
     """:func:`text`, not cached: for a text seen once (a spec's URL, its variants). Most have
     nothing to escape, which five searches tell three times faster than ``html.escape``."""
