@@ -44,11 +44,13 @@ def sample_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def hostile_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A mirror whose package has a variant and a version that are HTML."""
+    """A mirror whose package has a variant and a version that are HTML; the others depend
+    on gcc-runtime, which has a page of its own too."""
     root = tmp_path_factory.mktemp("hostile")
     specs = (
         SynthSpec("zlib", HOSTILE_VERSION, variants=((HOSTILE_VARIANT, True),), stacks=("e4s",)),
         SynthSpec("c++-tools", "2.0", stacks=("e4s",)),
+        SynthSpec("gcc-runtime", "13.2.0", stacks=("e4s",)),
     )
     build_mirror(root / "mirror", [SynthRef("develop", specs)])
     _sync(root / "mirror", root / "out", "--branch", "develop", "--format", "html")
@@ -134,6 +136,10 @@ def test_a_filter_narrows_the_table_and_a_header_sorts_it(sample_site: Path, pag
     p.select_option('select[data-filter="stacks"]', "e4s")
     assert 0 < rows.count() == in_e4s < 3
     p.select_option('select[data-filter="stacks"]', "")
+    on_x86 = sum(spec["family"] == "x86_64" for spec in specs)
+    p.select_option('select[data-filter="family"]', "x86_64")
+    assert 0 < rows.count() == on_x86 < 3
+    p.select_option('select[data-filter="family"]', "")
     p.click('th[data-sort="4"]')  # OS, ascending
     oss = p.locator("#specs tbody tr td:nth-child(5)").all_text_contents()
     assert oss == sorted(oss)
@@ -171,6 +177,32 @@ def test_hostile_text_shows_as_text(hostile_site: Path, page: Page) -> None:
     p.fill("#search", "c++")
     p.locator("#results a").first.click()
     assert p.locator("h1").text_content() == "c++-tools"
+
+
+@pytest.mark.slow
+def test_dependencies_link_to_their_rows_once_unfolded(
+    hostile_site: Path, page: Page, browser: Browser
+) -> None:
+    zlib = _url(hostile_site / "develop" / "site" / "packages" / "zlib.html")
+    p = page
+    p.goto(zlib)
+    deps = p.locator("#specs tbody tr details.deps").first
+    assert deps.locator("a").count() == 0  # lines of text until unfolded
+    deps.locator("summary").click()
+    link = deps.locator("a", has_text="gcc-runtime/")
+    link.wait_for()
+    assert (link.get_attribute("href") or "").startswith("gcc-runtime.html#")
+    assert "compiler-wrapper/" in (deps.text_content() or "")  # no page: text
+    link.click()
+    p.wait_for_url("**/packages/gcc-runtime.html#*")
+    # Without JavaScript: the lines as text, and the packages they belong to linked under.
+    context = browser.new_context(java_script_enabled=False)
+    plain = context.new_page()
+    plain.goto(zlib)
+    assert "gcc-runtime/" in (plain.locator("#specs details.deps").first.text_content() or "")
+    plain.click('#depends a:text-is("gcc-runtime")')
+    plain.wait_for_url("**/packages/gcc-runtime.html")
+    context.close()
 
 
 @pytest.mark.slow

@@ -2,15 +2,22 @@
 long ones folded, platform, OS, target, compiler, stacks), with each spec's download location
 and dependencies, and the filters and sorting ``site.js`` adds to it.
 
-The table is complete HTML: without JavaScript it is a plain table; the filters only hide rows.
+The table is complete HTML: without JavaScript it is a plain table, each spec's dependencies
+are lines of text (``name/hash``), and under the table the packages they belong to are listed
+once, linked to their pages. Unfolded, ``site.js`` turns a spec's dependencies into links to
+their rows, from that list. The filters read the rows' cells: the target's title is its
+family, and a tab, shown as a space, separates two stacks.
+
+A develop-sized branch is 60,000 rows with 800,000 dependency edges: what rows share is
+rendered once (a dependency's line, an OS and compiler's cells, a set of stacks), a row is one
+f-string, a page one join, and all of it ASCII (:func:`~.layout.text`), so that the page is a
+string of one byte a character, encoded as a copy.
 """
 
 from __future__ import annotations
 
-from html import escape
-
 from ...documents import Index, PackageSummary, SpecDependency, SpecDetail, SpecLinks
-from .layout import LETTERS, href, letter_key, page, script_json, text
+from .layout import LETTERS, Texts, href, html_ascii, letter_key, page, text
 
 #: Characters of a hash shown, and naming a spec on its package's page (40 bits: two specs of
 #: one package that start alike are as likely as a collision of random 40-bit numbers).
@@ -18,100 +25,110 @@ SHORT_HASH = 8
 #: Variants shown in full; more are folded behind the first few.
 UNFOLDED_VARIANTS = 4
 _COLUMNS = ("Hash", "Version", "Variants", "Platform", "OS", "Target", "Compiler", "Stacks")
-#: The filters above the table: the row attribute each reads, and its label.
-_FILTERS = (
-    ("stacks", "Stack"),
-    ("family", "Target family"),
-    ("os", "OS"),
-    ("compiler", "Compiler"),
+_HEAD = "".join(
+    f'<th data-sort="{i}" aria-sort="none">{label}</th>' for i, label in enumerate(_COLUMNS)
 )
+_TAB, _LINE = "\t", "\n"
 
 
 class PackagePages:
-    """The pages of one index's packages. A spec's dependencies, the stacks of a row, and the
-    texts are rendered once and reused: a develop-sized branch has 800,000 dependency edges
-    among 60,000 specs, mostly to the same few thousand specs."""
+    """The pages of one index's packages. What many rows share is rendered once and reused: a
+    spec's dependencies (a develop-sized branch has 800,000 edges to a few thousand specs),
+    its platform, OS, target and compiler (a few dozen of them), its stacks (one of a few
+    thousand sets), its version."""
 
     def __init__(self, index: Index[PackageSummary], specs: dict[str, SpecLinks]) -> None:
         self.index = index
         self.specs = specs
-        self._dependencies: dict[str, str] = {}
-        self._stacks: dict[tuple[str, ...], tuple[str, str]] = {}
-        self._variants: dict[tuple[str, ...], str] = {}
+        self._texts = Texts()
+        self._dependencies: dict[str, str] = {}  # hash -> its line
+        self._names: dict[str, str] = {}  # line -> its package's name
+        self._arch: dict[tuple[str, str, str, str, str | None], str] = {}
+        self._stacks: dict[tuple[str, ...], str] = {}
 
     def page(self, name: str, summary: PackageSummary) -> str:
         """The page of package ``name``."""
-        specs = summary.spec_details
         meta = summary.meta
         branch = self.index.branch
-        rows = "".join([self._row(spec) for spec in specs])
-        head = "".join(
-            f'<th data-sort="{i}" aria-sort="none">{label}</th>' for i, label in enumerate(_COLUMNS)
-        )
+        depends: set[str] = set()
+        rows = [self._row(spec, depends) for spec in summary.spec_details]
         key = letter_key(name)
-        body = (
+        head = (
             f'<nav><a href="../index.html">{text(branch)}</a> &rsaquo; '
             f'<a href="../{LETTERS}/{href(key)}">{text(key)}</a></nav>'
             f"<h1>{text(name)}</h1>"
             f"<p>{meta.num_specs} specs of {len(meta.versions)} versions "
             f"({text(', '.join(meta.versions))}) in {len(meta.stacks)} stacks.</p>"
-            f"{_filters(specs)}"
-            f'<table id="specs" class="specs"><thead><tr>{head}<th>Download</th>'
-            f"<th>Dependencies</th></tr></thead><tbody>{rows}</tbody></table>"
+            f'<form class="filters" id="filters" hidden><output id="shown">{len(rows)} of '
+            f"{len(rows)} specs</output></form>"
+            f'<table id="specs" class="specs"><thead><tr>{_HEAD}<th>Download</th>'
+            f"<th>Dependencies</th></tr></thead><tbody>"
         )
-        return page(f"{name} — {branch}", body, root="../")
+        tail = f"</tbody></table>{self._depends(depends)}"
+        return page(f"{name} — {branch}", head, *rows, tail, root="../")
 
-    def _row(self, spec: SpecDetail) -> str:
-        links = self.specs.get(spec.hash)
-        stacks, stacks_data = self._stacks_of(spec.stacks)
-        family = text(spec.family or "unknown")
-        os_, compiler = text(spec.os), text(spec.compiler)
+    def _row(self, spec: SpecDetail, depends: set[str]) -> str:
+        """One spec's row; its dependencies' lines are added to ``depends``."""
         # Hashes are 32 characters of base32 (decoding refuses others): nothing to escape.
-        ident, shown = spec.hash, short(spec.hash)
-        known = self._dependencies  # looked up here: 800,000 calls are a second of a large site
-        edges = links.dependencies if links else ()
-        deps = "".join([known.get(d.hash) or self._dependency(d) for d in edges])
-        if deps:
-            count = len(edges)
-            deps = f'<details class="deps"><summary>{count}</summary>{deps}</details>'
-        locations = _location(spec.stacks, links.locations) if links else ""
+        ident, shown = spec.hash, spec.hash[:SHORT_HASH]
+        arch = (spec.platform, spec.os, spec.target, spec.compiler, spec.family)
+        cells = self._arch.get(arch) or self._arch_of(arch)
+        stacks = self._stacks.get(spec.stacks) or self._stacks_of(spec.stacks)
+        links = self.specs.get(ident)
+        if links is None:
+            location = deps = ""
+        else:
+            location = _location(spec.stacks, links.locations)
+            deps = self._dependencies_of(links.dependencies, depends)
         return (
-            f'<tr id="{shown}" data-stacks="{stacks_data}" data-family="{family}" '
-            f'data-os="{os_}" data-compiler="{compiler}">'
-            f'<td><code title="{ident}">{shown}</code></td><td>{text(spec.versions[0])}</td>'
-            f"<td>{self._variants_of(spec.variants)}</td><td>{text(spec.platform)}</td><td>{os_}</td>"
-            f"<td>{text(spec.target)}</td><td>{compiler}</td><td>{stacks}</td>"
-            f"<td>{locations}</td><td>{deps}</td></tr>"
+            f'<tr id="{shown}"><td><code title="{ident}">{shown}</code></td>'
+            f"<td>{self._texts[spec.versions[0]]}</td><td>{_variants(spec.variants)}</td>"
+            f"{cells}{stacks}<td>{location}</td><td>{deps}</td></tr>"
         )
 
-    def _variants_of(self, variants: tuple[str, ...]) -> str:
-        """A row's variants cell (specs of a package often have the same variants)."""
-        found = self._variants.get(variants)
-        if found is None:
-            found = self._variants[variants] = _variants(variants)
-        return found
-
-    def _stacks_of(self, stacks: tuple[str, ...]) -> tuple[str, str]:
-        """A row's stacks cell, and its ``data-stacks`` (a JSON list, escaped)."""
-        found = self._stacks.get(stacks)
-        if found is None:
-            found = (text(" ".join(stacks)), text(script_json(list(stacks))))
-            self._stacks[stacks] = found
-        return found
+    def _dependencies_of(self, edges: tuple[SpecDependency, ...], depends: set[str]) -> str:
+        """A row's dependencies cell: one ``name/hash`` a line, folded behind their count."""
+        if not edges:
+            return ""
+        known = self._dependencies  # local: 800,000 lookups are a large share of a site
+        lines = [known.get(d.hash) or self._dependency(d) for d in edges]
+        depends.update(lines)  # the same few thousand strings: quicker than the hashes
+        return f'<details class="deps"><summary>{len(edges)}</summary>{_LINE.join(lines)}</details>'
 
     def _dependency(self, dep: SpecDependency) -> str:
-        """One dependency (name/short hash), linked to its row on its package's page when it
-        has one (a row's ``id`` is its :func:`short` hash); remembered."""
-        found = self._dependencies.get(dep.hash)
-        if found is None:
-            shown = f"{text(dep.name)}/{short(dep.hash)}"  # base32: nothing to escape
-            if dep.name in self.index.packages:  # href() leaves no character to quote
-                link = f"{href(dep.name)}#{short(dep.hash)}"
-                found = f"<a href={link}>{shown}</a>"
-            else:
-                found = f"<span>{shown}</span>"
-            self._dependencies[dep.hash] = found
+        """One dependency's line (name/short hash; base32: nothing to escape); remembered,
+        and its package's name by it."""
+        found = self._dependencies[dep.hash] = f"{text(dep.name)}/{short(dep.hash)}"
+        self._names[found] = dep.name
         return found
+
+    def _arch_of(self, arch: tuple[str, str, str, str, str | None]) -> str:
+        """The cells platform, OS, target and compiler; the target's title is its family
+        (which the filters read)."""
+        platform, os_, target, compiler, family = map(text, (*arch[:4], arch[4] or "unknown"))
+        found = self._arch[arch] = (
+            f'<td>{platform}</td><td>{os_}</td><td title="{family}">{target}</td>'
+            f"<td>{compiler}</td>"
+        )
+        return found
+
+    def _stacks_of(self, stacks: tuple[str, ...]) -> str:
+        """The stacks cell. Between two stacks a tab, shown as a space: ``site.js`` splits
+        the stacks at it (a label may hold a space, never a control character)."""
+        found = self._stacks[stacks] = f"<td>{_TAB.join(map(text, stacks))}</td>"
+        return found
+
+    def _depends(self, lines: set[str]) -> str:
+        """The packages the page's specs depend on, linked to their pages when they have one
+        (``site.js`` links each spec's dependencies from these)."""
+        if not lines:
+            return ""
+        packages, names = self.index.packages, self._names
+        shown = ", ".join(
+            f'<a href="{href(n)}">{text(n)}</a>' if n in packages else text(n)
+            for n in sorted(set(map(names.__getitem__, lines)))
+        )
+        return f'<h2>Dependencies</h2><p id="depends">{shown}</p>'
 
 
 def short(spec_hash: str) -> str:
@@ -119,32 +136,14 @@ def short(spec_hash: str) -> str:
     return spec_hash[:SHORT_HASH]
 
 
-def _filters(specs: list[SpecDetail]) -> str:
-    """The filter choices (hidden until ``site.js`` makes them work) and the count shown."""
-    choices: dict[str, set[str]] = {key: set() for key, _ in _FILTERS}
-    for spec in specs:
-        choices["stacks"].update(spec.stacks)
-        choices["family"].add(spec.family or "unknown")
-        choices["os"].add(spec.os)
-        choices["compiler"].add(spec.compiler)
-    selects = "".join(
-        f'<label>{label} <select data-filter="{key}"><option value="">all</option>'
-        + "".join(f'<option value="{text(v)}">{text(v)}</option>' for v in sorted(choices[key]))
-        + "</select></label>"
-        for key, label in _FILTERS
-    )
-    return (
-        f'<form class="filters" id="filters" hidden>{selects} '
-        f'<output id="shown">{len(specs)} of {len(specs)} specs</output></form>'
-    )
-
-
 def _variants(variants: tuple[str, ...]) -> str:
-    shown = [text(v) for v in variants]
-    if len(shown) <= UNFOLDED_VARIANTS:
-        return " ".join(shown)
-    first, rest = " ".join(shown[:UNFOLDED_VARIANTS]), " ".join(shown[UNFOLDED_VARIANTS:])
-    return f"<details><summary>{first} … ({len(shown)})</summary>{rest}</details>"
+    """A row's variants cell, the long ones folded. Escaped joined (two calls, rather than
+    one a variant: a spec has 20 on average, mostly unlike any other spec's)."""
+    if len(variants) <= UNFOLDED_VARIANTS:
+        return html_ascii(" ".join(variants))
+    first = html_ascii(" ".join(variants[:UNFOLDED_VARIANTS]))
+    rest = html_ascii(" ".join(variants[UNFOLDED_VARIANTS:]))
+    return f"<details><summary>{first} &hellip; ({len(variants)})</summary>{rest}</details>"
 
 
 def _location(stacks: tuple[str, ...], locations: dict[str, str]) -> str:
@@ -154,4 +153,4 @@ def _location(stacks: tuple[str, ...], locations: dict[str, str]) -> str:
     label = "root" if "root" in locations else next((s for s in stacks if s in locations), None)
     if label is None:
         return ""
-    return f'<a href="{escape(locations[label])}">{text(label)}</a>'
+    return f'<a href="{html_ascii(locations[label])}">{text(label)}</a>'

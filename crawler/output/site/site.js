@@ -55,20 +55,74 @@
     }
   }
 
-  function filter(table, selects, shown) {
-    var rows = table.tBodies[0].rows, visible = 0;
-    for (var i = 0; i < rows.length; i++) {
-      var row = rows[i], keep = true;
-      selects.forEach(function (select) {
-        var want = select.value, key = select.dataset.filter;
-        if (!want) return;
-        if (key === "stacks") keep = keep && JSON.parse(row.dataset.stacks).indexOf(want) >= 0;
-        else keep = keep && row.dataset[key] === want;
+  // What a row is filtered by, read from its cells: its stacks (between two a tab, shown as
+  // a space: a stack's label may hold a space), its target's family (the target's title),
+  // its OS and its compiler.
+  var FILTERS = [
+    ["stacks", "Stack", function (row) { return row.cells[7].textContent.split("\t"); }],
+    ["family", "Target family", function (row) { return [row.cells[5].title]; }],
+    ["os", "OS", function (row) { return [row.cells[4].textContent]; }],
+    ["compiler", "Compiler", function (row) { return [row.cells[6].textContent]; }]
+  ];
+
+  function filterSelects(form, rows, values) {
+    var before = document.getElementById("shown");
+    return FILTERS.map(function (filter, f) {
+      var choices = {};
+      rows.forEach(function (row) {
+        values.get(row)[f].forEach(function (value) { if (value) choices[value] = true; });
       });
+      var label = document.createElement("label");
+      var select = document.createElement("select");
+      select.dataset.filter = filter[0];
+      [""].concat(Object.keys(choices).sort()).forEach(function (value) {
+        var option = document.createElement("option");
+        option.value = value;
+        option.textContent = value || "all";
+        select.appendChild(option);
+      });
+      label.appendChild(document.createTextNode(filter[1] + " "));
+      label.appendChild(select);
+      form.insertBefore(label, before);
+      form.insertBefore(document.createTextNode(" "), before);
+      return select;
+    });
+  }
+
+  function filter(rows, values, selects, shown) {
+    var wanted = selects.map(function (select) { return select.value; });
+    var visible = 0;
+    rows.forEach(function (row) {
+      var of = values.get(row);
+      var keep = wanted.every(function (want, f) { return !want || of[f].indexOf(want) >= 0; });
       row.hidden = !keep;
       if (keep) visible++;
-    }
+    });
     shown.textContent = visible + " of " + rows.length + " specs";
+  }
+
+  // A spec's dependencies are lines of "name/hash"; unfolded, each becomes a link to the
+  // dependency's row when its package has a page (linked in the list under the table).
+  function linkDependencies(details, pages) {
+    var summary = details.querySelector("summary");
+    var lines = [];
+    for (var node = summary.nextSibling; node; node = node.nextSibling) {
+      lines.push(node.textContent);
+    }
+    while (summary.nextSibling) details.removeChild(summary.nextSibling);
+    lines.join("").split("\n").forEach(function (line, i) {
+      if (i) details.appendChild(document.createTextNode("\n"));
+      var cut = line.lastIndexOf("/");
+      var page = cut > 0 ? pages[line.slice(0, cut)] : undefined;
+      if (page === undefined) {
+        details.appendChild(document.createTextNode(line));
+        return;
+      }
+      var link = document.createElement("a");
+      link.href = page + "#" + line.slice(cut + 1);
+      link.textContent = line;
+      details.appendChild(link);
+    });
   }
 
   var collator = new Intl.Collator(undefined, { numeric: true, sensitivity: "base" });
@@ -93,15 +147,31 @@
     var table = document.getElementById("specs");
     var form = document.getElementById("filters");
     if (!table || !form) return;
-    var selects = Array.prototype.slice.call(form.querySelectorAll("select[data-filter]"));
+    var rows = Array.prototype.slice.call(table.tBodies[0].rows);
+    var values = new Map();  // row -> what it is filtered by, one list per filter
+    rows.forEach(function (row) {
+      values.set(row, FILTERS.map(function (filter) { return filter[2](row); }));
+    });
+    var selects = filterSelects(form, rows, values);
     var shown = document.getElementById("shown");
     selects.forEach(function (s) {
-      s.addEventListener("change", function () { filter(table, selects, shown); });
+      s.addEventListener("change", function () { filter(rows, values, selects, shown); });
     });
     form.hidden = false;
     table.querySelectorAll("th[data-sort]").forEach(function (th) {
       th.addEventListener("click", function () { sort(table, th); });
     });
+    var pages = Object.create(null);  // a package's name -> its page, for its dependents
+    document.querySelectorAll("#depends a").forEach(function (link) {
+      pages[link.textContent] = link.getAttribute("href");
+    });
+    // "toggle" does not bubble: it is caught on its way down to each <details>.
+    table.addEventListener("toggle", function (event) {
+      var details = event.target;
+      if (!details.open || !details.classList.contains("deps") || details.dataset.linked) return;
+      details.dataset.linked = "1";
+      linkDependencies(details, pages);
+    }, true);
   }
 
   function frontPage() {
