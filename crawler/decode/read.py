@@ -181,22 +181,23 @@ def read_pieces(
 ) -> Iterator[Records[R]]:
     """The records of these ranges of a file (see :mod:`crawler.decode.chunks`), a piece at a
     time."""
+    for piece in _mapped_pieces(fd, ranges, version, url):
+        yield piece if isinstance(piece, dict) else _decode_at(piece[1], decoders, piece[0], url)
+
+
+def _mapped_pieces(
+    fd: int, ranges: list[tuple[int, int]], version: str, url: str
+) -> Iterator[tuple[int, Buffer] | dict[str, chunks.Oversized]]:
+    """Each piece of these ranges as (its first byte, its bytes mapped, only until the next
+    piece is asked for), or a record too long to decode (by its key)."""
     if version not in SUPPORTED_VERSIONS:
         raise UnsupportedVersionError(url, version)
     for piece in chunks.subdivide(fd, ranges):
         if isinstance(piece, chunks.Oversized):
             yield {_key(piece.key, url): piece}
             continue
-        start, stop = piece
-        records: Records[R]
-        with chunks.mapped_piece(fd, start, stop) as data:
-            try:
-                records = _decode_piece(data, decoders)
-            except (msgspec.DecodeError, UnicodeDecodeError) as err:  # a key is not UTF-8
-                raise chunks.BadCut(f"piece at byte {start} of {url}: {err}") from None
-            except RecursionError:  # read whole, the file gets its error there
-                raise chunks.BadCut(f"piece at byte {start} of {url}: nested too deeply") from None
-        yield records
+        with chunks.mapped_piece(fd, *piece) as data:
+            yield piece[0], data
 
 
 class Digested(NamedTuple):
@@ -215,14 +216,15 @@ def read_digested(
     piece's records in the build cache are digested, and those the store ``known`` summarised
     from the same bytes are not decoded. A piece mostly new is decoded whole in one pass (the
     fastest way); else its new records alone."""
-    for piece in read_pieces_raw(fd, ranges, version, url):
-        if not isinstance(piece, bytes):
-            yield Digested(piece, {})
+    for mapped in _mapped_pieces(fd, ranges, version, url):
+        if isinstance(mapped, dict):
+            yield Digested(mapped, {})
             continue
+        start, piece = mapped[0], bytes(mapped[1])  # raw records point into it: a copy
         try:
             raw = _RAW_RECORDS.decode(piece)
         except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
-            yield Digested(_decode_at(piece, url), {})  # says what is wrong, or reads it
+            yield Digested(_decode_at(piece, ROOT, start, url), {})  # says what is wrong
             continue
         digests, hits, rewritten = {}, [], []
         where = known.where if known is not None else {}
@@ -239,26 +241,12 @@ def read_digested(
                     rewritten.append((key, i))
         if 2 * len(hits) < len(raw):
             del raw  # its records point into the piece: let them go before it is decoded
-            yield Digested(_decode_at(piece, url), digests, (), rewritten)
+            yield Digested(_decode_at(piece, ROOT, start, url), digests, (), rewritten)
             continue
         taken = {key for key, _ in hits}
         new = [(k, r) for k, r in raw.items() if k not in taken]
-        records = _decode_at(_piece_of(new), url) if new else {}
+        records = _decode_at(_piece_of(new), ROOT, start, url) if new else {}
         yield Digested(records, digests, hits, rewritten)
-
-
-def read_pieces_raw(
-    fd: int, ranges: list[tuple[int, int]], version: str, url: str
-) -> Iterator[bytes | dict[str, chunks.Oversized]]:
-    """The pieces of these ranges of a file as bytes (a record too long to decode as it is)."""
-    if version not in SUPPORTED_VERSIONS:
-        raise UnsupportedVersionError(url, version)
-    for piece in chunks.subdivide(fd, ranges):
-        if isinstance(piece, chunks.Oversized):
-            yield {_key(piece.key, url): piece}
-            continue
-        with chunks.mapped_piece(fd, *piece) as data:
-            yield bytes(data)
 
 
 def _piece_of(records: list[tuple[str, RawRecord]]) -> bytes:
@@ -270,13 +258,15 @@ def _piece_of(records: list[tuple[str, RawRecord]]) -> bytes:
     )
 
 
-def _decode_at(data: bytes, url: str) -> Records[Record]:
+def _decode_at(data: Buffer, decoders: Decoders[R], start: int, url: str) -> Records[R]:
+    """:func:`_decode_piece` of the piece at byte ``start`` of ``url``; :class:`chunks.BadCut`
+    when it does not decode (the file is then read whole)."""
     try:
-        return _decode_piece(data, ROOT)
+        return _decode_piece(data, decoders)
     except (msgspec.DecodeError, UnicodeDecodeError) as err:  # a key is not UTF-8
-        raise chunks.BadCut(f"a piece of {url}: {err}") from None
+        raise chunks.BadCut(f"piece at byte {start} of {url}: {err}") from None
     except RecursionError:  # read whole, the file gets its error there
-        raise chunks.BadCut(f"a piece of {url}: nested too deeply") from None
+        raise chunks.BadCut(f"piece at byte {start} of {url}: nested too deeply") from None
 
 
 def _key(text: bytes, url: str) -> str:
