@@ -91,6 +91,13 @@ def test_a_second_ref_reads_the_specs_it_shares_from_the_store(
     _same_as_cold(mirror, output, "snap", tmp_path, capsys)
 
 
+def _published_before(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Path:
+    """An output folder where develop of SPECS was published (and its store written)."""
+    output = tmp_path / "out"
+    _sync(_mirror(tmp_path / "before", ("develop", SPECS)), output, "develop", capsys)
+    return output
+
+
 def _night(specs: list[SynthSpec], seed: int) -> list[SynthSpec]:
     """The specs a night later: two replaced by new builds (the root changes)."""
     return specs[2:] + generate_specs(seed, 1, specs_per_package=(2, 2))
@@ -100,8 +107,7 @@ def _night(specs: list[SynthSpec], seed: int) -> list[SynthSpec]:
 def test_a_deleted_or_damaged_store_gives_a_cold_reading_and_the_same_output(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], damage: str
 ) -> None:
-    output = tmp_path / "out"
-    _sync(_mirror(tmp_path / "before", ("develop", SPECS)), output, "develop", capsys)
+    output = _published_before(tmp_path, capsys)
     path = store_path(str(output / ".crawler" / "specs"), "8")
     data = path.read_bytes()
     if damage == "deleted":
@@ -122,8 +128,7 @@ def test_a_deleted_or_damaged_store_gives_a_cold_reading_and_the_same_output(
 def test_a_night_decodes_only_its_new_records(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    output = tmp_path / "out"
-    _sync(_mirror(tmp_path / "before", ("develop", SPECS)), output, "develop", capsys)
+    output = _published_before(tmp_path, capsys)
     after = _mirror(tmp_path / "after", ("develop", _night(SPECS, 29)))
     known, _ = _known(_sync(after, output, "develop", capsys))
     assert known == len(SPECS) - 2
@@ -146,8 +151,7 @@ def _rewrite_record(mirror: Path, key: str, old: bytes, new: bytes) -> None:
 def test_a_record_rewritten_with_the_same_content_is_summarised_again_quietly(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    output = tmp_path / "out"
-    _sync(_mirror(tmp_path / "before", ("develop", SPECS)), output, "develop", capsys)
+    output = _published_before(tmp_path, capsys)
     after = _mirror(tmp_path / "after", ("develop", _night(SPECS, 29)))
     spec = SPECS[10]
     # A field the crawler does not read: another writer's spelling of the same spec.
@@ -162,8 +166,7 @@ def test_a_record_rewritten_with_the_same_content_is_summarised_again_quietly(
 def test_a_record_whose_content_changed_under_a_known_hash_is_used_and_warned_of(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    output = tmp_path / "out"
-    _sync(_mirror(tmp_path / "before", ("develop", SPECS)), output, "develop", capsys)
+    output = _published_before(tmp_path, capsys)
     spec = SPECS[10]
     changed = dataclasses.replace(
         spec, variants=(*spec.variants, ("rewritten", True)), hash=spec.dag_hash
@@ -181,8 +184,7 @@ def test_a_record_whose_content_changed_under_a_known_hash_is_used_and_warned_of
 def test_a_store_of_another_crawler_version_is_not_read_and_is_pruned(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    output = tmp_path / "out"
-    _sync(_mirror(tmp_path / "before", ("develop", SPECS)), output, "develop", capsys)
+    output = _published_before(tmp_path, capsys)
     folder = output / ".crawler" / "specs"
     path = store_path(str(folder), "8")
     store = msgspec.msgpack.decode(path.read_bytes()[DIGEST_BYTES:], type=SpecStore)
