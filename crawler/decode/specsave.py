@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 from array import array
+from collections.abc import Callable
 
 import msgspec
 
@@ -34,14 +35,15 @@ from .specstore import (
 
 class _Specs(msgspec.Struct, frozen=True, gc=False):
     """What the store keeps of a :class:`~.shard.RootShard` (its other fields are not decoded:
-    the hashes and versions of every record alone are a third of a shard's memory)."""
+    the hashes and versions of every record alone are a third of a shard's memory), under the
+    names of a :class:`SpecStore`'s columns."""
 
     strings: list[str]
-    specs: list[str]
+    keys: list[str] = msgspec.field(name="specs")
     fields: bytes
     variants: bytes
     counts: bytes
-    edges: list[tuple[int, str, str]]
+    compilers: list[tuple[int, str, str]] = msgspec.field(name="edges")
     edge_table: list[Edge]
     edge_numbers: bytes
     edge_counts: bytes
@@ -79,40 +81,21 @@ class _Builder:
         if not shard.digests:
             return
         texts, edges = self.numbering(shard.strings, shard.edge_table)
-        if NO_DIGEST in _digests(shard.digests):
-            self._add_entries(shard, texts, edges, day)
+        digests = _digests(shard.digests)
+        if NO_DIGEST in digests:
+            chosen = [j for j, found in enumerate(digests) if found != NO_DIGEST]
+            self._add_entries(shard, texts, edges, chosen, lambda _: day)
             return
         first = len(self.keys)
-        self.keys += shard.specs
+        self.keys += shard.keys
         self.digests += shard.digests
         self.fields.extend(map(texts.__getitem__, array("I", shard.fields)))
         self.variants.extend(map(texts.__getitem__, array("I", shard.variants)))
         self.counts.frombytes(shard.counts)
         self.edge_numbers.extend(map(edges.__getitem__, array("I", shard.edge_numbers)))
         self.edge_counts.frombytes(shard.edge_counts)
-        self.compilers += [(first + i, h, name) for i, h, name in shard.edges]
-        self.seen.extend([day] * len(shard.specs))
-
-    def _add_entries(self, shard: _Specs, texts: list[int], edges: list[int], day: int) -> None:
-        fields, variants = array("I", shard.fields), array("I", shard.variants)
-        edge_numbers = array("I", shard.edge_numbers)
-        variant_at = itertools.accumulate(array("I", shard.counts), initial=0)
-        edge_at = itertools.accumulate(array("I", shard.edge_counts), initial=0)
-        compilers = {i: (h, name) for i, h, name in shard.edges}
-        spans = zip(itertools.pairwise(variant_at), itertools.pairwise(edge_at), strict=True)
-        for j, (key, ((v0, v1), (e0, e1))) in enumerate(zip(shard.specs, spans, strict=True)):
-            found = shard.digests[j * DIGEST_BYTES : (j + 1) * DIGEST_BYTES]
-            if found == NO_DIGEST:
-                continue
-            self._entry(
-                key,
-                found,
-                [texts[n] for n in fields[6 * j : 6 * j + 6]],
-                [texts[n] for n in variants[v0:v1]],
-                [edges[n] for n in edge_numbers[e0:e1]],
-                compilers.get(j),
-                day,
-            )
+        self.compilers += [(first + i, h, name) for i, h, name in shard.compilers]
+        self.seen.extend([day] * len(shard.keys))
 
     def add_old(self, old: SpecStore, day: int) -> None:
         """The old store's entries that are neither in this one nor too old, newest first."""
@@ -123,45 +106,37 @@ class _Builder:
         ]
         kept.sort(key=seen.__getitem__, reverse=True)  # stable: ties keep the old order
         kept = sorted(kept[: max(0, MAX_ENTRIES - len(self.keys))])
-        if not kept:
-            return
-        texts, edges = self.numbering(old.strings, old.edge_table)
-        fields, variants = array("I", old.fields), array("I", old.variants)
-        edge_numbers = array("I", old.edge_numbers)
-        variant_at = list(itertools.accumulate(array("I", old.counts), initial=0))
-        edge_at = list(itertools.accumulate(array("I", old.edge_counts), initial=0))
-        compilers = {i: (h, name) for i, h, name in old.compilers}
-        for i in kept:
-            self._entry(
-                old.keys[i],
-                old.digests[i * DIGEST_BYTES : (i + 1) * DIGEST_BYTES],
-                [texts[n] for n in fields[6 * i : 6 * i + 6]],
-                [texts[n] for n in variants[variant_at[i] : variant_at[i + 1]]],
-                [edges[n] for n in edge_numbers[edge_at[i] : edge_at[i + 1]]],
-                compilers.get(i),
-                seen[i],
-            )
+        if kept:
+            texts, edges = self.numbering(old.strings, old.edge_table)
+            self._add_entries(old, texts, edges, kept, seen.__getitem__)
 
-    def _entry(
+    def _add_entries(
         self,
-        key: str,
-        found: bytes,
-        fields: list[int],
-        variants: list[int],
+        source: _Specs | SpecStore,
+        texts: list[int],
         edges: list[int],
-        compiler: tuple[str, str] | None,
-        day: int,
+        chosen: list[int],
+        seen: Callable[[int], int],
     ) -> None:
-        if compiler is not None:
-            self.compilers.append((len(self.keys), *compiler))
-        self.keys.append(key)
-        self.digests += found
-        self.fields.extend(fields)
-        self.counts.append(len(variants))
-        self.variants.extend(variants)
-        self.edge_counts.append(len(edges))
-        self.edge_numbers.extend(edges)
-        self.seen.append(day)
+        """Entries ``chosen`` of a shard or a store, one at a time, numbered as this store
+        numbers ``source``'s ``texts`` and ``edges``; ``seen`` gives each one's day."""
+        fields, variants = array("I", source.fields), array("I", source.variants)
+        edge_numbers = array("I", source.edge_numbers)
+        variant_at = list(itertools.accumulate(array("I", source.counts), initial=0))
+        edge_at = list(itertools.accumulate(array("I", source.edge_counts), initial=0))
+        compilers = {i: (h, name) for i, h, name in source.compilers}
+        for i in chosen:
+            compiler = compilers.get(i)
+            if compiler is not None:
+                self.compilers.append((len(self.keys), *compiler))
+            self.keys.append(source.keys[i])
+            self.digests += source.digests[i * DIGEST_BYTES : (i + 1) * DIGEST_BYTES]
+            self.fields.extend([texts[n] for n in fields[6 * i : 6 * i + 6]])
+            self.counts.append(variant_at[i + 1] - variant_at[i])
+            self.variants.extend([texts[n] for n in variants[variant_at[i] : variant_at[i + 1]]])
+            self.edge_counts.append(edge_at[i + 1] - edge_at[i])
+            self.edge_numbers.extend([edges[n] for n in edge_numbers[edge_at[i] : edge_at[i + 1]]])
+            self.seen.append(seen(i))
 
     def store(self, db_version: str) -> SpecStore:
         return SpecStore(
