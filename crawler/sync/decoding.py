@@ -198,7 +198,6 @@ class Decoding:
                 whole = True
                 continue
             loaded, gaps = await asyncio.to_thread(_load_shards, results)
-            tell_rewritten(url, [found for shard in loaded for found in shard.rewritten])
             if gaps is None:
                 if whole:  # shards of one decoded document cannot share a key
                     raise AssertionError(f"{url}: a key in two shards of a whole read")
@@ -208,6 +207,8 @@ class Decoding:
                 missing = tuple(gaps)
             else:
                 digested = any(shard.digests for shard in loaded)
+                # Once, from the round whose shards are kept (a round again would say it again).
+                tell_rewritten(url, [found for shard in loaded for found in shard.rewritten])
                 if digested:
                     known = sum(shard.known for shard in loaded)
                     total = sum(shard.records for shard in loaded)
