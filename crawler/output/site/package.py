@@ -16,6 +16,8 @@ string of one byte a character, encoded as a copy.
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from ...documents import Index, PackageSummary, SpecDependency, SpecDetail, SpecLinks
 from .layout import LETTERS, Texts, href, html_ascii, letter_key, page, text
 
@@ -43,6 +45,7 @@ class PackagePages:
         self._texts = Texts()
         self._dependencies: dict[str, str] = {}  # hash -> its line
         self._names: dict[str, str] = {}  # line -> its package's name
+        self._packages = _Linked(index.packages)
         self._arch: dict[tuple[str, str, str, str, str | None], str] = {}
         self._stacks: dict[tuple[str, ...], str] = {}
 
@@ -123,12 +126,24 @@ class PackagePages:
         (``site.js`` links each spec's dependencies from these)."""
         if not lines:
             return ""
-        packages, names = self.index.packages, self._names
-        shown = ", ".join(
-            f'<a href="{href(n)}">{text(n)}</a>' if n in packages else text(n)
-            for n in sorted(set(map(names.__getitem__, lines)))
-        )
+        names = sorted(set(map(self._names.__getitem__, lines)))
+        shown = ", ".join(map(self._packages.__getitem__, names))
         return f'<h2>Dependencies</h2><p id="depends">{shown}</p>'
+
+
+class _Linked(dict[str, str]):
+    """A package's name as the list of dependencies shows it: linked to its page when it has
+    one (``quote`` for the link takes microseconds: once a name, not once a page)."""
+
+    def __init__(self, pages: Collection[str]) -> None:
+        super().__init__()
+        self._pages = pages
+
+    def __missing__(self, name: str) -> str:
+        found = self[name] = (
+            f'<a href="{href(name)}">{text(name)}</a>' if name in self._pages else text(name)
+        )
+        return found
 
 
 def short(spec_hash: str) -> str:
