@@ -1,7 +1,9 @@
-"""Take the screenshots of the sample's site shown in docs/site.md: its front page and one
-package page, in Debian's Chromium driven by playwright (``.venv/bin/python
+"""Take the screenshots of the sample's site shown in docs/site.md: its front page, one
+package page, one page of packages by first character and the output folder's list of
+branches, in Debian's Chromium driven by playwright (``.venv/bin/python
 sample/screenshots.py``; the sample must have been synced with html, as config/sample.yaml
-asks: ``crawler sync --branch develop --config config/sample.yaml``)."""
+asks: ``crawler sync --all --config config/sample.yaml``, so that the list shows every
+branch)."""
 
 from __future__ import annotations
 
@@ -27,6 +29,8 @@ def main(argv: list[str] | None = None) -> int:
     shots = {
         "site-front.png": args.site / "index.html",
         "site-package.png": args.site / "packages" / f"{args.package}.html",
+        "site-letter.png": args.site / "letters" / f"{args.package[0]}.html",
+        "site-branches.png": args.site.parent.parent / "index.html",
     }
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS)
@@ -36,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
             if name == "site-front.png":
                 page.fill("#search", "py")
                 page.locator("#results a").first.wait_for()
-            else:  # one spec's dependencies unfolded
+            elif name == "site-package.png":  # one spec's dependencies unfolded
                 page.locator("#specs tbody tr details.deps summary").last.click()
             page.screenshot(path=str(args.into / name), full_page=True)
         browser.close()

@@ -5,6 +5,7 @@ is not a local file refused and reported."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -269,3 +270,23 @@ def test_a_branch_keeps_its_site_unless_formats_are_pruned(tmp_path: Path) -> No
     assert (site / "index.html").is_file()
     _sync(SAMPLE_MIRROR, output, "--branch", "develop", "--format", "json", "--prune-formats")
     assert not site.exists()
+
+
+@pytest.mark.slow
+def test_the_front_page_plots_specs_over_the_publishes(tmp_path: Path, page: Page) -> None:
+    mirror, output = tmp_path / "mirror", tmp_path / "out"
+    specs = [SynthSpec("zlib", "1.3", stacks=("e4s",)), SynthSpec("cmake", "3.30", stacks=("e4s",))]
+    front = _url(output / "develop" / "site" / "index.html")
+    over_time = 'figure:has(figcaption:text-is("Specs over the last publishes"))'
+    points = []
+    for grown in (specs, [*specs, SynthSpec("curl", "8.10", stacks=("hep",))]):
+        shutil.rmtree(mirror, ignore_errors=True)
+        build_mirror(mirror, [SynthRef("develop", tuple(grown))])
+        _sync(mirror, output, "--branch", "develop", "--format", "html")
+        page.goto(front)
+        points.append(page.locator(f"{over_time} circle").count())
+    assert points == [0, 2]  # one publish is no line
+    titles = page.locator(f"{over_time} circle title").all_text_contents()
+    assert [t.rsplit(": ", 1)[1] for t in titles] == ["2 specs", "3 specs"]
+    bars = page.locator('figure:has(figcaption:text-is("Specs per stack")) rect title')
+    assert sorted(bars.all_text_contents()) == ["e4s: 2", "hep: 1", "root: 3"]
