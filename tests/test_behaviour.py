@@ -9,6 +9,7 @@ over loopback HTTP or ``file://`` through the command line, and checks the publi
 from __future__ import annotations
 
 import copy
+import gc
 import gzip
 import hashlib
 import json
@@ -207,6 +208,15 @@ async def test_specs_are_deduplicated_across_stacks(
 
 
 # --- missing stacks ----------------------------------------------------------------------------
+
+
+async def test_a_sync_leaves_nothing_frozen_out_of_the_collector(tmp_path: Path) -> None:
+    """The build freezes what it made (see paused_gc); a program that runs syncs in-process
+    gets every object back under the cyclic collector when each run ends."""
+    out = tmp_path / "out"
+    assert await _sync(_config(tmp_path, str(SAMPLE_MIRROR), out), "--branch", "develop") == 0
+    assert gc.get_freeze_count() == 0
+    assert (out / "develop" / "index.json").is_file()
 
 
 @pytest.mark.parametrize("layout", ["v2", "v3"])

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..build.changes import counted
+from ..build.consolidate import thawed_gc
 from ..config import Config
 from ..errors import IndexFormatError, OutputError, UsageError, shown
 from ..files import is_safe_name
@@ -90,6 +91,11 @@ class Syncer:
         """Sync the named branches (None: every ref of the mirror) under the output's lock."""
         started = time.monotonic()
         _check_names(branches)
+        with thawed_gc():
+            await self._locked(branches)
+        return RunResult(self.results, time.monotonic() - started)
+
+    async def _locked(self, branches: Sequence[str] | None) -> None:
         async with RunLock(self.output, wait=self.config.lock_wait) as lock:
             if lock.broken:
                 log.warning("%s", lock.broken)
@@ -107,7 +113,6 @@ class Syncer:
                         await reader.settle()
                 after_publish(lambda: write_listing(self.output), "synced")
                 _check_any(discovery, branches)
-        return RunResult(self.results, time.monotonic() - started)
 
     async def forecast(self, branches: Sequence[str] | None) -> list[BranchForecast]:
         """What :meth:`run` would do with the named branches, found out without writing
