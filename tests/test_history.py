@@ -107,3 +107,24 @@ async def test_a_damaged_history_starts_anew(
 
     assert "the history starts anew" in capsys.readouterr().err
     assert len(_history(tmp_path)["publishes"]) == 1
+
+
+async def test_a_removed_spec_the_last_index_cannot_name_is_named_by_hash(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A published index edited so that a spec lacks its compiler (still an index for the
+    comparison): the next publish goes on, its removed spec listed by hash, with a warning."""
+    config = _site(tmp_path)
+    assert await _publish(tmp_path, config, VERSIONS[0]) == 0
+    path = tmp_path / "out" / "develop" / "index.json"
+    index = json.loads(path.read_bytes())
+    del index["packages"]["zlib"]["spec_details"][0]["compiler"]
+    path.write_text(json.dumps(index))
+    capsys.readouterr()
+
+    assert await _publish(tmp_path, config, VERSIONS[1]) == 0
+
+    err = capsys.readouterr().err
+    assert "previous index.json of develop" in err and "removed specs named by hash" in err
+    changes = _history(tmp_path)["publishes"][0]["changes"]
+    assert list(changes["removed"]) == ["zlib"] and changes["removed_specs"] == {}

@@ -20,13 +20,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
-import msgspec
-
 from ..decode.validate import SourceSummary
 from ..documents import (
-    Changes,
     Conflict,
-    Index,
     IndexStats,
     InvalidRecord,
     PackageSummary,
@@ -34,7 +30,7 @@ from ..documents import (
 )
 from ..errors import CrawlerError
 from ..files import read_regular
-from .changes import Published, load_published, with_removed_specs
+from .changes import Published, load_published
 
 log = logging.getLogger(__name__)
 
@@ -104,22 +100,3 @@ def published(path: Path) -> Published | None:
     except (OSError, CrawlerError) as err:
         log.warning("previous %s is unreadable (%s)", path, err)
         return None
-
-
-def removed_from(path: Path, changes: Changes) -> Changes:
-    """``changes`` naming the specs it removed from the published index at ``path`` (read
-    again for them: only the packages that lost specs are decoded); as they are if that index
-    cannot be read."""
-    if not changes.removed:
-        return changes
-    try:
-        index = msgspec.json.decode(read_regular(path), type=Index[msgspec.Raw])
-        before = {
-            name: msgspec.json.decode(index.packages[name], type=PackageSummary)
-            for name in changes.removed
-            if name in index.packages
-        }
-    except (OSError, msgspec.DecodeError) as err:  # ValidationError included
-        log.warning("previous %s is unreadable (%s): removed specs named by hash", path, err)
-        return changes
-    return with_removed_specs(changes, before)

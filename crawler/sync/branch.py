@@ -37,12 +37,17 @@ import msgspec
 from msgspec import UNSET
 
 from .. import __version__
-from ..build.changes import SpecStacks, changes_between, spec_stacks_of, summary_line
+from ..build.changes import (
+    SpecStacks,
+    changes_between,
+    spec_stacks_of,
+    summary_line,
+)
 from ..build.consolidate import consolidate, paused_gc
 from ..build.gate import check_gate
 from ..build.history import read_history
 from ..build.locations import Caches
-from ..build.report import branch_stats, published, record_findings, removed_from
+from ..build.report import branch_stats, published, record_findings
 from ..config import Config
 from ..decode.validate import SourceSummary
 from ..documents import (
@@ -278,7 +283,7 @@ class BranchSync:
         await checkpoint()
         changes = changes_between(branch, old, spec_stacks_of(packages))
         if last is not None:
-            changes = removed_from(self.run.output / branch / "index.json", changes)
+            changes = last.removed_specs(changes)
         await checkpoint()
         mirror = self.run.mirror.base
         index = Index(
