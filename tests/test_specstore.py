@@ -31,7 +31,9 @@ from crawler.decode.validate import SourceSummary
 from tests.conftest import fast_config, undated_bytes
 
 SPECS = generate_specs(27, 60, stacks=["e4s", "ml"], specs_per_package=(1, 4))
-KNOWN = re.compile(r"(\d+) of (\d+) records known from the spec store")
+KNOWN = re.compile(
+    r"root: fetched [\d,]+ bytes, ([\d,]+) records \(([\d,]+) known from the spec store\)"
+)
 
 
 def _mirror(folder: Path, *refs: tuple[str, list[SynthSpec]]) -> Path:
@@ -53,7 +55,7 @@ def _sync(
 def _known(log: str) -> tuple[int, int]:
     """(records known from the store, records) of the one root read in ``log``."""
     (found,) = KNOWN.findall(log)
-    return int(found[0]), int(found[1])
+    return int(found[1].replace(",", "")), int(found[0].replace(",", ""))
 
 
 def _store(output: Path) -> SpecStore:

@@ -118,9 +118,10 @@ class Decoding:
         assert path is not None
         try:
             if kind == "root":
-                parts, summary, digested = await self.root_summary(path, url, outcome.size or 0)
-                if digested:
+                parts, summary, known = await self.root_summary(path, url, outcome.size or 0)
+                if known is not None:
                     self._pending = (summary.db_version, parts)
+                outcome.known = known
             else:
                 job = self.pool.run(STACKS_AFTER, summarize_stack, str(path), url, self.limit)
                 parts = [await job]
@@ -143,10 +144,10 @@ class Decoding:
 
     async def root_summary(
         self, path: Path, url: str, size: int
-    ) -> tuple[list[bytes], SourceSummary, bool]:
+    ) -> tuple[list[bytes], SourceSummary, int | None]:
         """Summarise a root index on every worker at once (see :mod:`crawler.decode.root`);
-        returns what the workers encoded, the summary, and whether it was read through the
-        spec store (not when read whole).
+        returns what the workers encoded, the summary, and, when it was read through the spec
+        store (not when read whole), how many of its records the store held.
 
         The root is the largest index and everything waits for it: its jobs go ahead of any
         stack still queued. A root downloaded from a server was cut into parts that were
@@ -166,7 +167,7 @@ class Decoding:
 
     async def _root_rounds(
         self, path: Path, url: str, parts: RootParts | None
-    ) -> tuple[list[bytes], SourceSummary, bool]:
+    ) -> tuple[list[bytes], SourceSummary, int | None]:
         """The rounds of :meth:`root_summary`: parts or shards, then again if need be."""
         shards = self.pool.workers
         whole = False
@@ -209,11 +210,8 @@ class Decoding:
                 digested = any(shard.digests for shard in loaded)
                 # Once, from the round whose shards are kept (a round again would say it again).
                 tell_rewritten(url, [found for shard in loaded for found in shard.rewritten])
-                if digested:
-                    known = sum(shard.known for shard in loaded)
-                    total = sum(shard.records for shard in loaded)
-                    log.info("%s: %d of %d records known from the spec store", url, known, total)
-                return results, await asyncio.to_thread(_merged, loaded), digested
+                known = sum(shard.known for shard in loaded) if digested else None
+                return results, await asyncio.to_thread(_merged, loaded), known
 
 
 def tell_rewritten(url: str, rewritten: list[tuple[str, bool]]) -> None:

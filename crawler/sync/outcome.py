@@ -43,6 +43,8 @@ class SourceOutcome:
     #: From the end of the download to the summary (a root decoded while it downloads spent
     #: most of its decoding inside ``fetch_seconds``); waiting for a free worker included.
     decode_seconds: float = 0.0
+    #: A root read through the spec store: how many of its records the store held.
+    known: int | None = None
     _summary: SourceSummary | None = None
     _loader: Callable[[], SourceSummary | None] | None = None
 
@@ -102,9 +104,10 @@ class SourceOutcome:
         if self.facts is None:
             return f"{self.source.label}: {self._status_told()} ({self.error})"
         seconds = self.fetch_seconds + self.decode_seconds
+        known = "" if self.known is None else f" ({self.known:,} known from the spec store)"
         line = (
             f"{self.source.label}: {self.status} {self.size or 0:,} bytes, "
-            f"{self.facts.records:,} records, {seconds:.2f}s"
+            f"{self.facts.records:,} records{known}, {seconds:.2f}s"
         )
         if self.sidecar_matches is False:
             line += f"; its index.json.hash disagrees ({self.sidecar})"
