@@ -127,6 +127,31 @@ def test_a_deleted_or_damaged_store_gives_a_cold_reading_and_the_same_output(
     _same_as_cold(after, output, "develop", tmp_path, capsys)
 
 
+@pytest.mark.parametrize("blocked", ["its folder is a file", "its file is a folder"])
+def test_a_store_that_cannot_be_kept_leaves_the_run_cold_and_its_output_the_same(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], blocked: str
+) -> None:
+    """Only a cache: a folder the crawler cannot make, or a store it cannot replace, is a
+    warning, the root is decoded whole and the branch is published as a cold sync would."""
+    output = _published_before(tmp_path, capsys)
+    folder = output / ".crawler" / "specs"
+    path = store_path(str(folder), "8")
+    if blocked == "its folder is a file":
+        path.unlink()
+        folder.rmdir()
+        folder.write_text("not a folder")
+        told = "cannot keep a spec store (every record is decoded)"
+    else:
+        path.unlink()
+        path.mkdir()
+        told = "cannot update the spec store (the next run decodes more)"
+    after = _mirror(tmp_path / "after", ("develop", _night(SPECS, 29)))
+    log = _sync(after, output, "develop", capsys)
+    assert told in log and "WARNING" in log
+    assert [int(known) for _, known in KNOWN.findall(log)] in ([], [0])
+    _same_as_cold(after, output, "develop", tmp_path, capsys)
+
+
 def test_a_night_decodes_only_its_new_records(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -94,8 +94,9 @@ class Decoding:
 
     async def settle(self) -> None:
         """Update the spec store with the last root read through it, if it was not yet: once
-        the decoding workers are stopped, before the branch's output is built (see
-        :mod:`crawler.decode.specsave`), and before the next root is read through it."""
+        its branch is done (published or not: what was decoded is right either way), in the
+        memory the branch's output freed, and before the next root is read through it (see
+        :mod:`crawler.decode.specsave`)."""
         pending, self._pending = self._pending, None
         if pending is not None and self.specs is not None:
             await asyncio.to_thread(self._saved, self.specs, *pending)
