@@ -1578,7 +1578,8 @@ async def test_a_discovery_document_listing_no_refs_is_an_unusable_mirror(
 
 LINE = re.compile(
     r"^\S+ \S+ INFO develop (?P<label>\S+): (?P<status>fetched|unchanged) "
-    r"(?P<bytes>[\d,]+) bytes, (?P<records>[\d,]+) records, (?P<seconds>\d+\.\d\d)s$"
+    r"(?P<bytes>[\d,]+) bytes, (?P<records>[\d,]+) records"
+    r"(?: \((?P<known>[\d,]+) known from the spec store\))?, (?P<seconds>\d+\.\d\d)s$"
 )
 
 
@@ -1607,6 +1608,8 @@ def test_sync_logs_one_line_per_source(tmp_path: Path) -> None:
         assert match["status"] == "fetched"
         assert int(match["bytes"].replace(",", "")) == facts[label]["bytes"]
         assert int(match["records"].replace(",", "")) == facts[label]["records"]
+        # A root is read through the spec store (empty here); a stack never is.
+        assert match["known"] == ("0" if label == "root" else None), line
     out = tmp_path / "out" / "develop"
     packages, specs = len(index["packages"]), index["stats"]["specs"]
     assert f"INFO develop: published {out}" in lines[-1]

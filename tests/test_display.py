@@ -289,7 +289,7 @@ def test_json_logs_are_one_object_a_line_with_the_records_fields(tmp_path: Path)
     assert root["bytes"] == 59_305 and str(root["url"]).startswith("s3://")
     assert (
         root["message"]
-        == "develop root: fetched 59,305 bytes, 83 records, "
+        == "develop root: fetched 59,305 bytes, 83 records (0 known from the spec store), "
         + str(root["message"]).rsplit(", ", 1)[1]
     )
     assert cold[0]["event"] == "branch_started" and cold[-1]["event"] == "branch_done"
