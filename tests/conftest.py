@@ -374,10 +374,12 @@ def cli_env() -> dict[str, str]:
 
 
 def as_from_a_terminal() -> None:
-    """``preexec_fn`` of a ``crawler`` subprocess: SIGHUP back to its default, as in a process
-    started from a terminal, also when the suite itself runs under ``nohup`` (whose ignored
-    SIGHUP the child would inherit, and keep, as the crawler leaves an ignored SIGHUP alone)."""
+    """``preexec_fn`` of a ``crawler`` subprocess: SIGHUP and SIGINT back to their default, as
+    in a process started from a terminal, also when the suite itself runs under ``nohup`` or
+    in the background of a script (whose ignored SIGHUP or SIGINT the child would inherit, and
+    keep, as the crawler leaves an ignored SIGHUP or SIGINT alone)."""
     signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 async def start_cli(

@@ -30,7 +30,7 @@ from rich.filesize import decimal
 from bench.generate import MirrorParams, generate_mirror
 from bench.server import ServerProcess
 
-from .conftest import CLI_TIMEOUT, REPO, cli_env
+from .conftest import CLI_TIMEOUT, REPO, as_from_a_terminal, cli_env
 
 pytestmark = pytest.mark.slow
 
@@ -122,9 +122,10 @@ class Terminal:
 
 def _controlling_terminal() -> None:
     """``preexec_fn``: the new session's controlling terminal is its standard input, and
-    SIGHUP is back to its default (see ``as_from_a_terminal`` in conftest)."""
+    SIGHUP and SIGINT are back to their default (see ``as_from_a_terminal`` in conftest: run
+    in the background of a script, the suite ignores SIGINT, and so would the crawler)."""
     fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    as_from_a_terminal()
 
 
 @pytest.fixture(scope="module")
@@ -241,6 +242,39 @@ def test_ctrl_c_on_a_terminal_ends_with_one_line_and_130(
     assert text.count("interrupted") == 1, text
     for word in ("Traceback", "KeyboardInterrupt", "Error"):
         assert word not in terminal.raw.decode(errors="replace"), text
+
+
+def _ignoring_sigint() -> None:
+    """``preexec_fn``: started as a shell script's background job is (``crawler sync ... &``
+    without job control): SIGINT ignored."""
+    as_from_a_terminal()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def test_a_run_started_ignoring_sigint_keeps_ignoring_it(served: str, tmp_path: Path) -> None:
+    """Python leaves an inherited ignored SIGINT so while it starts; the crawler then took it
+    over: a SIGINT was lost during start-up and stopped the run after it."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "crawler", *_sync(served, tmp_path), "-q"],
+        cwd=tmp_path,
+        env=cli_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        preexec_fn=_ignoring_sigint,
+    )
+    try:
+        for moment in (0.3, 1.5):  # while its modules load, then while it downloads
+            time.sleep(moment)
+            assert proc.poll() is None, "the run ended before the signal"
+            os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=CLI_TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 0, err.decode()
+    assert b"interrupted" not in err
+    assert (tmp_path / "out" / "develop" / "index.json").is_file()
 
 
 def _json_lines(text: str) -> list[dict[str, object]]:

@@ -46,6 +46,7 @@ from .conftest import (
     ServeSlowMirror,
     SleepRecorder,
     SlowMirrorServer,
+    as_from_a_terminal,
     cli_env,
     dead_pid,
     fast_config,
@@ -1266,6 +1267,7 @@ async def _start_stuck_stop(
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
         start_new_session=True,
+        preexec_fn=as_from_a_terminal,  # the SIGINT it is sent must not be ignored
     )
     _GROUPS.append(proc.pid)
     if patch == _BLOCKED_LOOP:

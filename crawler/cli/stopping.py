@@ -34,6 +34,8 @@ log = logging.getLogger("crawler")
 GRACE = 5.0
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+#: The signals a process may have been started ignoring on purpose (see Stopper.installed).
+_LEFT_IGNORED = (signal.SIGINT, signal.SIGHUP)
 
 
 def exit_now(code: int, line: str) -> None:
@@ -126,8 +128,10 @@ class Stopper:
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[Stopper]:
-        """Handle the signals and arm the deadline while the run goes on. SIGHUP is left alone
-        when it is ignored, as under ``nohup``.
+        """Handle the signals and arm the deadline while the run goes on. SIGHUP and SIGINT are
+        left alone when they are ignored, as under ``nohup`` and in a background job of a
+        shell script: Python leaves them so while the crawler starts, and a Ctrl-C meant for
+        the script is not for its background jobs.
 
         Once the outcome is known (:meth:`settle`), a signal neither kills the process with the
         default action nor changes the code: it is ignored while the metrics are written; then,
@@ -137,7 +141,7 @@ class Stopper:
         previous: dict[signal.Signals, signal._HANDLER] = {}
         for signum in SIGNALS:
             handler = signal.getsignal(signum)
-            if signum == signal.SIGHUP and handler == signal.SIG_IGN:
+            if signum in _LEFT_IGNORED and handler == signal.SIG_IGN:
                 continue
             try:
                 signal.signal(signum, self._received)
