@@ -203,7 +203,7 @@ class Store:
     def load(self, kind: Kind, sha256: str) -> CachedSummary | None:
         """A cached summary, or None when it is absent or unreadable (then it is re-fetched)."""
         try:
-            cached = _DECODE_CACHED.decode(read_regular(self._summary_path(kind, sha256)))
+            cached = self._read(kind, sha256)
             return CachedSummary(cached.size, summary_of(kind, cached.parts))
         except FileNotFoundError:
             return None
@@ -215,6 +215,20 @@ class Store:
             except OSError as gone:  # only a cache: the next prune tries again
                 log.warning("cannot remove %s-%s: %s", kind, sha256, gone)
             return None
+
+    def parts(self, kind: Kind, sha256: str) -> list[bytes] | None:
+        """What the workers returned for bytes with this SHA-256, as cached, or None when it
+        is not cached (or cannot be read)."""
+        try:
+            return self._read(kind, sha256).parts
+        except FileNotFoundError:
+            return None
+        except (OSError, msgspec.DecodeError) as err:
+            log.warning("cannot read the cached summary %s-%s: %s", kind, sha256, err)
+            return None
+
+    def _read(self, kind: Kind, sha256: str) -> _Cached:
+        return _DECODE_CACHED.decode(read_regular(self._summary_path(kind, sha256)))
 
     def save(self, kind: Kind, sha256: str, size: int, parts: list[bytes]) -> None:
         """Cache the summary of bytes with this SHA-256, as the workers returned it.

@@ -77,9 +77,10 @@ class Decoding:
         self.parts: dict[Path, RootParts] = {}
         #: The spec store's folder, given to the workers (None: it cannot be made).
         self.specs = store.specs_folder()
-        #: The last root read through the spec store, its version and shards, until
-        #: :meth:`settle` updates the store with them.
-        self._pending: tuple[str, list[bytes]] | None = None
+        #: The version and SHA-256 of the last root read through the spec store, until
+        #: :meth:`settle` updates the store with its shards. They are read back from the
+        #: cache then: held, they would add 20-odd MB (develop) to the branch's peak.
+        self._pending: tuple[str, str] | None = None
 
     def root_parts(self, dest: Path, url: str) -> RootParts:
         """Decode the root downloading to ``dest`` in parts as it comes."""
@@ -101,7 +102,11 @@ class Decoding:
         if pending is not None and self.specs is not None:
             await asyncio.to_thread(self._saved, self.specs, *pending)
 
-    def _saved(self, folder: str, version: str, results: list[bytes]) -> None:
+    def _saved(self, folder: str, version: str, sha256: str) -> None:
+        results = self.store.parts("root", sha256)
+        if results is None:  # not cached: a warning said so, and that it is decoded again
+            log.info("the spec store is not updated: the root's summary could not be cached")
+            return
         try:
             with paused_gc():
                 data = updated_store(folder, version, results, today())
@@ -120,8 +125,6 @@ class Decoding:
         try:
             if kind == "root":
                 parts, summary, known = await self.root_summary(path, url, outcome.size or 0)
-                if known is not None:
-                    self._pending = (summary.db_version, parts)
                 outcome.known = known
             else:
                 job = self.pool.run(STACKS_AFTER, summarize_stack, str(path), url, self.limit)
@@ -142,6 +145,8 @@ class Decoding:
         outcome.decode_seconds = time.monotonic() - started
         if outcome.sha256 is not None and outcome.size is not None:
             self.store.save(kind, outcome.sha256, outcome.size, parts)
+            if outcome.known is not None:  # read through the spec store
+                self._pending = (summary.db_version, outcome.sha256)
 
     async def root_summary(
         self, path: Path, url: str, size: int
