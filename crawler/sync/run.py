@@ -109,7 +109,9 @@ class Syncer:
                     for branch in _to_sync(discovery, wanted, branches):
                         one = BranchSync(self._context(), reader, branch, work)
                         self.results.append(await one.sync(discovery))
-                        # Once the branch's output is freed, whose memory the update reuses.
+                        # Once the branch is freed (a develop branch's links alone are 70-odd
+                        # MB), for the spec store's update to reuse its memory.
+                        del one
                         await reader.settle()
                 after_publish(lambda: write_listing(self.output), "synced")
                 _check_any(discovery, branches)
