@@ -4,7 +4,7 @@ the summary cached under the index's SHA-256.
 A stack is one job. The root is the largest index and everything waits for it: its jobs go
 ahead of any stack still queued, and it is decoded on every worker at once, in parts while it
 downloads (:mod:`crawler.decode.progressive`) or in shards of the file, with rounds again when
-the pieces do not fit together (see :meth:`Decoding.root_summary`). Its records are read through
+the pieces do not fit together (see :meth:`Decoding.root_shards`). Its records are read through
 the spec store (:mod:`crawler.decode.specstore`), updated with them once the workers stop.
 """
 
@@ -122,14 +122,13 @@ class Decoding:
         # Errors name where the bytes came from, as fetch errors do (not the listed s3:// URL).
         kind, url, path = outcome.kind, outcome.source.location, fetched.path
         assert path is not None
+        shards: list[RootShard] | None = None
         try:
             if kind == "root":
-                parts, summary, known = await self.root_summary(path, url, outcome.size or 0)
-                outcome.known = known
+                parts, shards, outcome.known = await self.root_shards(path, url, outcome.size or 0)
             else:
                 job = self.pool.run(STACKS_AFTER, summarize_stack, str(path), url, self.limit)
                 parts = [await job]
-                summary = summary_of(kind, parts)
         except Exception as err:
             # Bytes half written meanwhile, or shards of a root that read two versions of it
             # (whatever that made of them): read again, not failed.
@@ -140,20 +139,34 @@ class Decoding:
                 raise OutputError(str(path), err.strerror or str(err), "read") from None
             raise
         fetched.check_unchanged()
+        self._cache(outcome, parts, shards)
+        if shards is None:
+            summary = summary_of(kind, parts)
+        else:
+            del parts  # cached: not held through the merge (20-odd MB of a develop root)
+            summary = await asyncio.to_thread(_merged, shards)
         outcome.use(summary)
         outcome.decoded = True
         outcome.decode_seconds = time.monotonic() - started
-        if outcome.sha256 is not None and outcome.size is not None:
-            self.store.save(kind, outcome.sha256, outcome.size, parts)
-            if outcome.known is not None:  # read through the spec store
-                self._pending = (summary.db_version, outcome.sha256)
 
-    async def root_summary(
+    def _cache(
+        self, outcome: SourceOutcome, parts: list[bytes], shards: list[RootShard] | None
+    ) -> None:
+        """Cache what the workers returned for an index under its SHA-256; a root read
+        through the spec store is left for :meth:`settle` to add to the store."""
+        if outcome.sha256 is None or outcome.size is None:
+            return
+        self.store.save(outcome.kind, outcome.sha256, outcome.size, parts)
+        if shards and outcome.known is not None:
+            self._pending = (shards[0].db_version, outcome.sha256)
+
+    async def root_shards(
         self, path: Path, url: str, size: int
-    ) -> tuple[list[bytes], SourceSummary, int | None]:
+    ) -> tuple[list[bytes], list[RootShard], int | None]:
         """Summarise a root index on every worker at once (see :mod:`crawler.decode.root`);
-        returns what the workers encoded, the summary, and, when it was read through the spec
-        store (not when read whole), how many of its records the store held.
+        returns what the workers encoded, its shards (for :func:`_merged`), and, when it was
+        read through the spec store (not when read whole), how many of its records the store
+        held.
 
         The root is the largest index and everything waits for it: its jobs go ahead of any
         stack still queued. A root downloaded from a server was cut into parts that were
@@ -173,8 +186,8 @@ class Decoding:
 
     async def _root_rounds(
         self, path: Path, url: str, parts: RootParts | None
-    ) -> tuple[list[bytes], SourceSummary, int | None]:
-        """The rounds of :meth:`root_summary`: parts or shards, then again if need be."""
+    ) -> tuple[list[bytes], list[RootShard], int | None]:
+        """The rounds of :meth:`root_shards`: parts or shards, then again if need be."""
         shards = self.pool.workers
         whole = False
         missing: tuple[str, ...] = ()
@@ -217,7 +230,7 @@ class Decoding:
                 # Once, from the round whose shards are kept (a round again would say it again).
                 tell_rewritten(url, [found for shard in loaded for found in shard.rewritten])
                 known = sum(shard.known for shard in loaded) if digested else None
-                return results, await asyncio.to_thread(_merged, loaded), known
+                return results, loaded, known
 
 
 def tell_rewritten(url: str, rewritten: list[tuple[str, bool]]) -> None:
