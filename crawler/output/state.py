@@ -230,8 +230,9 @@ class Store:
     def _read(self, kind: Kind, sha256: str) -> _Cached:
         return _DECODE_CACHED.decode(read_regular(self._summary_path(kind, sha256)))
 
-    def save(self, kind: Kind, sha256: str, size: int, parts: list[bytes]) -> None:
-        """Cache the summary of bytes with this SHA-256, as the workers returned it.
+    def save(self, kind: Kind, sha256: str, size: int, parts: list[bytes]) -> bool:
+        """Cache the summary of bytes with this SHA-256, as the workers returned it; True
+        when it is cached.
 
         Only a cache: when it cannot be written (a full disk, say), the run goes on without it
         and the next one decodes those bytes again. The summary itself is sound, and the source
@@ -242,6 +243,7 @@ class Store:
                 msgspec.msgpack.encode(_Cached(size, parts)),
                 durable=False,
             )
+            return True
         except OutputError as err:
             gone = self._cache_link_target_gone()
             if gone is None:
@@ -254,6 +256,7 @@ class Store:
                     self.cache,
                     gone,
                 )
+            return False
 
     def _prune_specs(self) -> None:
         """Delete the spec stores of other versions, and temporary files a killed run left

@@ -5,7 +5,7 @@ A stack is one job. The root is the largest index and everything waits for it: i
 ahead of any stack still queued, and it is decoded on every worker at once, in parts while it
 downloads (:mod:`crawler.decode.progressive`) or in shards of the file, with rounds again when
 the pieces do not fit together (see :meth:`Decoding.root_shards`). Its records are read through
-the spec store (:mod:`crawler.decode.specstore`), updated with them once the workers stop.
+the spec store (:mod:`crawler.decode.specstore`), updated with them once the branch is done.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import logging
 import time
 from collections.abc import Awaitable, Iterable
 from pathlib import Path
+from typing import NamedTuple
 
 import msgspec
 
@@ -66,6 +67,22 @@ def _merged(loaded: list[RootShard]) -> SourceSummary:
         return merge_root(loaded)
 
 
+class _PendingRoot(NamedTuple):
+    """A root read through the spec store, for :meth:`Decoding.settle`: its shards as the
+    workers encoded them, held only when they could not be cached."""
+
+    db_version: str
+    store: Store
+    sha256: str | None
+    held: list[bytes] | None
+
+    def shards(self) -> list[bytes] | None:
+        """The shards, or None when their cached copy is gone (or unreadable) meanwhile."""
+        if self.held is not None:
+            return self.held
+        return self.store.parts("root", self.sha256) if self.sha256 is not None else None
+
+
 class Decoding:
     """Summarises the indexes of a run on one pool of decoding processes."""
 
@@ -77,10 +94,9 @@ class Decoding:
         self.parts: dict[Path, RootParts] = {}
         #: The spec store's folder, given to the workers (None: it cannot be made).
         self.specs = store.specs_folder()
-        #: The version and SHA-256 of the last root read through the spec store, until
-        #: :meth:`settle` updates the store with its shards. They are read back from the
-        #: cache then: held, they would add 20-odd MB (develop) to the branch's peak.
-        self._pending: tuple[str, str] | None = None
+        #: The last root read through the spec store, until :meth:`settle` updates the
+        #: store with its shards.
+        self._pending: _PendingRoot | None = None
 
     def root_parts(self, dest: Path, url: str) -> RootParts:
         """Decode the root downloading to ``dest`` in parts as it comes."""
@@ -100,20 +116,22 @@ class Decoding:
         :mod:`crawler.decode.specsave`)."""
         pending, self._pending = self._pending, None
         if pending is not None and self.specs is not None:
-            await asyncio.to_thread(self._saved, self.specs, *pending)
+            await asyncio.to_thread(self._saved, self.specs, pending)
 
-    def _saved(self, folder: str, version: str, sha256: str) -> None:
-        results = self.store.parts("root", sha256)
-        if results is None:  # not cached: a warning said so, and that it is decoded again
-            log.info("the spec store is not updated: the root's summary could not be cached")
+    def _saved(self, folder: str, pending: _PendingRoot) -> None:
+        results = pending.shards()
+        if results is None:
+            log.info("the spec store is not updated: the root's cached summary is gone")
             return
         try:
             with paused_gc():
-                data = updated_store(folder, version, results, today())
-        except (OSError, ValueError, msgspec.DecodeError) as err:  # only a cache
+                data = updated_store(folder, pending.db_version, results, today())
+        # Only a cache; a cached summary that decodes, yet holds something else, may raise
+        # IndexError or KeyError.
+        except (OSError, ValueError, IndexError, KeyError, msgspec.DecodeError) as err:
             log.warning("cannot update the spec store (the next run decodes more): %s", err)
             return
-        self.store.save_specs(version, data)
+        self.store.save_specs(pending.db_version, data)
 
     async def decode(self, fetched: Fetched, outcome: SourceOutcome) -> None:
         """Summarise a fetched index and cache the summary under its SHA-256; raises
@@ -129,6 +147,7 @@ class Decoding:
             else:
                 job = self.pool.run(STACKS_AFTER, summarize_stack, str(path), url, self.limit)
                 parts = [await job]
+                summary = summary_of(kind, parts)
         except Exception as err:
             # Bytes half written meanwhile, or shards of a root that read two versions of it
             # (whatever that made of them): read again, not failed.
@@ -139,26 +158,25 @@ class Decoding:
                 raise OutputError(str(path), err.strerror or str(err), "read") from None
             raise
         fetched.check_unchanged()
-        self._cache(outcome, parts, shards)
-        if shards is None:
-            summary = summary_of(kind, parts)
-        else:
-            del parts  # cached: not held through the merge (20-odd MB of a develop root)
+        cached = self._cache(outcome, parts)
+        if shards is not None:
+            # Cached, the shards' bytes are read back for the store's update rather than held
+            # through the merge and the output (20-odd MB of a develop root).
+            held = None if cached else parts
+            del parts
             summary = await asyncio.to_thread(_merged, shards)
+            if outcome.known is not None:  # read through the spec store
+                self._pending = _PendingRoot(summary.db_version, self.store, outcome.sha256, held)
         outcome.use(summary)
         outcome.decoded = True
         outcome.decode_seconds = time.monotonic() - started
 
-    def _cache(
-        self, outcome: SourceOutcome, parts: list[bytes], shards: list[RootShard] | None
-    ) -> None:
-        """Cache what the workers returned for an index under its SHA-256; a root read
-        through the spec store is left for :meth:`settle` to add to the store."""
-        if outcome.sha256 is None or outcome.size is None:
-            return
-        self.store.save(outcome.kind, outcome.sha256, outcome.size, parts)
-        if shards and outcome.known is not None:
-            self._pending = (shards[0].db_version, outcome.sha256)
+    def _cache(self, outcome: SourceOutcome, parts: list[bytes]) -> bool:
+        """Cache what the workers returned for an index under its SHA-256; True if cached."""
+        sha256, size = outcome.sha256, outcome.size
+        if sha256 is None or size is None:
+            return False
+        return self.store.save(outcome.kind, sha256, size, parts)
 
     async def root_shards(
         self, path: Path, url: str, size: int
