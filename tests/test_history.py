@@ -113,7 +113,8 @@ async def test_a_removed_spec_the_last_index_cannot_name_is_named_by_hash(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A published index edited so that a spec lacks its compiler (still an index for the
-    comparison): the next publish goes on, its removed spec listed by hash, with a warning."""
+    comparison): the next publish goes on, that package's removed spec listed by hash, with
+    a warning naming the package."""
     config = _site(tmp_path)
     assert await _publish(tmp_path, config, VERSIONS[0]) == 0
     path = tmp_path / "out" / "develop" / "index.json"
@@ -125,6 +126,7 @@ async def test_a_removed_spec_the_last_index_cannot_name_is_named_by_hash(
     assert await _publish(tmp_path, config, VERSIONS[1]) == 0
 
     err = capsys.readouterr().err
-    assert "previous index.json of develop" in err and "removed specs named by hash" in err
+    assert "previous index.json of develop: package zlib: " in err
+    assert "its removed specs named by hash" in err
     changes = _history(tmp_path)["publishes"][0]["changes"]
     assert list(changes["removed"]) == ["zlib"] and changes["removed_specs"] == {}

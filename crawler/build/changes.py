@@ -126,16 +126,22 @@ class Published(NamedTuple):
 
     def removed_specs(self, changes: Changes) -> Changes:
         """``changes`` naming each spec it removed from this index (only the packages that
-        lost specs are decoded); as they are, with a warning, if one of those is not what
-        an index holds."""
-        decode = _REMOVED_FROM.decode
-        try:
-            lost = {name: decode(self.packages[name]) for name in changes.removed}
-        except msgspec.ValidationError as err:
-            log.warning(
-                "previous index.json of %s: %s: removed specs named by hash", changes.branch, err
-            )
-            return changes
+        lost specs are decoded); a package that is not what an index holds keeps its removed
+        specs named by hash alone, with a warning.
+
+        The packages' values point into the bytes of the index read: they are held until
+        the changes are known (a develop index: 33 MB)."""
+        lost = {}
+        for name in changes.removed:
+            try:
+                lost[name] = _REMOVED_FROM.decode(self.packages[name])
+            except msgspec.ValidationError as err:
+                log.warning(
+                    "previous index.json of %s: package %s: %s: its removed specs named by hash",
+                    changes.branch,
+                    name,
+                    err,
+                )
         return with_removed_specs(changes, lost)
 
 
@@ -177,11 +183,13 @@ def with_removed_specs(
     changes: Changes, before: Mapping[str, PackageSummary] | Mapping[str, _PackageRemovedFrom]
 ) -> Changes:
     """``changes`` naming each spec it removed, as ``before`` (the packages of the index
-    before; those of the removed specs are enough) held it."""
+    before; those of the removed specs are enough) held it; a package ``before`` lacks is
+    not named."""
     named: dict[str, list[RemovedSpec]] = {}
     for name, hashes in changes.removed.items():
-        details = {d.hash: d for d in before[name].spec_details} if name in before else {}
-        named[name] = [_removed(h, details[h]) for h in hashes if h in details]
+        if name in before:
+            details = {d.hash: d for d in before[name].spec_details}
+            named[name] = [_removed(h, details[h]) for h in hashes if h in details]
     return msgspec.structs.replace(changes, removed_specs=named)
 
 
