@@ -43,9 +43,11 @@ def paused_gc() -> Iterator[None]:
     cycles, so nothing is left for the collector when it resumes.
 
     Resumed as it is, the collector would walk all of it once at its next pass (half a second
-    after a develop-sized build, measured): what the process tracks is frozen instead (moved
-    out of the collector's generations; reference counting still frees it), and
-    :func:`thawed_gc` around a run gives it all back to the collector when the run ends.
+    after a develop-sized build, measured): what the process tracks is frozen instead (all of
+    it, not only what the block made: moved out of the collector's generations; reference
+    counting still frees it), and :func:`thawed_gc` around each branch of a run gives it back
+    to the collector once the branch is done, so that a reference cycle frozen meanwhile is
+    not kept until the run ends.
 
     The switch is the process's: a block in a thread (see :func:`prepare_root`) pauses the
     collector for the event loop's thread too, and blocks that overlap in two threads may
@@ -65,7 +67,8 @@ def paused_gc() -> Iterator[None]:
 def thawed_gc() -> Iterator[None]:
     """Whatever :func:`paused_gc` froze inside the block is given back to the collector at
     its end: a cycle made before a freeze (by the event loop, a library) is then collected
-    as usual, also in a program that runs many syncs."""
+    as usual, also in a program that runs many syncs. (Objects a host program froze itself
+    are given back too: they are collected only if they are garbage.)"""
     try:
         yield
     finally:

@@ -91,8 +91,7 @@ class Syncer:
         """Sync the named branches (None: every ref of the mirror) under the output's lock."""
         started = time.monotonic()
         _check_names(branches)
-        with thawed_gc():
-            await self._locked(branches)
+        await self._locked(branches)
         return RunResult(self.results, time.monotonic() - started)
 
     async def _locked(self, branches: Sequence[str] | None) -> None:
@@ -107,12 +106,13 @@ class Syncer:
                 reader = SourceReader(self.config, fetcher, self.store, self.reporter)
                 with self._workspace(reader) as work:
                     for branch in _to_sync(discovery, wanted, branches):
-                        one = BranchSync(self._context(), reader, branch, work)
-                        self.results.append(await one.sync(discovery))
-                        # Once the branch is freed (a develop branch's links alone are 70-odd
-                        # MB), for the spec store's update to reuse its memory.
-                        del one
-                        await reader.settle()
+                        with thawed_gc():  # what the branch froze is collectable once it is done
+                            one = BranchSync(self._context(), reader, branch, work)
+                            self.results.append(await one.sync(discovery))
+                            # Once the branch is freed (a develop branch's links alone are
+                            # 70-odd MB), for the spec store's update to reuse its memory.
+                            del one
+                            await reader.settle()
                 after_publish(lambda: write_listing(self.output), "synced")
                 _check_any(discovery, branches)
 
