@@ -213,29 +213,6 @@ async def test_specs_are_deduplicated_across_stacks(
 # --- missing stacks ----------------------------------------------------------------------------
 
 
-class _FreezeCounts(LogReporter):
-    """Notes how many objects are frozen as each branch starts."""
-
-    def __init__(self) -> None:
-        self.frozen: list[int] = []
-
-    def branch_started(self, branch: str, sources: int) -> None:
-        self.frozen.append(gc.get_freeze_count())
-
-
-async def test_a_sync_leaves_nothing_frozen_out_of_the_collector(tmp_path: Path) -> None:
-    """The build freezes what the process holds (see paused_gc): each branch gives it back to
-    the cyclic collector once done, so that neither the next branch nor a program running
-    syncs in-process keeps a frozen cycle."""
-    out = tmp_path / "out"
-    config = load_config(_config(tmp_path, str(SAMPLE_MIRROR), out))
-    reporter = _FreezeCounts()
-    result = await Syncer(config, reporter).run(["develop", "v0.23.1"])
-    assert [b.status for b in result.branches] == ["published", "published"]
-    assert reporter.frozen == [0, 0]
-    assert gc.get_freeze_count() == 0
-
-
 @pytest.mark.parametrize("layout", ["v2", "v3"])
 async def test_a_stack_without_index_is_reported_missing_and_the_branch_publishes(
     mirror_server: ServeMirror, tmp_path: Path, layout: str
@@ -1081,3 +1058,29 @@ async def test_the_sample_mirror_syncs_and_reproduces_the_reference_pages(tmp_pa
         relative = page.relative_to(REFERENCE_PAGES)
         ref, package = relative.parts[0], relative.parts[1]
         assert (out / ref / "pages" / package / "specs.md").read_bytes() == page.read_bytes()
+
+
+# --- the garbage collector --------------------------------------------------------------------
+
+
+class _FreezeCounts(LogReporter):
+    """Notes how many objects are frozen as each branch starts."""
+
+    def __init__(self) -> None:
+        self.frozen: list[int] = []
+
+    def branch_started(self, branch: str, sources: int) -> None:
+        self.frozen.append(gc.get_freeze_count())
+
+
+async def test_a_sync_leaves_nothing_frozen_out_of_the_collector(tmp_path: Path) -> None:
+    """The build freezes what the process holds (see paused_gc): each branch gives it back to
+    the cyclic collector once done, so that neither the next branch nor a program running
+    syncs in-process keeps a frozen cycle."""
+    out = tmp_path / "out"
+    config = load_config(_config(tmp_path, str(SAMPLE_MIRROR), out))
+    reporter = _FreezeCounts()
+    result = await Syncer(config, reporter).run(["develop", "v0.23.1"])
+    assert [b.status for b in result.branches] == ["published", "published"]
+    assert reporter.frozen == [0, 0]
+    assert gc.get_freeze_count() == 0
