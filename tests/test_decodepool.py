@@ -245,6 +245,25 @@ async def test_most_urgent_job_first() -> None:
     assert finished == ["s1", "s2", "s3", "root", "s4", "s5"]
 
 
+async def test_idle_while_no_job_is_queued_or_running() -> None:
+    """What a read that is done with the workers asks before stopping them: a job queued
+    behind a full pool, or one in it, would be cancelled."""
+    queue = DecodeQueue(1)
+    try:
+        assert queue.idle
+        tasks = [asyncio.create_task(queue.run(1, _slow, f"s{i}", "u")) for i in range(5)]
+        await asyncio.sleep(0)  # queued; two of them wait behind the three the pool holds
+        assert not queue.idle
+        await asyncio.sleep(0.1)
+        assert not queue.idle
+        assert await asyncio.wait_for(asyncio.gather(*tasks), 60) == [
+            f"s{i}".encode() for i in range(5)
+        ]
+        assert queue.idle
+    finally:
+        queue.close()
+
+
 @pytest.mark.parametrize("workers", [1, 2])
 async def test_two_killers_in_a_stream(workers: int) -> None:
     """Two jobs that always kill their worker, among sixteen: exactly those two fail."""

@@ -24,11 +24,13 @@ a whole read fails.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import gzip
 import hashlib
 import itertools
 import json
+import multiprocessing
 import re
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
@@ -329,6 +331,73 @@ async def test_a_download_removed_before_it_is_decoded_is_an_output_error(
         outcome = await reader.read("develop", source, dest, None)
     assert outcome.status == "failed"
     assert outcome.error == f"cannot read {dest}: No such file or directory"
+
+
+class _StacksHeld(_InProcess):
+    """Holds the stacks' jobs until ``let_go`` is set; counts the times the workers are
+    stopped."""
+
+    def __init__(self, workers: int) -> None:
+        super().__init__(workers)
+        self.let_go = asyncio.Event()
+        self.stopped = 0
+
+    async def run(self, priority: int, fn: Callable[..., bytes], *args: object) -> bytes:
+        if fn is summarize_stack:
+            await self.let_go.wait()
+        return await super().run(priority, fn, *args)
+
+    def close(self) -> None:
+        self.stopped += 1
+
+
+async def test_the_workers_stop_once_the_last_read_is_done_with_them(
+    tmp_path: Path, mirror_server: ServeMirror
+) -> None:
+    """Not once the branch is built: a develop branch's two workers hold 130-odd MB that the
+    root's merge and the output can use. Not before the last read either, and a read after
+    that has them started again."""
+    index = tmp_path / "mirror" / "index.json"
+    index.parent.mkdir()
+    index.write_bytes(index_document([], 8))
+    index.with_name("other.json").write_bytes(index_document([], 9))
+    server = await mirror_server(index.parent)
+    config = Config(output=str(tmp_path / "out"), decode_workers=2)
+    work = tmp_path / "tmp"
+    work.mkdir()
+
+    def source(label: str, name: str = "index.json") -> Source:
+        return Source("develop", label, URL, f"{server.url}/{name}", "v2", None)
+
+    pool = _StacksHeld(2)
+    async with Fetcher(config) as fetcher:
+        reader = SourceReader(config, fetcher, Store(tmp_path / "out"), LogReporter(), pool)
+        stack = asyncio.create_task(reader.read("develop", source("s1"), work / "1.json", None))
+        root = await reader.read("develop", source("root"), work / "0.json", None)
+        assert root.status == "fetched"
+        assert pool.stopped == 0  # the stack still decodes
+        pool.let_go.set()
+        assert (await stack).status == "fetched"
+        assert pool.stopped == 1
+        await reader.read("develop", source("s2", "other.json"), work / "2.json", None)
+        assert pool.stopped == 2
+    assert [args[0] for args in pool.jobs].count(str(work / "2.json")) == 1
+
+
+async def test_a_read_leaves_no_worker_running(tmp_path: Path, mirror_server: ServeMirror) -> None:
+    """The same with the decoding processes themselves."""
+    index = tmp_path / "mirror" / "index.json"
+    index.parent.mkdir()
+    index.write_bytes(index_document([], 8))
+    server = await mirror_server(index.parent)
+    config = Config(output=str(tmp_path / "out"), decode_workers=2)
+    source = Source("develop", "s1", URL, f"{server.url}/index.json", "v2", None)
+    async with Fetcher(config) as fetcher:
+        reader = SourceReader(config, fetcher, Store(tmp_path / "out"), LogReporter())
+        outcome = await reader.read("develop", source, tmp_path / "s1.json", None)
+        assert outcome.status == "fetched"
+        assert not reader.decoding.pool.started
+        assert not multiprocessing.active_children()
 
 
 async def _read(tmp_path: Path, path: str, shards: int) -> tuple[SourceOutcome, list[Round]]:

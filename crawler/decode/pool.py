@@ -80,6 +80,12 @@ class DecodeQueue:
         """Whether the workers are started (:meth:`start`) and not closed since."""
         return bool(self._runners)
 
+    @property
+    def idle(self) -> bool:
+        """Whether no job is queued, waiting to run again, or in the pool: :meth:`close`
+        would cancel none."""
+        return self._drained.is_set() and self._queue.empty() and self._reruns.open.is_set()
+
     def start(self) -> None:
         """Start the workers now, if not yet started, rather than on the first job.
 
