@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import ctypes
 import logging
 import signal
 import sys
@@ -26,6 +25,7 @@ from ..build.changes import counted
 from ..config import Config
 from ..errors import CrawlerError, ExitCode, UsageError, shown
 from ..files import is_safe_name
+from ..heap import return_large_blocks
 from ..mirror.proxies import environment_proxies
 from ..mirror.retry import Sleep
 from ..ops import metrics
@@ -44,7 +44,6 @@ from .records import Verified, json_lines, listed, synced
 from .stopping import GRACE, Stopper, timer
 
 log = logging.getLogger("crawler")
-_M_MMAP_THRESHOLD = -3  # glibc malloc.h
 
 EXIT_SIGINT = 128 + signal.SIGINT
 EXIT_SIGPIPE = 128 + signal.SIGPIPE
@@ -356,28 +355,11 @@ def _stopped(stopper: Stopper, result: RunResult | None, deadline: float) -> str
     return f"{what}{which} output untouched"
 
 
-def _return_large_blocks() -> None:
-    """Have glibc give every block of 512 KiB or more back to the system when it is freed.
-
-    By default glibc raises that threshold each time such a block is freed (up to 32 MiB), so
-    workers' results and serialised documents are carved from the heap instead, where freed
-    space stays in the process: a develop-sized sync then peaks about 40 MB higher. Smaller
-    blocks stay on the heap: the 256 KiB blocks sockets are read into are reused from there,
-    whereas mapping each anew costs a page fault per page (0.6 s of system time for 600 MB of
-    downloads). Elsewhere (musl, macOS) this does nothing.
-    """
-    try:
-        libc = ctypes.CDLL(None)
-        libc.mallopt(_M_MMAP_THRESHOLD, 512 << 10)
-    except (OSError, AttributeError):
-        pass
-
-
 def main(argv: Sequence[str] | None = None, *, hard: bool = False) -> int:
     """Run the command line; returns the exit code. ``hard``: see :func:`main_async`; the
     process also ends for sure within a few seconds once the code is known (Python's exit
     waits for threads, the decoding pool's among them)."""
-    _return_large_blocks()
+    return_large_blocks()
     runner = asyncio.Runner()  # asyncio.run(), but a failure to close loses no exit code
     try:
         try:
