@@ -1024,6 +1024,9 @@ class _WriterBetweenShards:
     being updated while its root is read, made certain. (The jobs are the real ones; only where
     they run differs.)"""
 
+    #: No job is ever left waiting: each runs as it is handed over.
+    idle = True
+
     def __init__(self, path: Path, versions: list[bytes]) -> None:
         self.workers = 2
         self.path, self.versions, self.jobs = path, versions, 0
