@@ -247,14 +247,14 @@ async def test_most_urgent_job_first() -> None:
 
 async def test_idle_while_no_job_is_queued_or_running() -> None:
     """What a read that is done with the workers asks before stopping them: a job queued
-    behind a full pool, or one in it, would be cancelled."""
+    or in the pool, awaited by its caller, would be cancelled."""
     queue = DecodeQueue(1)
     try:
         assert queue.idle
         tasks = [asyncio.create_task(queue.run(1, _slow, f"s{i}", "u")) for i in range(5)]
-        await asyncio.sleep(0)  # queued; two of them wait behind the three the pool holds
+        await asyncio.sleep(0)  # queued
         assert not queue.idle
-        await asyncio.sleep(0.1)
+        await asyncio.sleep(0.25)  # the last ones in the pool, none queued
         assert not queue.idle
         assert await asyncio.wait_for(asyncio.gather(*tasks), 60) == [
             f"s{i}".encode() for i in range(5)

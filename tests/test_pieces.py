@@ -356,7 +356,7 @@ async def test_the_workers_stop_once_the_last_read_is_done_with_them(
 ) -> None:
     """Not once the branch is built: a develop branch's two workers hold 130-odd MB that the
     root's merge and the output can use. Not before the last read either, and a read after
-    that has them started again."""
+    that counts again."""
     index = tmp_path / "mirror" / "index.json"
     index.parent.mkdir()
     index.write_bytes(index_document([], 8))

@@ -74,6 +74,7 @@ class DecodeQueue:
         self._reruns = Reruns(self._attempt, self._drained)
         self._unstartable: str | None = None  # why the pool cannot start, once it is known
         self._submitted: set[asyncio.Future[bytes]] = set()  # jobs handed to the pool
+        self._callers = 0  # callers of run() waiting for their job
 
     @property
     def started(self) -> bool:
@@ -82,9 +83,10 @@ class DecodeQueue:
 
     @property
     def idle(self) -> bool:
-        """Whether no job is queued, waiting to run again, or in the pool: :meth:`close`
-        would cancel none."""
-        return self._drained.is_set() and self._queue.empty() and self._reruns.open.is_set()
+        """Whether no caller of :meth:`run` waits for a job: :meth:`close` would cancel none
+        that anyone awaits (counted where jobs enter, not from the runners' state, which a
+        job run again after a worker's death passes through unseen)."""
+        return not self._callers
 
     def start(self) -> None:
         """Start the workers now, if not yet started, rather than on the first job.
@@ -151,8 +153,12 @@ class DecodeQueue:
         """
         self.start()
         done: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
-        await self._queue.put((priority, next(self._order), (fn, args, done)))
-        return await done
+        self._callers += 1
+        try:
+            await self._queue.put((priority, next(self._order), (fn, args, done)))
+            return await done
+        finally:
+            self._callers -= 1
 
     async def _runner(self) -> None:
         while True:
