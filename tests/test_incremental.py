@@ -39,6 +39,7 @@ import crawler.sync.decoding
 import crawler.sync.sources
 from bench.synth import SynthRef, SynthSpec, build_mirror, index_document
 from crawler.cli.command import main_async
+from crawler.decode.pool import DecodeQueue
 from crawler.mirror.http import usable_etag
 from crawler.mirror.local import LocalFolder
 from crawler.ops.verify import verify_branch
@@ -1018,17 +1019,14 @@ async def test_summaries_cached_by_another_version_are_not_used(
     assert all(p.name.endswith(".99.0.parts.msgpack") for p in cache.iterdir())
 
 
-class _WriterBetweenShards:
+class _WriterBetweenShards(DecodeQueue):
     """A decoding queue that runs the jobs in this process, one after another, and rewrites the
     root index in place after the first job of each of its first rounds: the race of a mirror
     being updated while its root is read, made certain. (The jobs are the real ones; only where
     they run differs.)"""
 
-    #: No job is ever left waiting: each runs as it is handed over.
-    idle = True
-
     def __init__(self, path: Path, versions: list[bytes]) -> None:
-        self.workers = 2
+        super().__init__(2)
         self.path, self.versions, self.jobs = path, versions, 0
 
     def start(self) -> None:

@@ -62,6 +62,7 @@ from crawler.errors import IndexFormatError, UnsupportedVersionError
 from crawler.mirror.discovery import Source
 from crawler.mirror.fetch import Fetcher
 from crawler.output.state import Store
+from crawler.sync import decoding
 from crawler.sync.outcome import SourceOutcome
 from crawler.sync.reporting import LogReporter
 from crawler.sync.sources import SourceReader
@@ -921,6 +922,49 @@ async def test_a_dependency_absent_from_the_index_is_found_on_a_second_run(
     summary, rounds = await _read_root(tmp_path, path, 3)
     assert _facts(summary) == _facts(whole)
     assert rounds == [((), False), (tuple(sorted([ghost, other_ghost])), False)]
+
+
+class _Watched(_InProcess):
+    """Records the jobs it runs and the times the workers are stopped, in order."""
+
+    def __init__(self, workers: int, events: list[str]) -> None:
+        super().__init__(workers)
+        self.events = events
+
+    async def run(self, priority: int, fn: Callable[..., bytes], *args: object) -> bytes:
+        self.events.append("job")
+        return await super().run(priority, fn, *args)
+
+    def close(self) -> None:
+        self.events.append("stop")
+
+
+async def test_the_workers_stop_after_each_round_of_a_root_and_before_its_merge(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A root's round again holds the workers again: stopped after the first round, they
+    would otherwise stay through the merge and the output (when the root is read last)."""
+    db = 8
+    installs = _synthetic(db, packages=30)
+    keys = _built(installs)
+    _depend(installs, keys[2], _edge(db, "ghost", _hash("ghost")))
+    path = _write(tmp_path, _index(installs, str(db)))
+    events: list[str] = []
+    merge = decoding._merged
+
+    def merged(loaded: list[RootShard]) -> SourceSummary:
+        events.append("merge")
+        return merge(loaded)
+
+    monkeypatch.setattr(decoding, "_merged", merged)
+    config = Config(output=str(tmp_path / "out"), decode_workers=2)
+    source = Source("develop", "root", URL, Path(path).as_uri(), "v3", None)
+    async with Fetcher(config) as fetcher:
+        pool = _Watched(2, events)
+        reader = SourceReader(config, fetcher, Store(tmp_path / "out"), LogReporter(), pool)
+        outcome = await reader.read("develop", source, tmp_path / "index.json", None)
+    assert outcome.status == "fetched" and outcome.decoded
+    assert events == ["job", "job", "stop", "job", "job", "stop", "merge"]
 
 
 async def test_a_dependency_held_by_another_shard_is_not_missing(

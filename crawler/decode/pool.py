@@ -75,6 +75,7 @@ class DecodeQueue:
         self._unstartable: str | None = None  # why the pool cannot start, once it is known
         self._submitted: set[asyncio.Future[bytes]] = set()  # jobs handed to the pool
         self._callers = 0  # callers of run() waiting for their job
+        self._users = 0  # PoolUse objects held
 
     @property
     def started(self) -> bool:
@@ -87,6 +88,15 @@ class DecodeQueue:
         that anyone awaits (counted where jobs enter, not from the runners' state, which a
         job run again after a worker's death passes through unseen)."""
         return not self._callers
+
+    def use(self) -> PoolUse:
+        """A hold on the workers for a read that may hand them jobs (see :class:`PoolUse`)."""
+        return PoolUse(self)
+
+    def _count_use(self, change: int) -> None:
+        self._users += change
+        if not self._users and self.idle:
+            self.close()
 
     def start(self) -> None:
         """Start the workers now, if not yet started, rather than on the first job.
@@ -302,3 +312,30 @@ class DecodeQueue:
             self._pool = None
         reap(self._retired, _STOP_GRACE)
         self._retired = []
+
+
+class PoolUse:
+    """A read's hold on the workers of a :class:`DecodeQueue`, held from the start.
+
+    The read releases it once the workers have done their part (a root's pieces come back
+    before they are loaded and merged) and holds it again for a round again. The last release
+    of an idle pool stops the workers: a develop branch's two hold 130-odd MB, which the
+    root's merge and the output can use. A job after that starts new ones.
+    """
+
+    def __init__(self, queue: DecodeQueue) -> None:
+        self._queue = queue
+        self._held = False
+        self.hold()
+
+    def hold(self) -> None:
+        """Keep the workers (again); a hold already held counts once."""
+        if not self._held:
+            self._held = True
+            self._queue._count_use(+1)
+
+    def release(self) -> None:
+        """Done with the workers for now; a hold not held does nothing."""
+        if self._held:
+            self._held = False
+            self._queue._count_use(-1)

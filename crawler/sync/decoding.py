@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Iterable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -21,7 +21,7 @@ import msgspec
 
 from ..build.consolidate import paused_gc
 from ..decode.chunks import BadCut
-from ..decode.pool import ROOT_FIRST, STACKS_AFTER, DecodeQueue
+from ..decode.pool import ROOT_FIRST, STACKS_AFTER, DecodeQueue, PoolUse
 from ..decode.progressive import RootParts
 from ..decode.root import load_root_shard, merge_root, root_gaps, summarize_root_shard
 from ..decode.shard import RootShard
@@ -133,14 +133,12 @@ class Decoding:
             return
         self.store.save_specs(pending.db_version, data)
 
-    async def decode(
-        self, fetched: Fetched, outcome: SourceOutcome, done_with_workers: Callable[[], None]
-    ) -> None:
+    async def decode(self, fetched: Fetched, outcome: SourceOutcome, workers: PoolUse) -> None:
         """Summarise a fetched index and cache the summary under its SHA-256; raises
         :class:`SourceChanged` when a local file changed meanwhile (nothing is cached).
-        ``done_with_workers`` is called once the workers have done their part: for a root, as
-        its pieces come back, before they are loaded and merged (a round again, seldom
-        needed, has new workers started)."""
+        ``workers`` is released once the workers have done their part: for a root, as its
+        pieces come back, before they are loaded and merged (and held again for a round
+        again, seldom needed)."""
         started = time.monotonic()
         # Errors name where the bytes came from, as fetch errors do (not the listed s3:// URL).
         kind, url, path = outcome.kind, outcome.source.location, fetched.path
@@ -149,12 +147,12 @@ class Decoding:
         try:
             if kind == "root":
                 parts, shards, outcome.known = await self.root_shards(
-                    path, url, outcome.size or 0, done_with_workers
+                    path, url, outcome.size or 0, workers
                 )
             else:
                 job = self.pool.run(STACKS_AFTER, summarize_stack, str(path), url, self.limit)
                 parts = [await job]
-                done_with_workers()
+                workers.release()
                 summary = summary_of(kind, parts)
         except Exception as err:
             # Bytes half written meanwhile, or shards of a root that read two versions of it
@@ -187,7 +185,7 @@ class Decoding:
         return self.store.save(outcome.kind, sha256, size, parts)
 
     async def root_shards(
-        self, path: Path, url: str, size: int, done_with_workers: Callable[[], None]
+        self, path: Path, url: str, size: int, workers: PoolUse
     ) -> tuple[list[bytes], list[RootShard], int | None]:
         """Summarise a root index on every worker at once (see :mod:`crawler.decode.root`);
         returns what the workers encoded, its shards (for :func:`_merged`), and, when it was
@@ -205,7 +203,7 @@ class Decoding:
         if parts is not None and not parts.complete(size):
             parts = None
         try:
-            return await self._root_rounds(path, url, parts, done_with_workers)
+            return await self._root_rounds(path, url, parts, workers)
         finally:
             if parts is not None:
                 parts.abandon()  # parts still running after a failure are of no use
@@ -215,13 +213,14 @@ class Decoding:
         path: Path,
         url: str,
         parts: RootParts | None,
-        done_with_workers: Callable[[], None],
+        workers: PoolUse,
     ) -> tuple[list[bytes], list[RootShard], int | None]:
         """The rounds of :meth:`root_shards`: parts or shards, then again if need be."""
         shards = self.pool.workers
         whole = False
         missing: tuple[str, ...] = ()
         while True:
+            workers.hold()  # again, for a round again
             try:
                 if parts is not None and not whole:
                     results = await parts.results(missing)
@@ -247,9 +246,8 @@ class Decoding:
                     parts.abandon()
                 whole = True
                 continue
-            # Most roots take one round: the workers go before the shards are loaded (a round
-            # again starts new ones).
-            done_with_workers()
+            # Most roots take one round: the workers go before the shards are loaded.
+            workers.release()
             loaded, gaps = await asyncio.to_thread(_load_shards, results)
             if gaps is None:
                 if whole:  # shards of one decoded document cannot share a key

@@ -15,7 +15,6 @@ import logging
 import os
 import re
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 from ..config import Config
@@ -73,26 +72,6 @@ class SourceReader:
         self.decoding = Decoding(pool, store, config.max_index_bytes)
         #: The SHA-256 of every index read in this run (their cached summaries are kept).
         self.read_sha256: set[str] = set()
-        self._reading = 0  # reads that may still hand the decoding workers a job
-
-    def _claim(self) -> Callable[[], None]:
-        """Count a read that may hand the workers a job; the function returned says it is
-        done with them (called again, it does nothing). The last read to say so stops the
-        workers if they are idle: a develop branch's two hold 130-odd MB, which the root's
-        merge and the output can use. A job after that (a root's round again) starts new
-        ones, stopped with the branch."""
-        self._reading += 1
-        released = False
-
-        def release() -> None:
-            nonlocal released
-            if not released:
-                released = True
-                self._reading -= 1
-                if not self._reading and self.decoding.pool.idle:
-                    self.close()
-
-        return release
 
     async def settle(self) -> None:
         """Update the spec store with the last root read (once its branch is done)."""
@@ -109,16 +88,17 @@ class SourceReader:
         fetcher = self.fetcher
         outcome = SourceOutcome(source)
         started = time.monotonic()
-        done_with_workers = self._claim()
+        workers = self.decoding.pool.use()
         try:
             for attempt in range(1, _CHANGING_ATTEMPTS + 1):
+                workers.hold()  # again, for a file read again
                 async with self._slot:
                     fetched = await self._fetch(fetcher, outcome, dest, previous, branch)
                 outcome.fetch_seconds = time.monotonic() - started
                 if fetched is None:
                     break
                 try:
-                    await self.decoding.decode(fetched, outcome, done_with_workers)
+                    await self.decoding.decode(fetched, outcome, workers)
                     break
                 except SourceChanged as err:  # a local file: read it again, hashing first
                     if attempt == _CHANGING_ATTEMPTS:
@@ -136,7 +116,7 @@ class SourceReader:
                 outcome.status, outcome.error = "failed", f"internal error: {err!r}"
         finally:
             self.decoding.abandon(dest)
-            done_with_workers()
+            workers.release()
             dest.unlink(missing_ok=True)  # noqa: ASYNC240 - one unlink, not worth a thread hop
             outcome.retries = fetcher.retries.get(source.location, 0)
             if outcome.sha256 is not None:
