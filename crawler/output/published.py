@@ -44,8 +44,8 @@ OS_LITTER = frozenset({".DS_Store"})
 
 def check_replaceable(target: Path) -> None:
     """Refuse to replace ``target`` (``<output>/<branch>``) unless it is absent or holds only
-    what a publish writes: ``index.json``, ``changes.json``, ``report.json`` as files,
-    ``pages/<package>/specs.md``, and a site's files under ``site/``. The output folder may be
+    what a publish writes: the :data:`BRANCH_FILES` as files, ``pages/<package>/specs.md``,
+    and a site's files under ``site/``. The output folder may be
     shared with other data (a home folder, the mirror itself): a file the crawler did not write
     is never deleted.
     """
