@@ -1233,6 +1233,21 @@ def test_verify_refuses_folders_that_are_no_branch_folders(tmp_path: Path) -> No
     assert run_cli("verify", str(output / "develop"), cwd=tmp_path).code == 8
 
 
+def test_find_and_log_name_the_branch_folder_of_its_pages_and_site(tmp_path: Path) -> None:
+    """Given a folder a publish wrote in a branch folder (the site's too, and one level
+    down), ``find`` and ``log`` say which folder to give (exit 11), as ``verify`` does."""
+    config = sample_config(tmp_path, formats=["json", "pages", "html"])
+    assert run_cli("sync", "--branch", "develop", "--config", str(config), cwd=tmp_path).code == 0
+    branch = tmp_path / "out" / "develop"
+    for given in (branch / "pages", branch / "pages" / "zlib", branch / "site"):
+        assert given.is_dir()
+        for command in (["find", "zlib", "--in", str(given)], ["log", "--in", str(given)]):
+            done = run_cli(*command, cwd=tmp_path)
+            assert (done.code, done.out) == (11, ""), command
+            assert done.err.startswith(f"error: {given}: not a published branch: "), done.err
+            assert f"a folder inside the branch folder {branch}, not a branch folder" in done.err
+
+
 def test_verify_names_what_it_cannot_check(tmp_path: Path) -> None:
     """The output folder given instead of a branch folder used to fail as a branch without an
     index (exit 8); one that cannot be searched ended in an internal error (exit 1)."""

@@ -3,6 +3,7 @@ nothing, and that it starts without the sync's imports."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import pty
@@ -113,6 +114,30 @@ def on_a_terminal(*args: str) -> str:
     finally:
         os.close(leader)
     return b"".join(chunks).decode()
+
+
+@pytest.mark.parametrize("as_json", [True, False], ids=["json", "table"])
+def test_a_reader_gone_in_the_middle_of_the_results_is_141(sample: Path, as_json: bool) -> None:
+    """``crawler find | head -1`` with ``PYTHONUNBUFFERED`` set (as :func:`cli_env` does, and
+    many containers): the results are more than the pipe holds, so the write in progress when
+    ``head`` goes took only part of them. That part was all the command wrote, and it exited 0
+    with its results cut short; it now says 141, as SIGPIPE would, and nothing on stderr."""
+    read, write = os.pipe()
+    fcntl.fcntl(write, fcntl.F_SETPIPE_SZ, 4096)  # the smallest pipe: the results do not fit
+    args = ["find", "--in", str(sample / "develop"), *(["--json"] if as_json else [])]
+    assert cli_env()["PYTHONUNBUFFERED"] == "1"
+    with subprocess.Popen(
+        [sys.executable, "-m", "crawler", *args],
+        stdout=write,
+        stderr=subprocess.PIPE,
+        env=cli_env(),
+    ) as process:
+        os.close(write)
+        with os.fdopen(read, "rb") as reader:
+            first = reader.readline()  # then gone, as head
+        _, err = process.communicate(timeout=CLI_TIMEOUT)
+    assert (process.returncode, err) == (141, b"")
+    assert json.loads(first)["name"] if as_json else first.startswith(b"NAME")
 
 
 def test_every_exit_code(sample: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -82,6 +82,19 @@ async def test_each_publish_is_kept_newest_first_up_to_the_configured_number(
     assert entry["index_sha256"] == newest["index_sha256"]
     assert entry["totals"] == {"specs_before": 2, "specs_after": 2, "added": 1, "removed": 1}
 
+    # -n 0 lists none, as `git log -n 0` (it listed them all); below 0 is a usage error.
+    branch = str(tmp_path / "out" / "develop")
+    none = await finish(await start_cli("log", "--in", branch, "-n", "0", cwd=tmp_path))
+    assert (none.code, none.out.split()) == (
+        0,
+        ["PUBLISHED", "SPECS", "ADDED", "REMOVED", "PACKAGES"],
+    )
+    none = await finish(await start_cli("log", "--in", branch, "-n", "0", "--json", cwd=tmp_path))
+    assert (none.code, none.out) == (0, "")
+    below = await finish(await start_cli("log", "--in", branch, "-n", "-1", cwd=tmp_path))
+    assert (below.code, below.out) == (2, "")
+    assert "argument -n/--max-count: must be 0 or more, got -1" in below.err
+
 
 async def test_no_history_when_the_config_keeps_none(tmp_path: Path) -> None:
     config = _site(tmp_path, history=0)

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -15,6 +13,7 @@ from ..errors import UsageError
 from . import completion, configcmd, find
 from . import diff as branch_diff
 from . import log as history_log
+from .argtypes import int_between, path
 from .logformat import FORMATS
 
 
@@ -31,19 +30,6 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message}")
 
 
-def _int_between(low: int, high: int) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"must be from {low} to {high}, got {value}")
-        return value
-
-    return parse
-
-
 def _seconds(text: str) -> float:
     try:
         return float(text)
@@ -57,14 +43,6 @@ def _formats(text: str) -> tuple[str, ...]:
     if bad or not items:
         raise argparse.ArgumentTypeError(f"expected json, pages and/or html, got {text!r}")
     return items
-
-
-def _path(text: str) -> Path:
-    """A path argument, which may not be blank: `crawler verify "$UNSET"` must not mean the
-    working directory, nor `--config "$UNSET"` a config file named ".", which is one."""
-    if not text.strip():
-        raise argparse.ArgumentTypeError("must not be empty or blank")
-    return Path(text)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -91,7 +69,7 @@ def _common(sub: argparse.ArgumentParser) -> None:
     """The options of every command that reads a config and a mirror."""
     sub.add_argument(
         "--config",
-        type=_path,
+        type=path,
         help="YAML config file (default: ./config/crawler.yaml if present)",
     )
     sub.add_argument("--mirror", help="mirror URL or folder (overrides the config)")
@@ -144,13 +122,13 @@ def _add_sync(commands: argparse._SubParsersAction[_Parser]) -> None:
     )
     sync.add_argument(
         "--concurrency",
-        type=_int_between(1, 256),
+        type=int_between(1, 256),
         metavar="N",
         help="sources downloaded at once, 1-256 (default: the config's concurrency, 8)",
     )
     sync.add_argument(
         "--max-failed-stacks",
-        type=_int_between(0, 10_000),
+        type=int_between(0, 10_000),
         metavar="N",
         help=(
             "publish a branch with up to N failed stacks, as partial "
@@ -219,7 +197,7 @@ def _add_verify(commands: argparse._SubParsersAction[_Parser]) -> None:
         epilog="exit codes: 0 all checks hold, 1 internal error, 2 usage error (no branch "
         "folder), 8 problems found (one per line on stdout)",
     )
-    verify.add_argument("path", type=_path, help="a published branch folder, e.g. output/develop")
+    verify.add_argument("path", type=path, help="a published branch folder, e.g. output/develop")
     verify.add_argument("-q", "--quiet", action="store_true", help="print problems only")
     verify.add_argument(
         "--json", action="store_true", help="one JSON object on stdout: the verdict, its problems"

@@ -15,14 +15,14 @@ import asyncio
 import contextlib
 import logging
 import signal
-import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from .. import __version__
 from ..build.changes import counted
 from ..config import Config
+from ..consume.load import enclosing_branch
 from ..errors import CrawlerError, ExitCode, UsageError, shown
 from ..files import is_safe_name
 from ..heap import return_large_blocks
@@ -39,14 +39,14 @@ from . import log as history_log
 from .arguments import build_parser, settings
 from .checks import check_metrics, check_output, leave_a_deleted_working_folder
 from .display import LiveReporter, wants_live
-from .logformat import setup_logging, told
+from .logformat import setup_logging
 from .records import Verified, json_lines, listed, synced
 from .stopping import GRACE, Stopper, timer
+from .streams import printed, tell, write_whole
 
 log = logging.getLogger("crawler")
 
 EXIT_SIGINT = 128 + signal.SIGINT
-EXIT_SIGPIPE = 128 + signal.SIGPIPE
 
 
 def exit_code(result: RunResult) -> int:
@@ -109,16 +109,11 @@ def _verify(args: argparse.Namespace) -> int:
         schema = not args.no_schema
         verified = Verified(path=str(path), ok=not problems, schema=schema, problems=problems)
         lines = json_lines([verified])
-    try:
-        _results(lines)
-    except BrokenPipeError:
-        pass  # the reader took what it wanted (`| head -1`)
-    except OSError as err:  # the exit code is the verdict, and stands
-        what = "the problems found" if problems else "the verdict"
-        _tell(f"warning: cannot write {what} to standard output: {err.strerror or err}")
+    what = "the problems found" if problems else "the verdict"
+    printed(_results(lines), what, needed=False)  # the exit code is the verdict, and stands
     if problems:
         if not args.quiet:
-            _tell(f"{path}: {counted(len(problems), 'problem')}")
+            tell(f"{path}: {counted(len(problems), 'problem')}")
         return ExitCode.VERIFY_FAILED
     return ExitCode.OK
 
@@ -133,58 +128,29 @@ def _not_a_branch_folder(path: Path) -> str | None:
         such = f"such as {path / branches[0]}" if branches else "such as output/develop"
         return f"an output folder, not a branch folder (give one of its branches, {such})"
     folder = path.resolve()  # as verify_branch names it
-    pages = next((p for p in (folder, folder.parent) if p.name in ("pages", "site")), None)
-    if pages is not None and (pages.parent / "index.json").is_file():
-        return f"a folder inside the branch folder {pages.parent}, not a branch folder"
+    branch = enclosing_branch(folder)
+    if branch is not None:
+        return f"a folder inside the branch folder {branch}, not a branch folder"
     if not is_safe_name(folder.name):  # .crawler: no branch is so named (nor verifies)
         return f"not a branch folder: {folder.name!r} is no branch name {example}"
     return None
 
 
-def _tell(line: str) -> None:
-    """Print a line for the user on stderr. A stderr that cannot be written (the cron log's
-    disk full, a closed pipe) loses the line, but must not change the exit code: an alert on
-    it would say "a bug" where the mirror, the lock or a branch is the news."""
-    if sys.stderr is None:  # closed when the process started (2>&-): print() would use stdout
-        return
-    with contextlib.suppress(OSError, ValueError):  # ValueError: closed
-        print(told(line), file=sys.stderr, flush=True)
-
-
 async def _branches(config: Config, sleep: Sleep, as_json: bool) -> int:
     discovery = await Syncer(config, LogReporter(), sleep=sleep).branches()
     if as_json:
-        return _listed(json_lines(listed(discovery)))
+        return printed(_results(json_lines(listed(discovery))), "the list of refs")
     lines = [
         f"{ref}\t{' '.join(s.label for s in sources)}\t{discovery.how.get(ref, '')}"
         for ref, sources in discovery.refs.items()
     ]
     lines += [f"{shown(ref)}\tUNUSABLE: {problem}" for ref, problem in discovery.problems.items()]
-    return _listed(lines)
+    return printed(_results(lines), "the list of refs")
 
 
-def _listed(lines: list[str]) -> int:
-    """Print the list of refs: the exit code of ``crawler branches``."""
-    try:
-        _results(lines)
-    except BrokenPipeError:  # the reader closed the pipe (`| head -1`): quietly, as SIGPIPE would
-        return EXIT_SIGPIPE
-    except OSError as err:  # the list is what was asked for: without it, the command failed
-        _tell(f"error: cannot write the list of refs to standard output: {err.strerror or err}")
-        return ExitCode.FAILED
-    return ExitCode.OK
-
-
-def _results(lines: Iterable[str]) -> None:
-    """Print a command's results on stdout and flush them: raises OSError when they cannot be
-    written (a full disk, a reader that closed the pipe). A stdout closed when the process
-    started (``>&-``) was closed on purpose: nothing is written, and that is no failure."""
-    out = sys.stdout
-    if out is None:
-        return
-    for line in lines:
-        print(line, file=out)
-    out.flush()
+def _results(lines: Iterable[str]) -> Callable[[], None]:
+    """What prints a command's result lines on stdout (for :func:`printed`)."""
+    return lambda: write_whole("".join(f"{line}\n" for line in lines))
 
 
 async def main_async(
@@ -233,7 +199,7 @@ async def main_async(
         code, result = await _command(args, config, stopper, sleep)
         return code
     except CrawlerError as err:  # each class carries its exit code
-        _tell(f"error: {err.headline}{err}")
+        tell(f"error: {err.headline}{err}")
         code = err.exit_code
     except Exception:
         log.exception("internal error (a bug in crawler %s)", __version__)
@@ -297,7 +263,7 @@ async def _command(
         if stopper.reason is None:
             raise
         stopped = RunResult(syncer.results) if syncer is not None else None  # what finished
-        _tell(_stopped(stopper, stopped, config.deadline))
+        tell(_stopped(stopper, stopped, config.deadline))
         if args.json and stopped is not None:
             _synced(stopped, config)
         return stopper.code, stopped
@@ -305,7 +271,7 @@ async def _command(
         _synced(result, config)
     if result.failed:
         names = ", ".join(b.branch for b in result.failed)
-        _tell(f"error: {len(result.failed)} branch(es) failed: {names}")
+        tell(f"error: {len(result.failed)} branch(es) failed: {names}")
     return exit_code(result), result
 
 
@@ -318,14 +284,8 @@ async def _dry_run(config: Config, args: argparse.Namespace, sleep: Sleep) -> in
     syncer = Syncer(config, LogReporter(), sleep=sleep, force=args.force)
     forecasts = await syncer.forecast(None if args.all else args.branch)
     code = code_of(f.status for f in forecasts)
-    try:
-        _results([*preview.lines(forecasts), preview.verdict(code)])
-    except BrokenPipeError:
-        return EXIT_SIGPIPE
-    except OSError as err:  # the forecast is what was asked for: without it, the command failed
-        _tell(f"error: cannot write the forecast to standard output: {err.strerror or err}")
-        return ExitCode.FAILED
-    return code
+    written = printed(_results([*preview.lines(forecasts), preview.verdict(code)]), "the forecast")
+    return code if written == ExitCode.OK else written
 
 
 def _synced(result: RunResult, config: Config) -> None:
@@ -333,12 +293,7 @@ def _synced(result: RunResult, config: Config) -> None:
     exit code says how the sync went, and stands."""
     output = config.output_dir.resolve()
     records = [synced(b.branch, b.status, b.message, b.report, output) for b in result.branches]
-    try:
-        _results(json_lines(records))
-    except OSError as err:
-        _tell(
-            f"warning: cannot write the branches synced to standard output: {err.strerror or err}"
-        )
+    printed(_results(json_lines(records)), "the branches synced", needed=False)
 
 
 def _stopped(stopper: Stopper, result: RunResult | None, deadline: float) -> str:
@@ -371,9 +326,9 @@ def main(argv: Sequence[str] | None = None, *, hard: bool = False) -> int:
             try:
                 runner.close()  # a Ctrl-C here is caught below, as with asyncio.run()
             except RuntimeError as err:  # a last thread to stop its executor (ulimit -v)
-                _tell(f"warning: while exiting: {err}")
+                tell(f"warning: while exiting: {err}")
     except KeyboardInterrupt:  # before the handlers were installed, or after
-        _tell("interrupted")
+        tell("interrupted")
         if hard:
             timer(GRACE, EXIT_SIGINT, "warning: the process did not end by itself; ended at once")
         return EXIT_SIGINT

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .configcmd import write_out
+from .streams import printed, write_whole
 
 SHELLS = ("bash", "zsh")
 EPILOG = (
@@ -47,7 +47,8 @@ def script(parser: argparse.ArgumentParser, shell: str) -> str:
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """``crawler completion SHELL``: the exit code."""
-    return write_out(script(parser, args.shell), f"the {args.shell} completion script")
+    text = script(parser, args.shell)
+    return printed(lambda: write_whole(text), f"the {args.shell} completion script")
 
 
 def _mark_paths(parser: argparse.ArgumentParser, kinds: dict[str, object]) -> None:

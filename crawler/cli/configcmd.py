@@ -8,15 +8,12 @@ means. Redirected to a file, it is a config ``crawler sync --config FILE`` takes
 from __future__ import annotations
 
 import argparse
-import contextlib
-import signal
-import sys
 from importlib import resources
 from typing import Any
 
-from ..errors import ExitCode, UsageError
+from ..errors import UsageError
+from .streams import printed, write_whole
 
-EXIT_SIGPIPE = 128 + signal.SIGPIPE
 EPILOG = (
     "Save it, edit it and give it to --config: its relative paths (output: ../output) are "
     "resolved against the folder it is saved in. exit codes: 0 printed, 2 usage error, 4 it "
@@ -47,24 +44,4 @@ def run(args: argparse.Namespace) -> int:
     """``crawler config``: the exit code."""
     if not args.defaults:  # room for `crawler config --show` (the settings in effect) later
         raise UsageError("crawler config: give --defaults to print the default config")
-    return write_out(default_config(), "the default config")
-
-
-def write_out(text: str, what: str) -> int:
-    """Print ``text`` on stdout: the exit code. A reader that closed the pipe gets 141, quietly,
-    as SIGPIPE would; a stdout that cannot be written (a full disk) fails the command (4). A
-    stdout closed when the process started (``>&-``) was closed on purpose: that is no failure."""
-    out = sys.stdout
-    if out is None:
-        return ExitCode.OK
-    try:
-        out.write(text)
-        out.flush()
-    except BrokenPipeError:
-        return EXIT_SIGPIPE
-    except OSError as err:
-        with contextlib.suppress(OSError, ValueError, AttributeError):
-            reason = err.strerror or err
-            print(f"error: cannot write {what} to standard output: {reason}", file=sys.stderr)
-        return ExitCode.FAILED
-    return ExitCode.OK
+    return printed(lambda: write_whole(default_config()), "the default config")

@@ -22,7 +22,8 @@ import msgspec
 from ..consume.diff import Change, IndexDiff, diff_indexes
 from ..consume.load import branch_path, no_gc
 from ..errors import ExitCode
-from .find import EXIT_SIGPIPE, aligned, rich_table, run_alone, tell
+from .find import aligned, rich_table, run_alone
+from .streams import printed, tell, write_whole
 
 _TEXTS = {
     "description": "Print what changed from the published branch A to B: packages, versions "
@@ -79,14 +80,10 @@ def run(args: argparse.Namespace) -> int:
         diff = diff_indexes(before, after, any_mirror=args.any_mirror)
         _KEPT[:] = [diff]
     tell(summary(diff, before, after))
-    try:
-        _write(diff, as_json=args.json)
-    except BrokenPipeError:
-        return EXIT_SIGPIPE
-    except OSError as err:
-        tell(f"error: cannot write the changes to standard output: {err.strerror or err}")
-        return ExitCode.FAILED
-    return ExitCode.DIFFERENT if args.exit_code and diff else ExitCode.OK
+    code = printed(lambda: _write(diff, as_json=args.json), "the changes")
+    if code == ExitCode.OK and args.exit_code and diff:
+        return ExitCode.DIFFERENT
+    return code
 
 
 def summary(diff: IndexDiff, before: Path, after: Path) -> str:
@@ -106,14 +103,13 @@ def _write(diff: IndexDiff, *, as_json: bool) -> None:
     if out is None or not diff:
         return
     if as_json:
-        out.flush()
-        out.buffer.write(json_lines(diff))
+        write_whole(json_lines(diff))
     elif out.isatty():
         rows = [_row(change, short=True) for change in diff.records()]
         rich_table(_COLUMNS, rows, f"{diff.before} -> {diff.after}", out)
+        out.flush()
     else:
-        out.write(aligned([_HEADER, *(_row(change, short=False) for change in diff.records())]))
-    out.flush()
+        write_whole(aligned([_HEADER, *(_row(change, short=False) for change in diff.records())]))
 
 
 def json_lines(diff: IndexDiff) -> bytes:

@@ -10,7 +10,6 @@ line; :mod:`.command` runs it too, in-process.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import difflib
 import gc
 import sys
@@ -24,8 +23,8 @@ from ..consume.load import Packages, branch_path, load_packages, no_gc
 from ..consume.query import Found, Match, Query
 from ..documents import SpecLinks
 from ..errors import CrawlerError, ExitCode, UsageError
-
-EXIT_SIGPIPE = 141  # 128 + SIGPIPE, as a shell reports a reader that closed the pipe
+from .argtypes import path
+from .streams import printed, tell, write_whole
 
 EPILOG = (
     "exit codes: 0 found, 1 internal error, 2 usage error (a bad flag, or a malformed version, "
@@ -76,7 +75,7 @@ def add_branch_arguments(parser: argparse.ArgumentParser) -> None:
     where.add_argument(
         "--in",
         dest="folder",
-        type=_path,
+        type=path,
         metavar="FOLDER",
         help="a published branch folder instead, e.g. snapshots/develop-2025-04-20",
     )
@@ -122,12 +121,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 _KEPT: list[object] = []
 
 
-def _path(text: str) -> Path:
-    if not text.strip():  # `--in "$UNSET"` must not mean the working folder
-        raise argparse.ArgumentTypeError("must not be empty or blank")
-    return Path(text)
-
-
 def run(args: argparse.Namespace) -> int:
     """Run ``crawler find`` with parsed arguments; returns the exit code, raises a
     :class:`CrawlerError` for bad input."""
@@ -169,14 +162,8 @@ def _answer(
     if not found:
         tell(_nothing(query, packages, folder))
         return ExitCode.NO_MATCH
-    try:
-        _write(found, packages if links else None, folder, as_json=as_json)
-    except BrokenPipeError:
-        return EXIT_SIGPIPE  # the reader took what it wanted (`| head`)
-    except OSError as err:  # the results are what was asked for: without them, a failure
-        tell(f"error: cannot write the results to standard output: {err.strerror or err}")
-        return ExitCode.FAILED
-    return ExitCode.OK
+    linked = packages if links else None
+    return printed(lambda: _write(found, linked, folder, as_json=as_json), "the results")
 
 
 def branch_folder(args: argparse.Namespace) -> Path:
@@ -204,13 +191,12 @@ def _write(found: Found, linked: Packages | None, folder: Path, *, as_json: bool
     if out is None:  # closed when the process started (>&-): on purpose
         return
     if as_json:
-        out.flush()
-        out.buffer.write(json_lines(found.matches, linked.links if linked else _no_links))
+        write_whole(json_lines(found.matches, linked.links if linked else _no_links))
     elif out.isatty():
         _rich_table(found, folder, out)
+        out.flush()
     else:
-        out.write(plain_table(found.matches))
-    out.flush()
+        write_whole(plain_table(found.matches))
 
 
 def _no_links(key: str) -> None:
@@ -283,14 +269,6 @@ def rich_table(
     for row in rows:
         table.add_row(*row)
     Console(file=out).print(table)
-
-
-def tell(line: str) -> None:
-    """A line for the user on stderr; one that cannot be written changes no exit code."""
-    if sys.stderr is None:
-        return
-    with contextlib.suppress(OSError, ValueError):
-        print(line, file=sys.stderr, flush=True)
 
 
 def main(argv: Sequence[str]) -> int:

@@ -5,7 +5,6 @@ starts without the sync's imports (see :mod:`.entry`)."""
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -13,8 +12,9 @@ import msgspec
 
 from ..consume.load import load_history
 from ..documents import HistoryEntry
-from ..errors import ExitCode
-from .find import EXIT_SIGPIPE, add_branch_arguments, aligned, branch_folder, run_alone, tell
+from .argtypes import count
+from .find import add_branch_arguments, aligned, branch_folder, run_alone
+from .streams import printed, write_whole
 
 _TEXTS = {
     "description": "List the last publishes of a published branch, newest first, with what "
@@ -38,7 +38,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The arguments of ``crawler log``."""
     add_branch_arguments(parser)
     parser.add_argument(
-        "-n", "--max-count", type=int, metavar="N", help="the last N publishes only"
+        "-n",
+        "--max-count",
+        type=count,
+        metavar="N",
+        help="the last N publishes only (0: none)",
     )
     parser.add_argument("--json", action="store_true", help="JSON Lines: one publish a line")
 
@@ -46,23 +50,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run ``crawler log`` with parsed arguments; returns the exit code."""
     history = load_history(branch_folder(args))
-    publishes = history.publishes[: args.max_count] if args.max_count else history.publishes
-    out = sys.stdout
-    if out is None:
-        return ExitCode.OK
-    try:
-        if args.json:
-            out.flush()
-            out.buffer.write(json_lines(publishes))
-        else:
-            out.write(table(publishes))
-        out.flush()
-    except BrokenPipeError:
-        return EXIT_SIGPIPE
-    except OSError as err:
-        tell(f"error: cannot write the list to standard output: {err.strerror or err}")
-        return ExitCode.FAILED
-    return ExitCode.OK
+    publishes = history.publishes
+    if args.max_count is not None:
+        publishes = publishes[: args.max_count]
+    text = json_lines(publishes) if args.json else table(publishes)
+    return printed(lambda: write_whole(text), "the list")
 
 
 def json_lines(publishes: Sequence[HistoryEntry]) -> bytes:

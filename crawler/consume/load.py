@@ -217,12 +217,27 @@ def _document(path: PathLike, name: str) -> Path:
     return given / name
 
 
+#: The folders a publish writes in a branch folder (``pages/<package>/``, ``site/<letter>/``).
+_BRANCH_PARTS = ("pages", "site")
+
+
+def enclosing_branch(folder: Path) -> Path | None:
+    """The published branch folder that ``folder`` is a part of (its ``pages``, ``site``, or
+    a folder in them), or None: a user who gives one is told which folder to give."""
+    resolved = folder.resolve()
+    for part in (resolved, *resolved.parents[:2]):
+        if part.name in _BRANCH_PARTS and (part.parent / "index.json").is_file():
+            return part.parent
+    return None
+
+
 def _not_a_branch_folder(folder: Path) -> str | None:
     """Why the existing folder ``folder`` is not a published branch folder, or None."""
     if (folder / STATE_DIR).is_dir() and not (folder / "index.json").exists():
         return f"an output folder, not a branch folder (give one of its branches{_such(folder)})"
-    if folder.resolve().name == "pages" and (folder.resolve().parent / "index.json").is_file():
-        return f"a folder inside the branch folder {folder.parent}, not a branch folder"
+    branch = enclosing_branch(folder)
+    if branch is not None:
+        return f"a folder inside the branch folder {branch}, not a branch folder"
     if not (folder / "index.json").exists():
         return f"it holds no index.json ({_EXAMPLE})"
     return None

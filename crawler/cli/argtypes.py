@@ -1,0 +1,42 @@
+"""Argument types shared by the commands: each refuses a bad value with a usage error (exit 2)
+naming it. Light, as the consumer's commands import it (:mod:`.entry`)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from pathlib import Path
+
+
+def int_between(low: int, high: int) -> Callable[[str], int]:
+    """A whole number from ``low`` to ``high``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be from {low} to {high}, got {value}")
+        return value
+
+    return parse
+
+
+def count(text: str) -> int:
+    """A whole number, 0 or more (``log -n 0`` lists nothing, as ``git log -n 0``)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
+def path(text: str) -> Path:
+    """A path, which may not be blank: `crawler verify "$UNSET"` must not mean the working
+    directory, nor `--config "$UNSET"` a config file named ".", which is one."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty or blank")
+    return Path(text)

@@ -1,0 +1,77 @@
+"""Standard streams: a command's results written whole on stdout, lines for the user on stderr.
+
+Every command that prints results (``find``, ``log``, ``diff``, ``branches``, ``verify``, ``sync
+--dry-run`` and ``--json``, ``config``, ``completion``) prints them through :func:`printed`, so
+that each ends the same way when its stdout fails: 141, quietly, when the reader closed the
+pipe (``| head``), as a shell reports SIGPIPE; 4 with an error line when it cannot be written (a
+full disk). A stdout closed when the process started (``>&-``) was closed on purpose: nothing
+is written, and that is no failure.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import select
+import signal
+import sys
+from collections.abc import Callable
+
+from ..errors import ExitCode
+from .logformat import told
+
+#: The exit code of a command whose reader closed the pipe, as a shell reports SIGPIPE.
+EXIT_SIGPIPE = 128 + signal.SIGPIPE
+
+
+def tell(line: str) -> None:
+    """Print a line for the user on stderr (one JSON record with ``--log-format json``). A
+    stderr that cannot be written (the cron log's disk full, a closed pipe) loses the line but
+    must not change the exit code: an alert on it would say "a bug" where the mirror, the lock
+    or a branch is the news."""
+    if sys.stderr is None:  # closed when the process started (2>&-): print() would use stdout
+        return
+    with contextlib.suppress(OSError, ValueError):  # ValueError: closed
+        print(told(line), file=sys.stderr, flush=True)
+
+
+def write_whole(data: str | bytes) -> None:
+    """Write ``data`` on stdout, all of it, and flush; raises OSError when it cannot be
+    (:class:`BrokenPipeError`: the reader closed the pipe).
+
+    Through the binary layer, in a loop: with ``PYTHONUNBUFFERED`` (``python -u``, common in
+    containers) that layer is the file itself, whose write may take part of the data when the
+    reader goes away meanwhile, and the text layer drops the rest without a word: the command
+    would exit 0 with its results cut short.
+    """
+    out = sys.stdout
+    if out is None:
+        return
+    out.flush()
+    if isinstance(data, str):
+        data = data.encode(out.encoding, out.errors or "strict")
+    binary = out.buffer
+    rest = memoryview(data)
+    while rest:
+        written = binary.write(rest)
+        if written is None:  # a non-blocking stdout, full: wait until it takes more
+            select.select([], [binary], [])
+            continue
+        rest = rest[written:]
+    binary.flush()
+
+
+def printed(write: Callable[[], None], what: str, *, needed: bool = True) -> int:
+    """Run ``write``, which prints a command's results (``what``, for a message); the exit
+    code it leaves: 0 once written; :data:`EXIT_SIGPIPE` when the reader closed the pipe; 4 with
+    an error line when stdout cannot be written. Results not ``needed`` are those whose
+    command's exit code is its verdict (``verify``, ``sync --json``): their failure is a warning
+    and leaves 0, for the caller's code to stand."""
+    try:
+        write()
+    except BrokenPipeError:  # the reader took what it wanted (`| head -1`)
+        return ExitCode.OK if not needed else EXIT_SIGPIPE
+    except OSError as err:
+        kind = "error" if needed else "warning"
+        tell(f"{kind}: cannot write {what} to standard output: {err.strerror or err}")
+        return ExitCode.FAILED if needed else ExitCode.OK
+    return ExitCode.OK
