@@ -39,11 +39,16 @@ import crawler.sync.decoding
 import crawler.sync.sources
 from bench.synth import SynthRef, SynthSpec, build_mirror, index_document
 from crawler.cli.command import main_async
+from crawler.config import Config
 from crawler.decode.pool import DecodeQueue
+from crawler.mirror.discovery import Source
+from crawler.mirror.fetch import Fetcher
 from crawler.mirror.http import usable_etag
 from crawler.mirror.local import LocalFolder
 from crawler.ops.verify import verify_branch
 from crawler.output.state import Store
+from crawler.sync.reporting import LogReporter
+from crawler.sync.sources import SourceReader
 
 from .conftest import Fault, MirrorServer, fast_config, tree_bytes, undated_bytes
 
@@ -640,6 +645,25 @@ async def test_a_local_index_replaced_while_read_is_read_again(
         assert published.keys() == tree_bytes(tmp_path / "cold" / branch).keys()
         cold = undated_bytes(tmp_path / "cold" / branch)
         assert all(published[k] == cold[k] for k in cold)
+
+
+async def test_a_stack_read_again_stops_the_workers_it_started_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first reading let the workers go; the second starts them again, and must let them
+    go too, or they stay up through the branch's merge and output."""
+    root = tmp_path / "mirror"
+    build_mirror(root, (SynthRef("aaa", SPECS),))
+    s1, s2 = (root / f"aaa/{label}/build_cache/index.json" for label in ("s1", "s2"))
+    write_after_hashing(monkeypatch, s1, s2.read_bytes(), times=1)
+    config = Config(output=str(tmp_path / "out"), decode_workers=1)
+    source = Source("aaa", "s1", s1.as_uri(), s1.resolve().as_uri(), "v2", None)
+    async with Fetcher(config) as fetcher:
+        reader = SourceReader(config, fetcher, Store(tmp_path / "out"), LogReporter())
+        outcome = await reader.read("aaa", source, tmp_path / "s1.json", None)
+        assert outcome.status == "fetched" and outcome.decoded, outcome.error
+        assert outcome.sha256 == hashlib.sha256(s1.read_bytes()).hexdigest()  # read again
+        assert not reader.decoding.pool.started
 
 
 def _half(target: Path) -> None:

@@ -924,8 +924,9 @@ async def test_a_dependency_absent_from_the_index_is_found_on_a_second_run(
     assert rounds == [((), False), (tuple(sorted([ghost, other_ghost])), False)]
 
 
-class _Watched(_InProcess):
-    """Records the jobs it runs and the times the workers are stopped, in order."""
+class _Watched(DecodeQueue):
+    """The real queue and processes; records the jobs handed to it and the times the
+    workers are stopped, in order (a stop that cancelled a job awaited would fail the read)."""
 
     def __init__(self, workers: int, events: list[str]) -> None:
         super().__init__(workers)
@@ -936,7 +937,9 @@ class _Watched(_InProcess):
         return await super().run(priority, fn, *args)
 
     def close(self) -> None:
-        self.events.append("stop")
+        if self.started:
+            self.events.append("stop")
+        super().close()
 
 
 async def test_the_workers_stop_after_each_round_of_a_root_and_before_its_merge(
@@ -963,8 +966,9 @@ async def test_the_workers_stop_after_each_round_of_a_root_and_before_its_merge(
         pool = _Watched(2, events)
         reader = SourceReader(config, fetcher, Store(tmp_path / "out"), LogReporter(), pool)
         outcome = await reader.read("develop", source, tmp_path / "index.json", None)
-    assert outcome.status == "fetched" and outcome.decoded
+    assert outcome.status == "fetched" and outcome.decoded, outcome.error
     assert events == ["job", "job", "stop", "job", "job", "stop", "merge"]
+    assert not pool.started
 
 
 async def test_a_dependency_held_by_another_shard_is_not_missing(

@@ -14,6 +14,7 @@ import asyncio
 import itertools
 import json
 import threading
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -28,13 +29,19 @@ from crawler.build import consolidate
 from crawler.build.consolidate import Consolidator
 from crawler.build.locations import Caches
 from crawler.cli.command import main, main_async
+from crawler.config import Config
 from crawler.decode import chunks, progressive
 from crawler.decode.pool import DecodeQueue
 from crawler.decode.progressive import RootParts
 from crawler.decode.root import merge_root
 from crawler.decode.validate import SourceSummary
+from crawler.mirror.discovery import Source
+from crawler.mirror.fetch import Fetcher
 from crawler.mirror.http import HTTPTransport
+from crawler.output.state import Store
 from crawler.sync import decoding
+from crawler.sync.reporting import LogReporter
+from crawler.sync.sources import SourceReader
 
 from .conftest import fast_config
 from .schema import assert_valid_index
@@ -294,3 +301,51 @@ async def test_the_root_is_merged_and_prepared_off_the_event_loop(
 
     assert index["stats"]["specs"] == len(SPECS)
     assert ran == [("merge_root", False), ("prepare_root", False)]
+
+
+def _slowly(fn: Callable[..., bytes], *args: object) -> bytes:
+    time.sleep(0.5)
+    return fn(*args)
+
+
+class _Slow(DecodeQueue):
+    """The real queue and processes; each job takes half a second more, so that a read's
+    parts are still running when it ends."""
+
+    async def run(self, priority: int, fn: Callable[..., bytes], *args: object) -> bytes:
+        return await super().run(priority, _slowly, fn, *args)
+
+
+async def test_the_workers_stop_after_a_read_whose_parts_it_abandoned(
+    aiohttp_server: Callable[[web.Application], Awaitable[TestServer]],
+    tmp_path: Path,
+    parts_seen: dict[str, list[Any]],
+) -> None:
+    """A root downloaded again (no ETag to ask with) and found cached: its parts, still
+    decoding, are abandoned, and their jobs unwind after the read has let the workers go. The
+    workers stayed up, decoding what nobody wanted, until the run's end (found by review)."""
+    mirror = tmp_path / "mirror"
+    build_mirror(mirror, [SynthRef("develop", SPECS)])
+    url = await _trickling(aiohttp_server, mirror)
+    location = f"{url}/develop/build_cache/index.json"
+    source = Source("develop", "root", location, location, "v3", None)
+    config = Config(output=str(tmp_path / "out"), decode_workers=2)
+    store = Store(tmp_path / "out")
+    async with Fetcher(config) as fetcher:
+        cold = await SourceReader(config, fetcher, store, LogReporter()).read(
+            "develop", source, tmp_path / "cold.json", None
+        )
+        assert cold.status == "fetched" and cold.decoded
+        pool = _Slow(2)
+        reader = SourceReader(config, fetcher, store, LogReporter(), pool)
+        try:
+            again = await reader.read("develop", source, tmp_path / "again.json", None)
+            assert again.status == "fetched" and not again.decoded  # its summary was cached
+            assert parts_seen["abandoned"][-1]  # parts in use, dropped
+            for _ in range(100):
+                if not pool.started:
+                    break
+                await asyncio.sleep(0.02)
+            assert not pool.started
+        finally:
+            pool.close()

@@ -76,6 +76,7 @@ class DecodeQueue:
         self._submitted: set[asyncio.Future[bytes]] = set()  # jobs handed to the pool
         self._callers = 0  # callers of run() waiting for their job
         self._users = 0  # PoolUse objects held
+        self._unused = False  # the last one was released while callers still unwound
 
     @property
     def started(self) -> bool:
@@ -95,7 +96,15 @@ class DecodeQueue:
 
     def _count_use(self, change: int) -> None:
         self._users += change
-        if not self._users and self.idle:
+        self._unused = not self._users
+        self._stop_unused()
+
+    def _stop_unused(self) -> None:
+        """Stop the workers once the last hold is released and no caller waits. Jobs a read
+        cancelled as it ended (a root's parts, found cached) unwind a moment later: the last
+        of them has this called again, from the event loop (not in its cancelled task)."""
+        if self._unused and not self._users and self.idle:
+            self._unused = False
             self.close()
 
     def start(self) -> None:
@@ -169,6 +178,8 @@ class DecodeQueue:
             return await done
         finally:
             self._callers -= 1
+            if self._unused and not self._callers:
+                asyncio.get_running_loop().call_soon(self._stop_unused)
 
     async def _runner(self) -> None:
         while True:
