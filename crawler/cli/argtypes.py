@@ -8,30 +8,20 @@ from collections.abc import Callable
 from pathlib import Path
 
 
-def int_between(low: int, high: int) -> Callable[[str], int]:
-    """A whole number from ``low`` to ``high``."""
+def int_between(low: int, high: int | None = None) -> Callable[[str], int]:
+    """A whole number from ``low`` to ``high`` (None: no upper bound)."""
 
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"must be from {low} to {high}, got {value}")
+        if value < low or (high is not None and value > high):
+            bounds = f"{low} or more" if high is None else f"from {low} to {high}"
+            raise argparse.ArgumentTypeError(f"must be {bounds}, got {value}")
         return value
 
     return parse
-
-
-def count(text: str) -> int:
-    """A whole number, 0 or more (``log -n 0`` lists nothing, as ``git log -n 0``)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
-    return value
 
 
 def path(text: str) -> Path:

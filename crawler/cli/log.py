@@ -12,7 +12,7 @@ import msgspec
 
 from ..consume.load import load_history
 from ..documents import HistoryEntry
-from .argtypes import count
+from .argtypes import int_between
 from .find import add_branch_arguments, aligned, branch_folder, run_alone
 from .streams import printed, write_whole
 
@@ -40,9 +40,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-n",
         "--max-count",
-        type=count,
+        type=int_between(0),
         metavar="N",
-        help="the last N publishes only (0: none)",
+        help="the last N publishes only (0: none, as git log -n 0)",
     )
     parser.add_argument("--json", action="store_true", help="JSON Lines: one publish a line")
 
