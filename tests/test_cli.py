@@ -1246,6 +1246,14 @@ def test_find_and_log_name_the_branch_folder_of_its_pages_and_site(tmp_path: Pat
             assert (done.code, done.out) == (11, ""), command
             assert done.err.startswith(f"error: {given}: not a published branch: "), done.err
             assert f"a folder inside the branch folder {branch}, not a branch folder" in done.err
+    # A branch copied into a site's folder, below an index.json of the site's own, is one.
+    web = tmp_path / "web"
+    (web / "site").mkdir(parents=True)
+    (web / "index.json").write_text('{"hello": 1}')
+    shutil.copytree(branch, web / "site" / "develop")
+    for command in (["find", "zlib", "--in"], ["log", "--in"], ["verify"]):
+        done = run_cli(*command, str(web / "site" / "develop"), cwd=tmp_path)
+        assert done.code == 0, done.err
 
 
 def test_verify_names_what_it_cannot_check(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ import os
 import pty
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -138,6 +139,31 @@ def test_a_reader_gone_in_the_middle_of_the_results_is_141(sample: Path, as_json
         _, err = process.communicate(timeout=CLI_TIMEOUT)
     assert (process.returncode, err) == (141, b"")
     assert json.loads(first)["name"] if as_json else first.startswith(b"NAME")
+
+
+@pytest.mark.parametrize("unbuffered", [True, False], ids=["unbuffered", "buffered"])
+def test_a_non_blocking_stdout_gets_the_results_whole(sample: Path, unbuffered: bool) -> None:
+    """A stdout left non-blocking by whoever started the command (some process managers do)
+    refuses what its pipe cannot take yet: that is waited for, not an error (exit 4, as it was
+    buffered) nor a loss (unbuffered)."""
+    read, write = os.pipe()
+    fcntl.fcntl(write, fcntl.F_SETPIPE_SZ, 4096)
+    os.set_blocking(write, False)
+    env = cli_env()
+    if not unbuffered:
+        del env["PYTHONUNBUFFERED"]
+    args = [sys.executable, "-m", "crawler", "find", "--in", str(sample / "develop"), "--json"]
+    with subprocess.Popen(args, stdout=write, stderr=subprocess.PIPE, env=env) as process:
+        os.close(write)
+        chunks = []
+        with os.fdopen(read, "rb", buffering=0) as reader:
+            while chunk := reader.read(1024):  # slowly: the pipe fills up
+                chunks.append(chunk)
+                time.sleep(0.002)
+        _, err = process.communicate(timeout=CLI_TIMEOUT)
+    assert (process.returncode, err) == (0, b"")
+    lines = b"".join(chunks).splitlines()
+    assert len(lines) > 40 and all(json.loads(line)["name"] for line in lines)
 
 
 def test_every_exit_code(sample: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -99,7 +99,7 @@ def _add_sync(commands: argparse._SubParsersAction[_Parser]) -> None:
         epilog="exit codes: 0 published, 1 internal error, 2 usage or config error, 3 mirror "
         "unusable, 4 a branch failed or was refused, 5 partial, 6 nothing changed, "
         "7 output locked by another run, 9 deadline passed, 129/130/143 interrupted "
-        "(SIGHUP/SIGINT/SIGTERM)",
+        "(SIGHUP/SIGINT/SIGTERM); --dry-run: 4 or 141 when its forecast cannot be printed",
     )
     sync.add_argument(
         "--branch", action="append", metavar="NAME", help="a ref to sync (repeatable)"

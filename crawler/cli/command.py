@@ -16,7 +16,7 @@ import contextlib
 import logging
 import signal
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from .. import __version__
@@ -42,7 +42,7 @@ from .display import LiveReporter, wants_live
 from .logformat import setup_logging
 from .records import Verified, json_lines, listed, synced
 from .stopping import GRACE, Stopper, timer
-from .streams import printed, tell, write_whole
+from .streams import printed, tell
 
 log = logging.getLogger("crawler")
 
@@ -110,7 +110,7 @@ def _verify(args: argparse.Namespace) -> int:
         verified = Verified(path=str(path), ok=not problems, schema=schema, problems=problems)
         lines = json_lines([verified])
     what = "the problems found" if problems else "the verdict"
-    printed(_results(lines), what, needed=False)  # the exit code is the verdict, and stands
+    printed(_text(lines), what, needed=False)  # the exit code is the verdict, and stands
     if problems:
         if not args.quiet:
             tell(f"{path}: {counted(len(problems), 'problem')}")
@@ -139,18 +139,18 @@ def _not_a_branch_folder(path: Path) -> str | None:
 async def _branches(config: Config, sleep: Sleep, as_json: bool) -> int:
     discovery = await Syncer(config, LogReporter(), sleep=sleep).branches()
     if as_json:
-        return printed(_results(json_lines(listed(discovery))), "the list of refs")
+        return printed(_text(json_lines(listed(discovery))), "the list of refs")
     lines = [
         f"{ref}\t{' '.join(s.label for s in sources)}\t{discovery.how.get(ref, '')}"
         for ref, sources in discovery.refs.items()
     ]
     lines += [f"{shown(ref)}\tUNUSABLE: {problem}" for ref, problem in discovery.problems.items()]
-    return printed(_results(lines), "the list of refs")
+    return printed(_text(lines), "the list of refs")
 
 
-def _results(lines: Iterable[str]) -> Callable[[], None]:
-    """What prints a command's result lines on stdout (for :func:`printed`)."""
-    return lambda: write_whole("".join(f"{line}\n" for line in lines))
+def _text(lines: Iterable[str]) -> str:
+    """A command's result lines, each ended, for :func:`printed`."""
+    return "".join(f"{line}\n" for line in lines)
 
 
 async def main_async(
@@ -284,7 +284,7 @@ async def _dry_run(config: Config, args: argparse.Namespace, sleep: Sleep) -> in
     syncer = Syncer(config, LogReporter(), sleep=sleep, force=args.force)
     forecasts = await syncer.forecast(None if args.all else args.branch)
     code = code_of(f.status for f in forecasts)
-    written = printed(_results([*preview.lines(forecasts), preview.verdict(code)]), "the forecast")
+    written = printed(_text([*preview.lines(forecasts), preview.verdict(code)]), "the forecast")
     return code if written == ExitCode.OK else written
 
 
@@ -293,7 +293,7 @@ def _synced(result: RunResult, config: Config) -> None:
     exit code says how the sync went, and stands."""
     output = config.output_dir.resolve()
     records = [synced(b.branch, b.status, b.message, b.report, output) for b in result.branches]
-    printed(_results(json_lines(records)), "the branches synced", needed=False)
+    printed(_text(json_lines(records)), "the branches synced", needed=False)
 
 
 def _stopped(stopper: Stopper, result: RunResult | None, deadline: float) -> str:

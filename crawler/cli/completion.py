@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .streams import printed, write_whole
+from .streams import printed
 
 SHELLS = ("bash", "zsh")
 EPILOG = (
@@ -47,8 +47,7 @@ def script(parser: argparse.ArgumentParser, shell: str) -> str:
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """``crawler completion SHELL``: the exit code."""
-    text = script(parser, args.shell)
-    return printed(lambda: write_whole(text), f"the {args.shell} completion script")
+    return printed(script(parser, args.shell), f"the {args.shell} completion script")
 
 
 def _mark_paths(parser: argparse.ArgumentParser, kinds: dict[str, object]) -> None:

@@ -12,7 +12,7 @@ from importlib import resources
 from typing import Any
 
 from ..errors import UsageError
-from .streams import printed, write_whole
+from .streams import printed
 
 EPILOG = (
     "Save it, edit it and give it to --config: its relative paths (output: ../output) are "
@@ -44,4 +44,4 @@ def run(args: argparse.Namespace) -> int:
     """``crawler config``: the exit code."""
     if not args.defaults:  # room for `crawler config --show` (the settings in effect) later
         raise UsageError("crawler config: give --defaults to print the default config")
-    return printed(lambda: write_whole(default_config()), "the default config")
+    return printed(default_config(), "the default config")

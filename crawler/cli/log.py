@@ -14,7 +14,7 @@ from ..consume.load import load_history
 from ..documents import HistoryEntry
 from .argtypes import int_between
 from .find import add_branch_arguments, aligned, branch_folder, run_alone
-from .streams import printed, write_whole
+from .streams import printed
 
 _TEXTS = {
     "description": "List the last publishes of a published branch, newest first, with what "
@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     if args.max_count is not None:
         publishes = publishes[: args.max_count]
     text = json_lines(publishes) if args.json else table(publishes)
-    return printed(lambda: write_whole(text), "the list")
+    return printed(text, "the list")
 
 
 def json_lines(publishes: Sequence[HistoryEntry]) -> bytes:

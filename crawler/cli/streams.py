@@ -11,6 +11,8 @@ is written, and that is no failure.
 from __future__ import annotations
 
 import contextlib
+import io
+import os
 import select
 import signal
 import sys
@@ -35,13 +37,14 @@ def tell(line: str) -> None:
 
 
 def write_whole(data: str | bytes) -> None:
-    """Write ``data`` on stdout, all of it, and flush; raises OSError when it cannot be
+    """Write ``data`` on stdout, all of it; raises OSError when it cannot be
     (:class:`BrokenPipeError`: the reader closed the pipe).
 
-    Through the binary layer, in a loop: with ``PYTHONUNBUFFERED`` (``python -u``, common in
-    containers) that layer is the file itself, whose write may take part of the data when the
-    reader goes away meanwhile, and the text layer drops the rest without a word: the command
-    would exit 0 with its results cut short.
+    Straight to the file, in a loop: with ``PYTHONUNBUFFERED`` (``python -u``, common in
+    containers) a write may take part of the data when the reader goes away meanwhile, and the
+    text layer drops the rest without a word (the command would exit 0, its results cut
+    short); and a stdout left non-blocking by whoever started the command refuses what its
+    pipe cannot take yet, which is waited for here.
     """
     out = sys.stdout
     if out is None:
@@ -49,25 +52,31 @@ def write_whole(data: str | bytes) -> None:
     out.flush()
     if isinstance(data, str):
         data = data.encode(out.encoding, out.errors or "strict")
-    binary = out.buffer
+    try:
+        fd = out.fileno()
+    except (io.UnsupportedOperation, AttributeError):  # no file: a caller's own stream
+        out.buffer.write(data)
+        out.flush()
+        return
     rest = memoryview(data)
     while rest:
-        written = binary.write(rest)
-        if written is None:  # a non-blocking stdout, full: wait until it takes more
-            select.select([], [binary], [])
-            continue
-        rest = rest[written:]
-    binary.flush()
+        try:
+            rest = rest[os.write(fd, rest) :]
+        except BlockingIOError:
+            select.select([], [fd], [])
 
 
-def printed(write: Callable[[], None], what: str, *, needed: bool = True) -> int:
-    """Run ``write``, which prints a command's results (``what``, for a message); the exit
-    code it leaves: 0 once written; :data:`EXIT_SIGPIPE` when the reader closed the pipe; 4 with
-    an error line when stdout cannot be written. Results not ``needed`` are those whose
-    command's exit code is its verdict (``verify``, ``sync --json``): their failure is a warning
-    and leaves 0, for the caller's code to stand."""
+def printed(results: str | bytes | Callable[[], None], what: str, *, needed: bool = True) -> int:
+    """Print a command's ``results`` (text, or what writes them), named ``what`` in a message;
+    the exit code it leaves: 0 once written; :data:`EXIT_SIGPIPE` when the reader closed the
+    pipe; 4 with an error line when stdout cannot be written. Results not ``needed`` are those
+    whose command's exit code is its verdict (``verify``, ``sync --json``): their failure is a
+    warning and leaves 0, for the caller's code to stand."""
     try:
-        write()
+        if callable(results):
+            results()
+        else:
+            write_whole(results)
     except BrokenPipeError:  # the reader took what it wanted (`| head -1`)
         return ExitCode.OK if not needed else EXIT_SIGPIPE
     except OSError as err:

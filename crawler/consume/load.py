@@ -217,15 +217,18 @@ def _document(path: PathLike, name: str) -> Path:
     return given / name
 
 
-#: The folders a publish writes in a branch folder (``pages/<package>/``, ``site/<letter>/``).
+#: The folders a publish writes in a branch folder (``pages/<package>/``, ``site/packages/``).
 _BRANCH_PARTS = ("pages", "site")
 
 
 def enclosing_branch(folder: Path) -> Path | None:
-    """The published branch folder that ``folder`` is a part of (its ``pages``, ``site``, or
-    a folder in them), or None: a user who gives one is told which folder to give."""
+    """The published branch folder that ``folder`` is a part of (its ``pages`` or ``site``, or
+    a folder right in them), or None: a user who gives one is told which folder to give. A
+    folder with an ``index.json`` of its own is none (a branch copied into a site's folder)."""
     resolved = folder.resolve()
-    for part in (resolved, *resolved.parents[:2]):
+    if (resolved / "index.json").exists():
+        return None
+    for part in (resolved, resolved.parent):
         if part.name in _BRANCH_PARTS and (part.parent / "index.json").is_file():
             return part.parent
     return None
