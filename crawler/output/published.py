@@ -45,9 +45,8 @@ OS_LITTER = frozenset({".DS_Store"})
 def check_replaceable(target: Path) -> None:
     """Refuse to replace ``target`` (``<output>/<branch>``) unless it is absent or holds only
     what a publish writes: the :data:`BRANCH_FILES` as files, ``pages/<package>/specs.md``,
-    and a site's files under ``site/``. The output folder may be
-    shared with other data (a home folder, the mirror itself): a file the crawler did not write
-    is never deleted.
+    and a site's files under ``site/``. The output folder may be shared with other data (a
+    home folder, the mirror itself): a file the crawler did not write is never deleted.
     """
     try:
         if not target.exists() and not target.is_symlink():
