@@ -5,13 +5,16 @@ commands without it."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .conftest import SAMPLE_MIRROR
+from .conftest import CLI_TIMEOUT, SAMPLE_MIRROR, cli_env
 from .test_messages import crawler
 
 SYNCED = {
@@ -118,3 +121,44 @@ def test_sync_of_a_branch_that_fails(tmp_path: Path) -> None:
         *argv, "--branch", "develop", "--mirror", str(tmp_path / "nowhere"), cwd=tmp_path
     )
     assert gone.code == 3 and gone.out == ""
+
+
+def _run(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "crawler", *args],
+        cwd=cwd,
+        env={**cli_env(), **env},
+        capture_output=True,
+        timeout=CLI_TIMEOUT,
+        check=False,
+    )
+
+
+@pytest.mark.slow
+def test_paths_that_are_not_utf8_or_not_in_the_locale(tmp_path: Path) -> None:
+    """A path with a byte that is not UTF-8 is written in JSON as ``\\xNN`` (JSON holds text
+    only), and printed as it is in text; JSON is UTF-8 whatever the locale; a text line on an
+    ASCII-only stdout escapes what ASCII lacks. Never a traceback."""
+    output = Path(os.fsdecode(os.fsencode(tmp_path) + b"/out\xff"))
+    argv = ["sync", "--branch", "develop", "--mirror", str(SAMPLE_MIRROR), "--output", str(output)]
+    synced = _run(*argv, "--json", cwd=tmp_path)
+    assert synced.returncode == 0, synced.stderr
+    [record] = lines(synced.stdout.decode("utf-8"))  # strict: the bytes are UTF-8
+    assert record["folder"] == f"{tmp_path.resolve()}/out\\xff/develop"
+
+    develop = output / "develop"
+    verified = _run("verify", str(develop), "--json", cwd=tmp_path)
+    assert verified.returncode == 0, verified.stderr
+    assert lines(verified.stdout.decode("utf-8"))[0]["path"] == f"{tmp_path}/out\\xff/develop"
+    text = _run("verify", str(develop), cwd=tmp_path, PYTHONIOENCODING="ascii")
+    assert text.returncode == 0, text.stderr
+    assert text.stdout == os.fsencode(develop) + b": all checks hold\n"
+
+    accented = tmp_path / "d\xe9j\xe0" / "develop"
+    shutil.copytree(develop, accented)
+    ascii_only = _run("verify", str(accented), cwd=tmp_path, PYTHONIOENCODING="ascii")
+    assert ascii_only.returncode == 0, ascii_only.stderr
+    assert ascii_only.stdout == f"{tmp_path}/d\\xe9j\\xe0/develop: all checks hold\n".encode()
+    as_json = _run("verify", str(accented), "--json", cwd=tmp_path, PYTHONIOENCODING="ascii")
+    assert as_json.returncode == 0, as_json.stderr
+    assert lines(as_json.stdout.decode("utf-8"))[0]["path"] == str(accented)

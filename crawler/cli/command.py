@@ -104,13 +104,13 @@ def _verify(args: argparse.Namespace) -> int:
         raise UsageError(f"crawler verify: {path}: {found}")
     problems = verify_branch(path, schema=not args.no_schema)
     verdict = [] if problems or args.quiet else [f"{path}: all checks hold"]
-    lines = problems or verdict
+    results: str | bytes = _text(problems or verdict)
     if args.json:  # the verdict, whatever it is
         schema = not args.no_schema
         verified = Verified(path=str(path), ok=not problems, schema=schema, problems=problems)
-        lines = json_lines([verified])
+        results = json_lines([verified])
     what = "the problems found" if problems else "the verdict"
-    printed(_text(lines), what, needed=False)  # the exit code is the verdict, and stands
+    printed(results, what, needed=False)  # the exit code is the verdict, and stands
     if problems:
         if not args.quiet:
             tell(f"{path}: {counted(len(problems), 'problem')}")
@@ -139,7 +139,7 @@ def _not_a_branch_folder(path: Path) -> str | None:
 async def _branches(config: Config, sleep: Sleep, as_json: bool) -> int:
     discovery = await Syncer(config, LogReporter(), sleep=sleep).branches()
     if as_json:
-        return printed(_text(json_lines(listed(discovery))), "the list of refs")
+        return printed(json_lines(listed(discovery)), "the list of refs")
     lines = [
         f"{ref}\t{' '.join(s.label for s in sources)}\t{discovery.how.get(ref, '')}"
         for ref, sources in discovery.refs.items()
@@ -293,7 +293,7 @@ def _synced(result: RunResult, config: Config) -> None:
     exit code says how the sync went, and stands."""
     output = config.output_dir.resolve()
     records = [synced(b.branch, b.status, b.message, b.report, output) for b in result.branches]
-    printed(_text(json_lines(records)), "the branches synced", needed=False)
+    printed(json_lines(records), "the branches synced", needed=False)
 
 
 def _stopped(stopper: Stopper, result: RunResult | None, deadline: float) -> str:

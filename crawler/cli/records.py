@@ -91,7 +91,29 @@ def synced(branch: str, status: str, message: str, report: Report, output: Path)
     )
 
 
-def json_lines(records: Iterable[msgspec.Struct]) -> list[str]:
-    """One line of JSON a record (keys in the order of the fields)."""
-    encode = msgspec.json.Encoder().encode
-    return [encode(record).decode() for record in records]
+def json_lines(records: Iterable[msgspec.Struct]) -> bytes:
+    """One line of JSON a record (keys in the order of the fields), in UTF-8 whatever the
+    locale: JSON is exchanged as UTF-8."""
+    return b"".join(_json_line(record) + b"\n" for record in records)
+
+
+def _json_line(record: msgspec.Struct) -> bytes:
+    try:
+        return _encode(record)
+    except UnicodeEncodeError:  # a path given with bytes that are not UTF-8: JSON holds text
+        return _encode(_escaped(msgspec.to_builtins(record)))
+
+
+_encode = msgspec.json.Encoder().encode
+
+
+def _escaped(value: object) -> object:
+    """``value`` (builtins) with each byte that was not UTF-8 in its strings (decoded with
+    ``surrogateescape``, as Python decodes paths) written as ``\\xNN``, as messages show it."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    if isinstance(value, dict):
+        return {key: _escaped(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_escaped(item) for item in value]
+    return value

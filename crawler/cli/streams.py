@@ -10,6 +10,7 @@ is written, and that is no failure.
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import io
 import os
@@ -23,6 +24,25 @@ from .logformat import told
 
 #: The exit code of a command whose reader closed the pipe, as a shell reports SIGPIPE.
 EXIT_SIGPIPE = 128 + signal.SIGPIPE
+
+
+def _shown_bytes(err: UnicodeError) -> tuple[bytes, int]:
+    """Encoding error handler of results: a byte that was not UTF-8 in a path (decoded with
+    ``surrogateescape``) goes out as it was, as ``ls`` would print it; a character the
+    terminal's encoding lacks (``é`` on an ASCII locale) goes out as a ``\\x``, ``\\u`` escape,
+    as Python escapes it on stderr. Either way the results are printed, not a traceback."""
+    assert isinstance(err, UnicodeEncodeError)
+    text = err.object[err.start : err.end]
+    out = bytearray()
+    for c in text:
+        if "\udc80" <= c <= "\udcff":
+            out.append(ord(c) - 0xDC00)
+        else:
+            out += c.encode("ascii", "backslashreplace")
+    return bytes(out), err.end
+
+
+codecs.register_error("crawler.results", _shown_bytes)
 
 
 def tell(line: str) -> None:
@@ -44,14 +64,15 @@ def write_whole(data: str | bytes) -> None:
     containers) a write may take part of the data when the reader goes away meanwhile, and the
     text layer drops the rest without a word (the command would exit 0, its results cut
     short); and a stdout left non-blocking by whoever started the command refuses what its
-    pipe cannot take yet, which is waited for here.
+    pipe cannot take yet, which is waited for here. Text is encoded as stdout would, but
+    what its encoding cannot hold is escaped, never an error (:func:`_shown_bytes`).
     """
     out = sys.stdout
     if out is None:
         return
     out.flush()
     if isinstance(data, str):
-        data = data.encode(out.encoding, out.errors or "strict")
+        data = data.encode(out.encoding, "crawler.results")
     try:
         fd = out.fileno()
     except (io.UnsupportedOperation, AttributeError):  # no file: a caller's own stream
