@@ -891,6 +891,26 @@ async def test_format_flag_chooses_pages_and_json_is_always_written(
     assert sorted(_index(out, "develop")["packages"]) == ["py-six", "zlib"]
 
 
+async def test_a_branch_rebuilt_to_the_files_published_reports_no_changes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Only a publish has ``changes``: a branch rebuilt (its state deleted) to the very files
+    published is ``unchanged``, and neither its report nor ``--json`` gives it changes."""
+    root = tmp_path / "mirror"
+    build_mirror(root, [SynthRef("develop", (SynthSpec("zlib", "1.3.1"),))])
+    out = tmp_path / "out"
+    argv = ["sync", "--branch", "develop", "--config", str(_config(tmp_path, root.as_uri(), out))]
+    assert await main_async(argv) == 0
+    shutil.rmtree(out / ".crawler")
+    capsys.readouterr()
+    assert await main_async([*argv, "--json"]) == 6
+    [line] = capsys.readouterr().out.splitlines()
+    assert json.loads(line)["status"] == "unchanged" and json.loads(line)["changes"] is None
+    report = json.loads((out / ".crawler" / "reports" / "develop.json").read_bytes())
+    assert report["status"] == "unchanged" and "changes" not in report
+    assert json.loads((out / "develop" / "report.json").read_bytes())["changes"]["added"] == 1
+
+
 async def test_a_branch_keeps_the_formats_it_was_published_in_unless_pruned(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

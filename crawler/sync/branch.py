@@ -306,6 +306,7 @@ class BranchSync:
             status, message = "failed", f"branch {branch} failed: {replaced}"  # whatever failed
         if failing:
             report.stats = UNSET  # only the stats of what is published are meaningful
+        report.changes = UNSET  # set for a publish that then failed or wrote the same files
         report.status, report.error = status, message if failing else None
         self._finish()
         self._keep_report()
