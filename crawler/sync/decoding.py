@@ -241,6 +241,8 @@ class Decoding:
                         for i in range(shards)
                     )
             except BadCut as err:
+                if whole:  # a document read whole is not cut: no round again could help
+                    raise AssertionError(f"{url}: {err} in a whole read") from err
                 log.info("reading %s whole: %s", url, err)
                 if parts is not None:
                     parts.abandon()
