@@ -211,28 +211,26 @@ def _add_verify(commands: argparse._SubParsersAction[_Parser]) -> None:
 
 
 def settings(args: argparse.Namespace) -> Config:
-    """The config file named (or found), with the flags given applied on top."""
+    """The config file named (or found), with the flags given applied on top (formats gain
+    ``json`` as the config normalises them)."""
     config = load_config(args.config)
-    formats = getattr(args, "format", None)
-    if formats is not None and "json" not in formats:
-        formats = ("json", *formats)
     budget = getattr(args, "max_failed_stacks", None)
-    config = with_overrides(
+    given = {key: getattr(args, dest, None) for dest, (key, _) in _FILTERS.items()}
+    given = {key: globs for key, globs in given.items() if globs is not None}
+    return with_overrides(
         config,
         mirror=args.mirror,
         output=getattr(args, "output", None),
-        formats=formats,
+        formats=getattr(args, "format", None),
         concurrency=getattr(args, "concurrency", None),
         metrics=getattr(args, "metrics", None),
         prune_formats=getattr(args, "prune_formats", None),
         deadline=args.deadline,
+        publish=_with(config.publish, max_failed_stacks=budget) if budget is not None else None,
+        filters=_with(config.filters, **given) if given else None,
     )
-    if budget is not None:
-        publish = msgspec.structs.replace(config.publish, max_failed_stacks=budget)
-        config = msgspec.structs.replace(config, publish=publish)
-    given = {key: getattr(args, dest, None) for dest, (key, _) in _FILTERS.items()}
-    given = {key: globs for key, globs in given.items() if globs is not None}
-    if given:
-        filters = {**msgspec.to_builtins(config.filters), **given}
-        config = with_overrides(config, filters=filters)
-    return config
+
+
+def _with(settings: msgspec.Struct, **values: object) -> dict[str, Any]:
+    """A section of the config as data, with ``values`` in place of its own."""
+    return {**msgspec.to_builtins(settings), **values}

@@ -60,7 +60,7 @@ class Planner:
         """The plan for ``branch``, whose sources the mirror lists now are ``sources``."""
         previous = self.store.branch(branch)
         record = previous or self.store.branch(branch, any_version=True)
-        asked = normal_formats(self.config.formats)
+        asked: list[str] = list(self.config.formats)  # normalised by the config
         was = self._published_formats(branch, record)
         # A branch keeps the formats it was published in (a manual run without the pages
         # must not remove a site's pages): only prune_formats drops them, and never for an
