@@ -79,21 +79,13 @@ class Overlap(Exception):
     """The pieces of an index hold the same key twice (the file is read whole instead)."""
 
 
-def read_index(
-    path: str, url: str, limit: int = DEFAULT_INDEX_LIMIT
-) -> tuple[str, dict[str, msgspec.Raw]]:
-    """Read a whole index file (gunzipped if it is gzip data, FORMAT.md section 1) and decode
-    its envelope: the DB version and the raw records.
+def _body(path: str, url: str, limit: int) -> Buffer:
+    """The bytes of an index file (gunzipped if it is gzip data, FORMAT.md section 1).
 
     The file is memory-mapped rather than read, so its pages are the page cache's. Gzip data is
     gunzipped into memory, at most ``limit`` bytes of it (``max_index_mb``): a few KB of gzip
     can stand for many GB.
     """
-    return decode_document(_body(path, url, limit), url)
-
-
-def _body(path: str, url: str, limit: int) -> Buffer:
-    """The bytes of an index file, mapped, or gunzipped into memory (see :func:`read_index`)."""
     with open(open_regular(path), "rb") as file:
         if file.read(2) == b"\x1f\x8b":
             file.seek(0)
@@ -111,15 +103,15 @@ def read_whole(
     limit: int = DEFAULT_INDEX_LIMIT,
     last_first: bool = False,
 ) -> tuple[str, Iterator[Records[R]]]:
-    """Read a whole index file as :func:`read_index` does, and give its records a piece at a
-    time, in file order; raises :class:`Overlap` at a key that occurs twice. With
-    ``last_first``, the pieces are given from the last and each key once, with its last value,
-    as a dict keeps it.
+    """Read a whole index file (:func:`_body`), decode its envelope (the DB version), and give
+    its records a piece at a time, in file order; raises :class:`Overlap` at a key that occurs
+    twice. With ``last_first``, the pieces are given from the last and each key once, with its
+    last value, as a dict keeps it.
 
     Its ``installs`` are cut into pieces as a range that the fast cut cannot split is
     (:func:`chunks.split_range`): a document of millions of tiny records never becomes one dict
-    of them. A document that is not plainly one object of records is decoded whole by
-    :func:`read_index` (which says what is wrong with it).
+    of them. A document that is not plainly one object of records is decoded whole
+    (:func:`.records.decode_document`, which says what is wrong with it).
     """
     body = _body(path, url, limit)
     found = decode_envelope(body, url)

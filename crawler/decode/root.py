@@ -73,12 +73,12 @@ def _root_ranges(
     store: str | None,
 ) -> bytes:
     if store is None:
-        part = RootPart(None, frozenset(missing))
+        part = RootPart(frozenset(missing))
         for piece in read_pieces(fd, ranges, version, url, ROOT):
             part.add(piece)
     else:
         known = load_known(store, version)
-        part = RootPart(None, frozenset(missing), known)
+        part = RootPart(frozenset(missing), known)
         for digested in read_digested(fd, ranges, version, url, known):
             part.add_digested(digested)
     return msgspec.msgpack.encode(part.shard(version))
@@ -99,7 +99,7 @@ def summarize_root_shard(
     Read in pieces, a shard is a contiguous share of the file; read ``whole`` (or when the file
     cannot be cut), every shard decodes the whole envelope and takes every ``shards``-th record.
     ``missing`` lists dependency hashes known to be absent from the index (see
-    :func:`root_gaps`); ``limit`` bounds a gunzipped index (:func:`.read.read_index`). Returns
+    :func:`root_gaps`); ``limit`` bounds a gunzipped index (:func:`.read.read_whole`). Returns
     msgpack of :class:`RootShard`; raises :class:`chunks.BadCut` when a piece does not decode
     (the caller then asks for ``whole``). ``store`` as for :func:`summarize_root_part` (a
     root read whole does not go through it).
@@ -112,7 +112,7 @@ def summarize_root_shard(
             with at_most_invalid(url):
                 return _root_ranges(fd, ranges, span.version, url, missing, store)
     if shard:  # read whole, a document is one job: the other shards are empty
-        return msgspec.msgpack.encode(RootPart(None, frozenset()).shard(""))
+        return msgspec.msgpack.encode(RootPart(frozenset()).shard(""))
     with at_most_invalid(url):
         return msgspec.msgpack.encode(_root_whole(path, url, limit, missing))
 
@@ -133,7 +133,7 @@ def _root_read(
     path: str, url: str, limit: int, missing: tuple[str, ...], last_first: bool
 ) -> RootShard:
     version, pieces = read_whole(path, url, ROOT, limit, last_first)
-    part = RootPart(None, frozenset(missing))
+    part = RootPart(frozenset(missing))
     for piece in pieces:
         part.add(piece)
     return part.shard(version)

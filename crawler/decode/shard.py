@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import itertools
 from array import array
-from collections.abc import Container, Sequence
+from collections.abc import Sequence
 
 import msgspec
 
@@ -92,13 +92,10 @@ class RootShard(msgspec.Struct, frozen=True, gc=False):
 class RootPart:
     """Builds a :class:`RootShard`, piece after piece."""
 
-    def __init__(
-        self, keys: Container[str] | None, missing: frozenset[str], known: Known | None = None
-    ) -> None:
+    def __init__(self, missing: frozenset[str], known: Known | None = None) -> None:
         self.check = Checker()
-        #: Every key of the index when the shard read it whole; else the keys seen so far.
-        self.complete = keys is not None
-        self.keys: Container[str] = keys if keys is not None else set()
+        #: The valid keys seen so far.
+        self.keys: set[str] = set()
         self.missing = missing
         self.foreign: set[str] = set()
         self.records = 0
@@ -178,10 +175,7 @@ class RootPart:
             self._edges(node.dependencies)
             if self.digests is not None:
                 self.digests += digests.get(key, NO_DIGEST) if digests else NO_DIGEST
-        if not self.complete:  # only valid keys: an invalid one may be of any length
-            keys = self.keys
-            assert isinstance(keys, set)
-            keys.update(self.hashes[before:])
+        self.keys.update(self.hashes[before:])  # only valid keys: an invalid one may be long
 
     def _take(self, hits: Sequence[tuple[str, int]]) -> None:
         """Entries of the spec store, records whose bytes it summarised (in the build cache,
@@ -225,9 +219,7 @@ class RootPart:
         self.specs += keys
         assert self.digests is not None
         self.digests += b"".join(map(known.digest_of, (i for _, i in hits)))
-        if not self.complete:
-            assert isinstance(self.keys, set)
-            self.keys.update(keys)
+        self.keys.update(keys)
 
     def _reject_missing(self, hits: Sequence[tuple[str, int]]) -> list[tuple[str, int]]:
         """The entries whose edges point at no dependency known to be absent; the others are
@@ -284,19 +276,15 @@ class RootPart:
     def _dependencies(self, dependencies: list[Dependency]) -> str | None:
         """Why the edges make a record invalid, or None (see the module docstring).
 
-        The common case in a few C-level calls: every edge is a key of the whole index, or, for
-        a part, none is known to be missing (all become ``foreign``; :meth:`shard` keeps those
-        that are not keys of the part).
+        The common case in a few C-level calls: no edge is known to be missing (all become
+        ``foreign``; :meth:`shard` keeps those that are not keys of the part).
         """
         if len(dependencies) > MAX_DEPENDENCIES:
             return too_large("dependencies", len(dependencies), MAX_DEPENDENCIES, "edges")
         hashes = [dep.hash for dep in dependencies]
         if not all_hashes(hashes):
             return _bad_edge(dependencies)
-        if self.complete:
-            if all(map(self.keys.__contains__, hashes)):
-                return None
-        elif not self.missing or self.missing.isdisjoint(hashes):
+        if not self.missing or self.missing.isdisjoint(hashes):
             self.foreign.update(hashes)
             return None
         return self._bad_dependency(dependencies)
@@ -307,7 +295,7 @@ class RootPart:
             found = dep.hash
             if found in keys:
                 continue
-            if self.complete or found in self.missing:
+            if found in self.missing:
                 return f"dependency {dep.name}/{found} is not in this index"
             self.foreign.add(found)
         return None
@@ -381,7 +369,7 @@ class RootPart:
     def shard(self, version: str) -> RootShard:
         """The finished shard."""
         check = self.check
-        foreign = [] if self.complete else sorted(self.foreign - self.keys)  # type: ignore[operator]
+        foreign = sorted(self.foreign - self.keys)
         if foreign and check.keys:  # an edge to an invalid record of this shard is no gap
             rejected = set(check.keys)
             foreign = [h for h in foreign if key_digest(h) not in rejected]
