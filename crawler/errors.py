@@ -295,8 +295,8 @@ class PublishRefused(CrawlerError):
 
 
 class ChangesInputError(CrawlerError):
-    """An index given to :func:`~crawler.build.changes.compute_changes` does not have the shape of
-    ``index.json``."""
+    """The ``index.json`` a publish replaces, read to list the changes
+    (:func:`~crawler.build.changes.load_published`), does not have the shape of one."""
 
     def __init__(self, which: str, reason: str) -> None:
         self.which = which

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 import yaml
 
@@ -37,6 +38,7 @@ from bench.synth import SynthRef, SynthSpec, build_mirror, generate_specs
 from crawler import __version__
 from crawler.build.changes import counted, summary_line
 from crawler.cli.command import main_async
+from crawler.documents import Changes
 from crawler.ops.verify import verify_branch
 
 from .conftest import (
@@ -904,7 +906,7 @@ async def test_changes_json_and_the_last_log_line_say_what_changed(site: MakeSit
     }
     last = done.err.splitlines()[-1]
     line = "a: +1 spec, -1 spec (3 -> 3), 1 package added, 1 removed"
-    assert summary_line(changes) == line
+    assert summary_line(msgspec.convert(changes, Changes)) == line
     # The log names the branch once: "a: published <folder>: +1 spec, ..."
     assert f" INFO a: published {s.out / 'a'}: {line.removeprefix('a: ')} (" in last
     assert s.report("a")["changes"] == changes["totals"]

@@ -1,8 +1,9 @@
 """Changes: what a publish changed in a branch, compared with the index it replaces.
 
-:func:`compute_changes` compares two ``index.json`` documents (the one being replaced, or None
-for a branch's first publish, and the new one) and returns a deterministic
-:class:`~crawler.documents.Changes`, which ``changes.json`` holds::
+:func:`changes_between` compares the specs of two ``index.json`` documents (the one being
+replaced, read by :func:`load_published`, or None for a branch's first publish, and the new
+one) and returns a deterministic :class:`~crawler.documents.Changes`, which ``changes.json``
+holds once :meth:`Published.removed_specs` has named the specs removed::
 
     {
       "branch": "develop",
@@ -108,13 +109,6 @@ def spec_stacks_of(
     return result
 
 
-def _index(document: object, which: str) -> Index[PackageSummary]:
-    try:
-        return msgspec.convert(document, Index[PackageSummary])
-    except msgspec.ValidationError as err:
-        raise ChangesInputError(which, str(err)) from None
-
-
 class Published(NamedTuple):
     """What a publish is compared with: the specs of its ``index.json``, the packages' bytes
     (to name the specs a publish removes), and the filters it was published with (None:
@@ -163,20 +157,6 @@ def load_published(data: bytes) -> Published:
         raise ChangesInputError("previous", str(err)) from None
     filters = index.filters if not isinstance(index.filters, UnsetType) else None
     return Published(spec_stacks_of(index.packages), packages, filters)
-
-
-def compute_changes(old: object | None, new: object) -> Changes:
-    """What changed from ``old`` to ``new`` (``index.json`` documents, parsed or as
-    :class:`~crawler.documents.Index`; ``old`` None on a first publish). Raises
-    :class:`ChangesInputError` for a document that is not an index."""
-    index = _index(new, "new")
-    if old is None:
-        return changes_between(index.branch, None, spec_stacks_of(index.packages))
-    previous = _index(old, "previous").packages
-    changes = changes_between(
-        index.branch, spec_stacks_of(previous), spec_stacks_of(index.packages)
-    )
-    return with_removed_specs(changes, previous)
 
 
 def with_removed_specs(
@@ -252,17 +232,14 @@ def counted(n: int, word: str) -> str:
     return f"{n:,} {word}{'' if n == 1 else 's'}"
 
 
-def summary_line(changes: Changes | object) -> str:
-    """One line for a log or a commit message, of a :class:`~crawler.documents.Changes` or of
-    a parsed ``changes.json`` (decoded here: a reader of published files).
+def summary_line(changes: Changes) -> str:
+    """One line for a log or a commit message, of a :class:`~crawler.documents.Changes`.
 
     ``develop: +12 specs, -3 specs (60,012 -> 60,021), 2 packages added, 1 removed``;
     ``develop: first publish, 58 specs in 30 packages`` the first time;
     ``develop: +0 specs, -0 specs (58 -> 58), 0 packages added, 0 removed, 2 stack memberships
     changed`` when only stacks changed.
     """
-    if not isinstance(changes, Changes):
-        changes = msgspec.convert(changes, Changes)
     totals, branch = changes.totals, changes.branch
     if changes.first_publish:
         packages = counted(len(changes.packages_added), "package")
