@@ -11,7 +11,7 @@ import msgspec
 
 from ..documents import ChangeTotals, IndexStats, Report
 from ..mirror.discovery import Discovery
-from ..output.workdir import state_dir
+from ..output.workdir import report_path
 
 
 class RefListed(msgspec.Struct, frozen=True, kw_only=True):
@@ -82,7 +82,7 @@ def synced(branch: str, status: str, message: str, report: Report, output: Path)
         message=message,
         error=report.error,
         folder=str(folder) if (folder / "index.json").is_file() else None,
-        report=str(state_dir(output) / "reports" / f"{branch}.json"),
+        report=str(report_path(output, branch)),
         stats=report.stats or None,
         changes=report.changes or None,
         started_at=report.started_at,

@@ -30,6 +30,16 @@ def staging_dir(output: Path) -> Path:
     return state_dir(output) / "staging"
 
 
+def report_path(output: Path, branch: str) -> Path:
+    """Where a branch's last report is kept, whether it published or not."""
+    return state_dir(output) / "reports" / f"{branch}.json"
+
+
+def run_folder(output: Path) -> Path:
+    """This run's downloads (removed when it ends, or by the next run if it crashed)."""
+    return state_dir(output) / "tmp" / str(os.getpid())
+
+
 #: The folders of ``.crawler/`` that runs write into (``cache`` apart: see
 #: :func:`check_work_folders`).
 _WORK_FOLDERS = ("tmp", "staging", "state", "reports")
@@ -97,8 +107,7 @@ def recover(output: Path) -> list[str]:
     done: list[str] = []
     state = state_dir(output)
     try:
-        tmp = state / "tmp"
-        for entry in _ours(tmp, _RUN_FOLDER):
+        for entry in _ours(run_folder(output).parent, _RUN_FOLDER):
             shutil.rmtree(entry, ignore_errors=True)
             done.append(f"removed downloads left by an interrupted run ({entry.name})")
         staging = staging_dir(output)

@@ -67,7 +67,7 @@ from ..output.folder import replaced_error
 from ..output.published import PublishedBranch, check_replaceable
 from ..output.render import encode_json
 from ..output.state import BranchState, Store, fingerprint
-from ..output.workdir import state_dir
+from ..output.workdir import report_path
 from .collect import EarlyConsolidation, check_sources, read_all
 from .outcome import SourceOutcome
 from .plan import BranchPlan, Planner
@@ -354,8 +354,7 @@ class BranchSync:
 
     def _save_report(self) -> None:
         if is_safe_name(self.branch):
-            path = state_dir(self.run.output) / "reports" / f"{self.branch}.json"
-            atomic_write(path, encode_json(self.report))
+            atomic_write(report_path(self.run.output, self.branch), encode_json(self.report))
 
     def _keep_report(self) -> None:
         """Save the run report of a branch that publishes nothing. It only tells what happened

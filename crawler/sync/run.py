@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import shutil
 import time
 from collections.abc import Iterator, Sequence
@@ -31,7 +30,7 @@ from ..mirror.retry import Sleep
 from ..output.lock import RunLock
 from ..output.site.listing import write_listing
 from ..output.state import Store
-from ..output.workdir import check_work_folders, recover, state_dir
+from ..output.workdir import check_work_folders, recover, run_folder
 from .branch import BranchResult, BranchSync, RunContext
 from .forecast import BranchForecast, Forecaster
 from .plan import Planner
@@ -169,7 +168,7 @@ class Syncer:
 
     @contextlib.contextmanager
     def _workspace(self, reader: SourceReader) -> Iterator[Path]:
-        work = state_dir(self.output) / "tmp" / str(os.getpid())
+        work = run_folder(self.output)
         try:
             work.mkdir(parents=True, exist_ok=True)
         except OSError as err:
