@@ -1266,7 +1266,13 @@ def test_verify_names_what_it_cannot_check(tmp_path: Path) -> None:
     assert (done.code, done.out) == (2, "")
     assert done.err == (
         f"error: crawler verify: {output}: an output folder, not a branch folder (give one of "
-        f"its branches, such as {output / 'develop'})\n"
+        "its branches: develop)\n"
+    )
+    done = run_cli("verify", str(output / "devel"), cwd=tmp_path)  # a typo: the branches named
+    assert (done.code, done.err) == (
+        2,
+        f"error: crawler verify: {output / 'devel'}: no such branch published in {output} "
+        "(its branches: develop)\n",
     )
     done = _run_as_a_user_while(output, 0o600, "verify", str(output / "develop"), cwd=tmp_path)
     assert (done.code, done.out) == (2, "")

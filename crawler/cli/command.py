@@ -22,7 +22,7 @@ from pathlib import Path
 from .. import __version__
 from ..build.changes import counted
 from ..config import Config
-from ..consume.load import enclosing_branch
+from ..consume.load import no_such_branch, not_a_branch_folder
 from ..errors import CrawlerError, ExitCode, UsageError, shown
 from ..files import is_safe_name
 from ..heap import return_large_blocks
@@ -30,7 +30,6 @@ from ..mirror.proxies import environment_proxies
 from ..mirror.retry import Sleep
 from ..ops import metrics
 from ..output.lock import lock_named
-from ..output.workdir import STATE_DIR
 from ..sync.reporting import LogReporter
 from ..sync.run import RunResult, Syncer
 from . import completion, configcmd, find, preview
@@ -121,19 +120,15 @@ def _verify(args: argparse.Namespace) -> int:
 def _not_a_branch_folder(path: Path) -> str | None:
     """Why ``path`` is not a folder to verify, or None; raises OSError if it cannot be told."""
     example = "(give a published branch folder, such as output/develop)"
+    if not path.exists():
+        return no_such_branch(path)
     if not path.is_dir():
-        return f"{'no such folder' if not path.exists() else 'not a folder'} {example}"
-    if (path / STATE_DIR).is_dir() and not (path / "index.json").exists():
-        branches = sorted(p.parent.name for p in path.glob("*/index.json"))
-        such = f"such as {path / branches[0]}" if branches else "such as output/develop"
-        return f"an output folder, not a branch folder (give one of its branches, {such})"
+        return f"not a folder {example}"
     folder = path.resolve()  # as verify_branch names it
-    branch = enclosing_branch(folder)
-    if branch is not None:
-        return f"a folder inside the branch folder {branch}, not a branch folder"
-    if not is_safe_name(folder.name):  # .crawler: no branch is so named (nor verifies)
-        return f"not a branch folder: {folder.name!r} is no branch name {example}"
-    return None
+    problem = not_a_branch_folder(folder)
+    if problem is None and not is_safe_name(folder.name):  # .crawler: no branch is so named
+        problem = f"not a branch folder: {folder.name!r} is no branch name {example}"
+    return problem
 
 
 async def _branches(config: Config, sleep: Sleep, as_json: bool) -> int:

@@ -203,13 +203,15 @@ def _document(path: PathLike, name: str) -> Path:
     given = Path(path)
     try:
         if given.is_dir():
-            problem = _not_a_branch_folder(given)
-            if problem is None and not (given / name).exists():
+            problem = not_a_branch_folder(given)
+            if problem is None and not (given / "index.json").exists():
+                problem = f"it holds no index.json ({_EXAMPLE})"
+            elif problem is None and not (given / name).exists():
                 problem = f"it holds no {name}"
         elif given.exists():
             return given
         else:
-            problem = _missing(given)
+            problem = no_such_branch(given)
     except OSError as err:  # a folder this user may not search
         problem = f"cannot look into it: {err.strerror or err}"
     if problem is not None:
@@ -234,19 +236,19 @@ def enclosing_branch(folder: Path) -> Path | None:
     return None
 
 
-def _not_a_branch_folder(folder: Path) -> str | None:
-    """Why the existing folder ``folder`` is not a published branch folder, or None."""
+def not_a_branch_folder(folder: Path) -> str | None:
+    """Why the existing folder ``folder`` cannot be a published branch folder (an output
+    folder, a folder a publish wrote in one), or None. Its ``index.json`` is not asked for:
+    a branch folder that lost it is a finding of ``crawler verify``."""
     if (folder / STATE_DIR).is_dir() and not (folder / "index.json").exists():
         return f"an output folder, not a branch folder (give one of its branches{_such(folder)})"
     branch = enclosing_branch(folder)
     if branch is not None:
         return f"a folder inside the branch folder {branch}, not a branch folder"
-    if not (folder / "index.json").exists():
-        return f"it holds no index.json ({_EXAMPLE})"
     return None
 
 
-def _missing(path: Path) -> str:
+def no_such_branch(path: Path) -> str:
     """Why a missing path is no branch: in an output folder, which branches it has."""
     if (path.parent / STATE_DIR).is_dir():
         return f"no such branch published in {path.parent} (its branches{_such(path.parent)})"
