@@ -1,6 +1,6 @@
-"""Documents: ``index.json``, ``report.json`` and ``changes.json``, as the typed structs that
-the writers fill and the readers decode (nothing past decoding or before the final encoding is
-a ``dict``).
+"""Documents: ``index.json``, ``links.json``, ``changes.json``, ``history.json`` and
+``report.json``, as the typed structs that the writers fill and the readers decode (nothing
+past decoding or before the final encoding is a ``dict``).
 
 They are encoded by :func:`crawler.output.render.encode_json`, which sorts keys: the order the
 fields are declared in does not change a byte (they follow ``docs/``'s descriptions). A field
@@ -222,14 +222,14 @@ class History(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     publishes: list[HistoryEntry]
 
 
-# --- what report.json and changes.json have in common -------------------------------------
+# --- what the companions of index.json have in common -----------------------------------------
 
 
 class Companion(msgspec.Struct, frozen=True, gc=False):
-    """What every sync checks of the two companions of a published ``index.json`` (see
-    :func:`crawler.output.published.companion_problem`): a JSON object naming its branch. Only that:
-    a companion written by another version is still sound, and a ``branch`` of any type is
-    decoded, to be named in the problem."""
+    """What every sync checks of the companions of a published ``index.json`` (see
+    :func:`crawler.output.published.companion_problem`): a JSON object naming its branch. Only
+    that: a companion written by another version is still sound, and a ``branch`` of any type
+    is decoded, to be named in the problem."""
 
     branch: object = None
 

@@ -81,6 +81,11 @@ def shown(text: str, limit: int = SHOWN_LIMIT) -> str:
     return "".join(c if c.isprintable() else _escaped(c) for c in text)
 
 
+def counted(n: int, word: str) -> str:
+    """``1 spec``, ``2 specs``, ``1,234 specs``: a count in a message."""
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
 def _escaped(c: str) -> str:
     if "\udc80" <= c <= "\udcff":  # a byte that was not UTF-8 (decoded with surrogateescape)
         return f"\\x{ord(c) - 0xDC00:02x}"

@@ -36,9 +36,10 @@ import crawler.output.stage
 from bench.interrupts import describe_process, session_members
 from bench.synth import SynthRef, SynthSpec, build_mirror, generate_specs
 from crawler import __version__
-from crawler.build.changes import counted, summary_line
+from crawler.build.changes import summary_line
 from crawler.cli.command import main_async
 from crawler.documents import Changes
+from crawler.errors import counted
 from crawler.ops.verify import verify_branch
 
 from .conftest import (

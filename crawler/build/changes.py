@@ -58,7 +58,7 @@ from ..documents import (
     SpecDetail,
     StackChanges,
 )
-from ..errors import ChangesInputError
+from ..errors import ChangesInputError, counted
 
 log = logging.getLogger(__name__)
 
@@ -225,11 +225,6 @@ def changes_between(branch: str, before: SpecStacks | None, after: SpecStacks) -
             removed=sum(len(hashes) for hashes in removed.values()),
         ),
     )
-
-
-def counted(n: int, word: str) -> str:
-    """``1 spec``, ``2 specs``, ``1,234 specs``."""
-    return f"{n:,} {word}{'' if n == 1 else 's'}"
 
 
 def summary_line(changes: Changes) -> str:

@@ -4,8 +4,7 @@ mistake, must not empty its consumers' index). ``--force`` lifts it."""
 
 from __future__ import annotations
 
-from ..errors import PublishRefused
-from .changes import counted
+from ..errors import PublishRefused, counted
 
 
 def check_gate(branch: str, before: int | None, specs: int, max_drop: float) -> None:

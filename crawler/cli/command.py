@@ -20,10 +20,9 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from .. import __version__
-from ..build.changes import counted
 from ..config import Config
 from ..consume.load import no_such_branch, not_a_branch_folder
-from ..errors import CrawlerError, ExitCode, UsageError, shown
+from ..errors import CrawlerError, ExitCode, UsageError, counted, shown
 from ..files import is_safe_name
 from ..heap import return_large_blocks
 from ..mirror.proxies import environment_proxies
@@ -219,7 +218,8 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace | int:
     if args.command is None:  # before the extras: `crawler -q` lacks a command
         which = f"unrecognized arguments: {' '.join(extra)}; " if extra else ""
         raise UsageError(
-            f"crawler: {which}give a command: sync, branches or verify (see crawler --help)"
+            f"crawler: {which}give a command: sync, branches, verify, find, log, diff, config "
+            "or completion (see crawler --help)"
         )
     if extra:
         raise UsageError(f"crawler {args.command}: unrecognized arguments: {' '.join(extra)}")

@@ -1,6 +1,6 @@
 """What a transport is: the few operations the :class:`~crawler.mirror.fetch.Fetcher` asks of
-one (HTTP in :mod:`.http`, a local folder in :mod:`.local`), the :class:`Fetched` result of a
-download, and the size check both apply to a body."""
+one (HTTP in :mod:`.http`, a local folder in :mod:`.local`, S3 in :mod:`.s3`), the
+:class:`Fetched` result of a download, and the size check each applies to a body."""
 
 from __future__ import annotations
 

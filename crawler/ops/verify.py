@@ -54,8 +54,8 @@ from pathlib import Path
 import msgspec
 from msgspec import UnsetType
 
-from ..build.changes import counted
 from ..documents import Index, Links, PackageSummary
+from ..errors import counted
 from ..files import read_regular
 from ..output.published import COMPANIONS, OS_LITTER, companion_problem, foreign_entries
 from ..output.render import render_page
@@ -133,10 +133,10 @@ def _package_problems(name: str, package: PackageSummary, readable: set[str]) ->
         if list(spec.stacks) != sorted(set(spec.stacks)):
             problems.append(f"{where}: spec {spec.hash}: stacks are not sorted and unique")
     for label in sorted(set(by_stack) | set(meta.num_specs_by_stack)):
-        stated, counted = meta.num_specs_by_stack.get(label, 0), by_stack[label]
-        if stated != counted:
+        stated, tallied = meta.num_specs_by_stack.get(label, 0), by_stack[label]
+        if stated != tallied:
             problems.append(
-                f"{where}: meta.num_specs_by_stack[{label!r}] is {stated} but {counted} "
+                f"{where}: meta.num_specs_by_stack[{label!r}] is {stated} but {tallied} "
                 f"spec(s) list that stack"
             )
     for label in sorted(set(by_stack) - readable):

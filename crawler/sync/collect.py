@@ -9,11 +9,10 @@ import logging
 from collections.abc import Awaitable, Callable, Collection, Sequence
 
 from ..build import consolidate
-from ..build.changes import counted
 from ..build.locations import Caches
 from ..decode.validate import SourceSummary
 from ..documents import Conflict, PackageSummary, SpecLinks
-from ..errors import BranchError
+from ..errors import BranchError, counted
 from ..mirror.discovery import Source
 from ..targets import archspec_version as version
 from .outcome import SourceOutcome

@@ -22,9 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from ..build.changes import counted
 from ..decode.validate import Kind
-from ..errors import BranchError, CrawlerError, NotFoundError
+from ..errors import BranchError, CrawlerError, NotFoundError, counted
 from ..mirror.discovery import Discovery, Source
 from ..mirror.fetch import Fetcher
 from ..mirror.http import usable_etag

@@ -12,6 +12,7 @@ import hashlib
 import logging
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 from ..build.history import extended
 from ..documents import Changes, History, Index, Links, PackageSummary, Report
@@ -40,6 +41,16 @@ async def checkpoint() -> None:
         await asyncio.sleep(0)
 
 
+class Written(NamedTuple):
+    """What a publish wrote: the SHA-256 of its ``index.json`` and the
+    :class:`~crawler.output.state.PagesDigest` of its pages (None without), as the state
+    records them, and whether it was swapped in."""
+
+    index_sha256: str
+    pages_sha256: str | None
+    swapped: bool
+
+
 async def publish_branch(
     output: Path,
     index: Index[PackageSummary],
@@ -49,16 +60,14 @@ async def publish_branch(
     *,
     with_pages: bool,
     finish: Callable[[], None],
-    history: History | None = None,
-    keep: int = 0,
-    with_site: bool = False,
-) -> tuple[str, str | None, bool]:
-    """Stage and publish ``index``'s branch, with its pages or not; returns the SHA-256 of its
-    index.json, the :class:`~crawler.output.state.PagesDigest` of its pages (None without), and
-    whether it was swapped in. ``finish`` stamps the report's times just before it is written.
-    With a ``history`` (the branch's before), ``history.json`` is written too: this publish
-    first, at most ``keep`` publishes in all. ``with_site``: its site too (``site/``, the
-    ``html`` format), made from those documents.
+    history: History | None,
+    keep: int,
+    with_site: bool,
+) -> Written:
+    """Stage and publish ``index``'s branch, with its pages or not. ``finish`` stamps the
+    report's times just before it is written. With a ``history`` (the branch's before),
+    ``history.json`` is written too: this publish first, at most ``keep`` publishes in all.
+    ``with_site``: its site too (``site/``, the ``html`` format), made from those documents.
 
     It is not swapped in when the published folder already holds exactly these ``index.json``
     and pages, and intact companions: a run stopped (SIGKILL, a power cut) after its swap but
@@ -85,7 +94,7 @@ async def publish_branch(
                 pages.add(name, page)
         pages_digest = pages.hexdigest() if pages else None
         if PublishedBranch(output, branch).holds(digest, pages_digest, with_site):
-            return digest, pages_digest, False
+            return Written(digest, pages_digest, False)
         finish()
         stage.write("report.json", encode_json(report))
         after = None
@@ -103,7 +112,7 @@ async def publish_branch(
         stage.publish()
     finally:
         stage.discard()
-    return digest, pages_digest, True
+    return Written(digest, pages_digest, True)
 
 
 def after_publish(bookkeeping: Callable[[], None], done: str = "published") -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Protocol
 
-from ..build.changes import counted
+from ..errors import counted
 from ..mirror.transport import Progress
 from .outcome import SourceOutcome
 

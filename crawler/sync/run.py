@@ -17,10 +17,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..build.changes import counted
 from ..build.consolidate import thawed_gc
 from ..config import Config
-from ..errors import IndexFormatError, OutputError, UsageError, shown
+from ..errors import IndexFormatError, OutputError, UsageError, counted, shown
 from ..files import is_safe_name
 from ..heap import trim
 from ..mirror.discovery import Discovery, Mirror
