@@ -22,7 +22,7 @@ import msgspec
 from ..consume.diff import Change, IndexDiff, diff_indexes
 from ..consume.load import branch_path, no_gc
 from ..errors import ExitCode
-from .find import aligned, rich_table, run_alone
+from .consumer import aligned, rich_table, run_alone
 from .streams import printed, tell, write_whole
 
 _TEXTS = {

@@ -19,11 +19,11 @@ from typing import Any, TextIO
 
 import msgspec
 
-from ..consume.load import Packages, branch_path, load_packages, no_gc
+from ..consume.load import Packages, load_packages, no_gc
 from ..consume.query import Found, Match, Query
 from ..documents import SpecLinks
-from ..errors import CrawlerError, ExitCode, UsageError
-from .argtypes import path
+from ..errors import ExitCode, UsageError
+from .consumer import add_branch_arguments, aligned, branch_folder, rich_table, run_alone
 from .streams import printed, tell, write_whole
 
 EPILOG = (
@@ -32,20 +32,6 @@ EPILOG = (
     "published branch there, 12 its index.json has a schema_version this crawler does not read "
     "(newer), 13 an unknown --runs-on host or --family, 141 its reader closed the pipe"
 )
-DEFAULT_OUTPUT = "output"
-DEFAULT_BRANCH = "develop"
-
-
-class Parser(argparse.ArgumentParser):
-    """The parser of ``crawler find`` alone (see :func:`main`): raises a :class:`UsageError`
-    rather than exiting, and takes no abbreviated option, as the command line's does."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs.setdefault("allow_abbrev", False)
-        super().__init__(*args, **kwargs)
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise UsageError(f"{self.prog}: {message}")
 
 
 def add_parser(commands: Any) -> argparse.ArgumentParser:
@@ -62,23 +48,6 @@ _TEXTS = {
     "(none: every spec). Reads <output>/<branch>/index.json; writes nothing.",
     "epilog": EPILOG,
 }
-
-
-def add_branch_arguments(parser: argparse.ArgumentParser) -> None:
-    """Which published branch a consumer's command reads: ``--output`` and ``--branch``, or
-    ``--in`` a branch folder (see :func:`branch_folder`)."""
-    where = parser.add_argument_group("which branch")
-    where.add_argument(
-        "--output", metavar="DIR", help=f"output folder (default: ./{DEFAULT_OUTPUT})"
-    )
-    where.add_argument("--branch", metavar="NAME", help=f"branch (default: {DEFAULT_BRANCH})")
-    where.add_argument(
-        "--in",
-        dest="folder",
-        type=path,
-        metavar="FOLDER",
-        help="a published branch folder instead, e.g. snapshots/develop-2025-04-20",
-    )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -166,16 +135,6 @@ def _answer(
     return printed(lambda: _write(found, linked, folder, as_json=as_json), "the results")
 
 
-def branch_folder(args: argparse.Namespace) -> Path:
-    """The branch folder :func:`add_branch_arguments` named."""
-    if args.folder is not None:
-        if args.output is not None or args.branch is not None:
-            raise UsageError("give --in FOLDER, or --output and --branch, not both")
-        folder: Path = args.folder
-        return folder
-    return branch_path(args.output or DEFAULT_OUTPUT, args.branch or DEFAULT_BRANCH)
-
-
 def _nothing(query: Query, packages: Packages, folder: Path) -> str:
     """What to say when nothing matched: a package name that is none, or how much was asked."""
     if query.name is not None and not query.names(packages):
@@ -244,31 +203,10 @@ def plain_table(matches: Sequence[Match]) -> str:
     return aligned([tuple(c.upper() for c in _COLUMNS), *(_row(m, short=False) for m in matches)])
 
 
-def aligned(rows: Sequence[tuple[str, ...]]) -> str:
-    """Rows as columns aligned with two spaces between them, one line each, without trailing
-    blanks."""
-    widths = [max(map(len, column)) for column in list(zip(*rows, strict=True))[:-1]]
-    line = "  ".join(f"{{:<{width}}}" for width in widths) + "  {}"
-    return "".join(line.format(*row).rstrip() + "\n" for row in rows)
-
-
 def _rich_table(found: Found, folder: Path, out: TextIO) -> None:
     packages = len({m.name for m in found.matches})
     caption = f"{len(found):,} spec(s) of {packages:,} package(s) in {folder}"
     rich_table(_COLUMNS, [_row(m, short=True) for m in found.matches], caption, out)
-
-
-def rich_table(
-    columns: Sequence[str], rows: Sequence[tuple[str, ...]], caption: str, out: TextIO
-) -> None:
-    """Rows as a table drawn by rich on the terminal ``out``, under a bold header."""
-    from rich.console import Console  # only here: about 50 ms to import
-    from rich.table import Table
-
-    table = Table(*columns, caption=caption, box=None, header_style="bold")
-    for row in rows:
-        table.add_row(*row)
-    Console(file=out).print(table)
 
 
 def main(argv: Sequence[str]) -> int:
@@ -276,32 +214,3 @@ def main(argv: Sequence[str]) -> int:
     # The process ends after this command: its one document, acyclic, would only be walked.
     gc.disable()
     return run_alone("crawler find", _TEXTS, add_arguments, run, argv)
-
-
-def run_alone(
-    prog: str,
-    texts: dict[str, str],
-    add: Callable[[argparse.ArgumentParser], None],
-    command: Callable[[argparse.Namespace], int],
-    argv: Sequence[str],
-) -> int:
-    """A consumer's command (find, log, diff) on its own, without the command line's parser: its
-    exit code; an error is a line on stderr, a bug its traceback."""
-    try:
-        parser = Parser(prog=prog, **texts)
-        add(parser)
-        try:
-            args = parser.parse_args(argv)
-        except SystemExit as done:  # --help
-            return int(done.code or 0)
-        return command(args)
-    except CrawlerError as err:  # each class carries its exit code
-        tell(f"error: {err.headline}{err}")
-        return err.exit_code
-    except Exception:
-        import traceback
-
-        from .. import __version__
-
-        tell(f"internal error (a bug in crawler {__version__}):\n{traceback.format_exc()}")
-        return ExitCode.INTERNAL

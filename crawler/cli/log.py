@@ -13,7 +13,7 @@ import msgspec
 from ..consume.load import load_history
 from ..documents import HistoryEntry
 from .argtypes import int_between
-from .find import add_branch_arguments, aligned, branch_folder, run_alone
+from .consumer import add_branch_arguments, aligned, branch_folder, run_alone
 from .streams import printed
 
 _TEXTS = {

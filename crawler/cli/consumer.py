@@ -1,0 +1,109 @@
+"""What the consumer's commands (``find``, ``log``, ``diff``) share: which published branch
+they read, their tables, and how each runs on its own, started by :mod:`.entry` without the
+sync's imports (so the error line and exit code are given here rather than by
+:mod:`.command`, which runs them in-process too)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from ..consume.load import branch_path
+from ..errors import CrawlerError, ExitCode, UsageError
+from .argtypes import path
+from .streams import tell
+
+DEFAULT_OUTPUT = "output"
+DEFAULT_BRANCH = "develop"
+
+
+class Parser(argparse.ArgumentParser):
+    """The parser of a consumer's command alone (see :func:`run_alone`): raises a
+    :class:`UsageError` rather than exiting, and takes no abbreviated option, as the command
+    line's does."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def add_branch_arguments(parser: argparse.ArgumentParser) -> None:
+    """Which published branch a consumer's command reads: ``--output`` and ``--branch``, or
+    ``--in`` a branch folder (see :func:`branch_folder`)."""
+    where = parser.add_argument_group("which branch")
+    where.add_argument(
+        "--output", metavar="DIR", help=f"output folder (default: ./{DEFAULT_OUTPUT})"
+    )
+    where.add_argument("--branch", metavar="NAME", help=f"branch (default: {DEFAULT_BRANCH})")
+    where.add_argument(
+        "--in",
+        dest="folder",
+        type=path,
+        metavar="FOLDER",
+        help="a published branch folder instead, e.g. snapshots/develop-2025-04-20",
+    )
+
+
+def branch_folder(args: argparse.Namespace) -> Path:
+    """The branch folder :func:`add_branch_arguments` named."""
+    if args.folder is not None:
+        if args.output is not None or args.branch is not None:
+            raise UsageError("give --in FOLDER, or --output and --branch, not both")
+        folder: Path = args.folder
+        return folder
+    return branch_path(args.output or DEFAULT_OUTPUT, args.branch or DEFAULT_BRANCH)
+
+
+def aligned(rows: Sequence[tuple[str, ...]]) -> str:
+    """Rows as columns aligned with two spaces between them, one line each, without trailing
+    blanks."""
+    widths = [max(map(len, column)) for column in list(zip(*rows, strict=True))[:-1]]
+    line = "  ".join(f"{{:<{width}}}" for width in widths) + "  {}"
+    return "".join(line.format(*row).rstrip() + "\n" for row in rows)
+
+
+def rich_table(
+    columns: Sequence[str], rows: Sequence[tuple[str, ...]], caption: str, out: TextIO
+) -> None:
+    """Rows as a table drawn by rich on the terminal ``out``, under a bold header."""
+    from rich.console import Console  # only here: about 50 ms to import
+    from rich.table import Table
+
+    table = Table(*columns, caption=caption, box=None, header_style="bold")
+    for row in rows:
+        table.add_row(*row)
+    Console(file=out).print(table)
+
+
+def run_alone(
+    prog: str,
+    texts: dict[str, str],
+    add: Callable[[argparse.ArgumentParser], None],
+    command: Callable[[argparse.Namespace], int],
+    argv: Sequence[str],
+) -> int:
+    """A consumer's command (find, log, diff) on its own, without the command line's parser: its
+    exit code; an error is a line on stderr, a bug its traceback."""
+    try:
+        parser = Parser(prog=prog, **texts)
+        add(parser)
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as done:  # --help
+            return int(done.code or 0)
+        return command(args)
+    except CrawlerError as err:  # each class carries its exit code
+        tell(f"error: {err.headline}{err}")
+        return err.exit_code
+    except Exception:
+        import traceback
+
+        from .. import __version__
+
+        tell(f"internal error (a bug in crawler {__version__}):\n{traceback.format_exc()}")
+        return ExitCode.INTERNAL
