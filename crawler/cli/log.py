@@ -11,7 +11,7 @@ from typing import Any
 import msgspec
 
 from ..consume.load import load_history
-from ..documents import HistoryEntry
+from ..documents import ChangeTotals, HistoryEntry
 from .argtypes import int_between
 from .consumer import add_branch_arguments, aligned, branch_folder, run_alone
 from .streams import printed
@@ -57,20 +57,31 @@ def run(args: argparse.Namespace) -> int:
     return printed(text, "the list")
 
 
+class Logged(msgspec.Struct, frozen=True, kw_only=True):
+    """A publish as ``crawler log --json`` prints it: when, which index, its totals and the
+    packages it added and removed (the specs, by hash, are in ``history.json``)."""
+
+    published_at: str
+    index_sha256: str
+    first_publish: bool
+    totals: ChangeTotals
+    packages_added: list[str]
+    packages_removed: list[str]
+
+
 def json_lines(publishes: Sequence[HistoryEntry]) -> bytes:
-    """One JSON object a publish: when, which index, its totals and the packages it added and
-    removed (the specs, by hash, are in ``history.json``)."""
+    """One line of JSON a publish (a :class:`Logged`)."""
     encode = msgspec.json.Encoder().encode
     return b"".join(
         encode(
-            {
-                "published_at": p.published_at,
-                "index_sha256": p.index_sha256,
-                "first_publish": p.changes.first_publish,
-                "totals": p.changes.totals,
-                "packages_added": p.changes.packages_added,
-                "packages_removed": p.changes.packages_removed,
-            }
+            Logged(
+                published_at=p.published_at,
+                index_sha256=p.index_sha256,
+                first_publish=p.changes.first_publish,
+                totals=p.changes.totals,
+                packages_added=p.changes.packages_added,
+                packages_removed=p.changes.packages_removed,
+            )
         )
         + b"\n"
         for p in publishes

@@ -331,8 +331,6 @@ def decode_document(body: Buffer, url: str) -> tuple[str, dict[str, msgspec.Raw]
     except RecursionError:  # msgspec gives up on values nested thousands deep
         raise IndexFormatError(url, "not a Spack database index: nested too deeply") from None
     version = document.database.version
-    if not isinstance(version, str):
-        raise UnsupportedVersionError(url, version)
-    if version not in SUPPORTED_VERSIONS:
+    if not isinstance(version, str) or version not in SUPPORTED_VERSIONS:
         raise UnsupportedVersionError(url, version)
     return version, document.database.installs
