@@ -130,6 +130,16 @@ class Source:
         return self.label == ROOT_LABEL
 
     @property
+    def kind(self) -> Literal["root", "stack"]:
+        """What a report calls the source."""
+        return "root" if self.is_root else "stack"
+
+    @property
+    def is_local(self) -> bool:
+        """True for a file on this machine (read and hashed in place, never cached)."""
+        return self.location.startswith("file://")
+
+    @property
     def sidecar(self) -> str | None:
         """The v2 ``index.json.hash`` location, None for v3."""
         return self.location + ".hash" if self.layout == "v2" else None

@@ -83,7 +83,7 @@ class SourceForecast:
 
     def line(self) -> str:
         """``label: verdict [size] (why)``, as the dry run prints it."""
-        local = self.source.location.startswith("file://")
+        local = self.source.is_local
         if self.verdict in ("missing", "failed"):
             return self.outcome().line()  # as a sync logs it
         if self.verdict == "unchanged":
@@ -191,8 +191,7 @@ class Forecaster:
         """The checks :meth:`~crawler.sync.sources.SourceReader.read` makes before it would
         download, in its order: a checksum the mirror vouches for, then the conditional
         request (or the hash of a local file)."""
-        kind: Kind = "root" if source.is_root else "stack"
-        store = self.run.store
+        kind, store = source.kind, self.run.store
         cached_before = before is not None and store.has(kind, before.sha256)
         etag = before.etag if before is not None and cached_before else None
         sidecar = None

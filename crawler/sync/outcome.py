@@ -89,7 +89,7 @@ class SourceOutcome:
     @property
     def kind(self) -> Kind:
         """Root and stack indexes are summarised differently."""
-        return "root" if self.source.is_root else "stack"
+        return self.source.kind
 
     @property
     def sidecar_matches(self) -> bool | None:

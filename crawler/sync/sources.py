@@ -211,7 +211,7 @@ class SourceReader:
             if confirmed and self._reuse(outcome, promised, "unchanged", before):
                 return None
         root = None
-        if not source.location.startswith("file://"):  # local files are only hashed here
+        if not source.is_local:  # local files are only hashed here
             if etag is None:  # a body will come: workers start while it downloads
                 self.decoding.pool.start()
             if source.is_root:
@@ -265,7 +265,7 @@ def promised_sha256(source: Source, before: SourceState | None, sidecar: str | N
     downloaded before and whose server sent no ETag then (with an ETag, ``If-None-Match``
     is exact).
     """
-    if source.location.startswith("file://"):
+    if source.is_local:
         return None
     if source.checksum is not None:
         return source.checksum
