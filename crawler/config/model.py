@@ -177,18 +177,6 @@ class Filters(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=T
         """Whether ``--all`` syncs the ref ``ref``."""
         return _kept(ref, self.refs, self.exclude_refs)
 
-    @property
-    def of_a_branch(self) -> dict[str, list[str]]:
-        """The filters that shape a branch's output (not ``refs``), those set: empty when the
-        branch is published whole."""
-        lists = {
-            "packages": self.packages,
-            "exclude_packages": self.exclude_packages,
-            "stacks": self.stacks,
-            "exclude_stacks": self.exclude_stacks,
-        }
-        return {key: list(globs) for key, globs in lists.items() if globs}
-
 
 def _kept(name: str, wanted: Iterable[str], excluded: Iterable[str]) -> bool:
     if wanted and not any(fnmatch.fnmatchcase(name, g) for g in wanted):

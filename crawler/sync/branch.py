@@ -374,8 +374,14 @@ def branch_sources(config: Config, discovery: Discovery, branch: str) -> list[So
 
 def published_filters(config: Config) -> IndexFilters | None:
     """The filters a branch is published with (None: whole), as ``index.json`` states them."""
-    shaped = config.filters.of_a_branch
-    return IndexFilters(**shaped) if shaped else None
+    f = config.filters  # refs apart: they choose branches, not what a branch holds
+    shaped = IndexFilters(
+        packages=list(f.packages),
+        exclude_packages=list(f.exclude_packages),
+        stacks=list(f.stacks),
+        exclude_stacks=list(f.exclude_stacks),
+    )
+    return shaped if shaped != IndexFilters() else None
 
 
 def inputs_of(
