@@ -141,12 +141,8 @@ class BranchSync:
             return await self._sync(discovery)
         except PublishRefused as err:
             return self._done("refused", str(err))
-        except CrawlerError as err:
-            message = str(err) if isinstance(err, BranchError) else f"branch {branch} failed: {err}"
-            return self._done("failed", message)
-        except OSError as err:  # the output as the filesystem has it: a folder not searchable
-            where = f"cannot use {err.filename}: " if err.filename is not None else ""
-            return self._done("failed", f"branch {branch} failed: {where}{err.strerror or err}")
+        except (CrawlerError, OSError) as err:  # OSError: a folder of the output not searchable
+            return self._done("failed", failure_line(branch, err))
         except MemoryError:  # ``ulimit -v``, or a full machine: no bug, no traceback
             return self._done(
                 "failed", f"branch {branch} failed: out of memory building its output"
@@ -197,12 +193,9 @@ class BranchSync:
 
     def _unchanged(self, previous: BranchState, failed: list[SourceOutcome]) -> BranchResult:
         self._remember(previous)
-        if not failed:
-            return self._done("unchanged", "output is current")
-        # Still partial: the published output lacks the failing stacks.
-        self.report.failed_stacks = [o.source.label for o in failed]
-        labels = ", ".join(o.source.label for o in failed)
-        return self._done("partial", f"output is current, but stacks still fail: {labels}")
+        if failed:  # still partial: the published output lacks the failing stacks
+            self.report.failed_stacks = [o.source.label for o in failed]
+        return self._done(*current_status(failed))
 
     async def _rebuild(self, plan: BranchPlan, failed: list[SourceOutcome]) -> BranchResult:
         branch, report = self.branch, self.report
@@ -364,6 +357,24 @@ class BranchSync:
             self._save_report()
         except CrawlerError as err:
             log.warning("%s: %s (the run report of this branch is not saved)", self.branch, err)
+
+
+def failure_line(branch: str, err: CrawlerError | OSError) -> str:
+    """The line a branch that failed ends with (a sync's, a dry run's)."""
+    if isinstance(err, BranchError):
+        return str(err)
+    if isinstance(err, OSError):  # the output as the filesystem has it
+        where = f"cannot use {err.filename}: " if err.filename is not None else ""
+        return f"branch {branch} failed: {where}{err.strerror or err}"
+    return f"branch {branch} failed: {err}"
+
+
+def current_status(failed: Sequence[SourceOutcome]) -> tuple[BranchStatus, str]:
+    """The status and line of a branch whose output is current, its ``failed`` stacks apart."""
+    if not failed:
+        return "unchanged", "output is current"
+    labels = ", ".join(o.source.label for o in failed)
+    return "partial", f"output is current, but stacks still fail: {labels}"
 
 
 def branch_sources(config: Config, discovery: Discovery, branch: str) -> list[Source]:

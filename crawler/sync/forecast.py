@@ -34,6 +34,8 @@ from .branch import (
     BranchStatus,
     RunContext,
     branch_sources,
+    current_status,
+    failure_line,
     inputs_of,
     is_current,
     published_filters,
@@ -117,13 +119,8 @@ class Forecaster:
         found = BranchForecast(branch, "failed", "")
         try:
             await self._branch(found, discovery)
-        except CrawlerError as err:
-            why = str(err) if isinstance(err, BranchError) else f"branch {branch} failed: {err}"
-            found.status, found.message = "failed", why
-        except OSError as err:  # the output as the filesystem has it: a folder not searchable
-            where = f"cannot use {err.filename}: " if err.filename is not None else ""
-            found.status = "failed"
-            found.message = f"branch {branch} failed: {where}{err.strerror or err}"
+        except (CrawlerError, OSError) as err:  # OSError: a folder of the output not searchable
+            found.status, found.message = "failed", failure_line(branch, err)
         return found
 
     async def _branch(self, found: BranchForecast, discovery: Discovery) -> None:
@@ -141,16 +138,11 @@ class Forecaster:
         outcomes = [s.outcome() for s in found.sources]
         budget = run.config.publish.max_failed_stacks
         failed = check_sources(branch, outcomes, plan.excused, budget)
-        labels = ", ".join(o.source.label for o in failed)
         known, why = self._known_inputs(found.sources, plan)
         if known and plan.previous is not None:
             inputs = inputs_of(outcomes, plan.formats, run.mirror, published_filters(run.config))
             if is_current(run.output, branch, plan.previous, inputs, plan.formats):
-                if failed:
-                    found.status = "partial"
-                    found.message = f"output is current, but stacks still fail: {labels}"
-                else:
-                    found.status, found.message = "unchanged", "output is current"
+                found.status, found.message = current_status(failed)
                 return
             why = (
                 "its sources are unchanged, but not its formats or filters"
@@ -159,6 +151,7 @@ class Forecaster:
             )
         check_replaceable(run.output / branch)
         found.status = "partial" if failed else "published"
+        labels = ", ".join(o.source.label for o in failed)
         found.message = f"{why}; stacks failing: {labels}" if failed else why
 
     @staticmethod
