@@ -43,6 +43,7 @@ from __future__ import annotations
 import logging
 from collections import Counter, defaultdict
 from collections.abc import Mapping
+from pathlib import Path
 from typing import NamedTuple
 
 import msgspec
@@ -58,7 +59,8 @@ from ..documents import (
     SpecDetail,
     StackChanges,
 )
-from ..errors import ChangesInputError, counted
+from ..errors import ChangesInputError, CrawlerError, counted
+from ..files import read_regular
 
 log = logging.getLogger(__name__)
 
@@ -157,6 +159,18 @@ def load_published(data: bytes) -> Published:
         raise ChangesInputError("previous", str(err)) from None
     filters = index.filters if not isinstance(index.filters, UnsetType) else None
     return Published(spec_stacks_of(index.packages), packages, filters)
+
+
+def published(path: Path) -> Published | None:
+    """The specs (and filters) of a branch's published index; None if there is none or it is
+    unreadable."""
+    try:
+        return load_published(read_regular(path))
+    except FileNotFoundError:
+        return None
+    except (OSError, CrawlerError) as err:
+        log.warning("previous %s is unreadable (%s)", path, err)
+        return None
 
 
 def with_removed_specs(

@@ -1,9 +1,8 @@
 """Report: what a branch's run found, as ``report.json`` and ``index.json`` state it.
 
 From the sources' outcomes and the consolidated packages: the findings (invalid records,
-conflicts, missing and failed stacks, set on the :class:`~crawler.documents.Report`), the
-branch's ``stats``, and the specs of the published index as
-:func:`crawler.build.changes.changes_between` compares them.
+conflicts, missing and failed stacks, set on the :class:`~crawler.documents.Report`) and the
+branch's ``stats``.
 
 The findings are bounded, whatever the mirror sends: each source lists at most
 :data:`crawler.decode.validate.INVALID_SHOWN` invalid records, a branch at most
@@ -17,7 +16,6 @@ from __future__ import annotations
 import itertools
 import logging
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Protocol
 
 from ..decode.validate import SourceSummary
@@ -28,9 +26,6 @@ from ..documents import (
     PackageSummary,
     Report,
 )
-from ..errors import CrawlerError
-from ..files import read_regular
-from .changes import Published, load_published
 
 log = logging.getLogger(__name__)
 
@@ -88,15 +83,3 @@ def branch_stats(
         invalid_records=sum(o.summary.invalid_total for o in outcomes if o.summary),
         conflicts=len(conflicts),
     )
-
-
-def published(path: Path) -> Published | None:
-    """The specs (and filters) of a branch's published index; None if there is none or it is
-    unreadable."""
-    try:
-        return load_published(read_regular(path))
-    except FileNotFoundError:
-        return None
-    except (OSError, CrawlerError) as err:
-        log.warning("previous %s is unreadable (%s)", path, err)
-        return None

@@ -40,6 +40,7 @@ from .. import __version__
 from ..build.changes import (
     SpecStacks,
     changes_between,
+    published,
     spec_stacks_of,
     summary_line,
 )
@@ -47,7 +48,7 @@ from ..build.consolidate import consolidate, paused_gc
 from ..build.gate import check_gate
 from ..build.history import read_history
 from ..build.locations import Caches
-from ..build.report import branch_stats, published, record_findings
+from ..build.report import branch_stats, record_findings
 from ..config import Config
 from ..decode.validate import SourceSummary
 from ..documents import (
