@@ -320,3 +320,32 @@ def test_a_branch_is_not_published_through_a_link_put_in_place_of_the_output(
     assert list(other.iterdir()) == []
     assert (moved / "develop" / "index.json").read_bytes() == b"old"
     assert list((moved / ".crawler" / "staging").iterdir()) == []
+
+
+@pytest.mark.parametrize("what", ["link to a file", "dangling link", "folder", "pipe"])
+async def test_a_lock_file_that_is_no_regular_file_is_refused(
+    output: Path, tmp_path: Path, what: str
+) -> None:
+    """The lock is written and emptied: through a link it emptied the file the link led to
+    (a file outside the output). Whatever is not a regular file there is refused (exit 4),
+    left as it is, and nothing is written through it."""
+    lock = output / ".crawler" / "lock"
+    lock.parent.mkdir(parents=True)
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    if what == "link to a file":
+        lock.symlink_to(victim)
+    elif what == "dangling link":
+        lock.symlink_to(tmp_path / "gone")
+    elif what == "folder":
+        lock.mkdir()
+    else:
+        os.mkfifo(lock)
+    with pytest.raises(OutputError) as caught:
+        await RunLock(output).acquire_async()
+    assert str(caught.value) == (
+        f"cannot write {lock}: not a regular file (a link, a folder, a pipe): move it away"
+    )
+    assert caught.value.exit_code == 4
+    assert victim.read_text() == "precious" and not (tmp_path / "gone").exists()
+    assert lock.is_symlink() or (lock.exists() and not lock.is_file())  # left as it was

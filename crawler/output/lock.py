@@ -33,7 +33,9 @@ How it works, and why:
 * On release the content is emptied, then the lock dropped and the descriptor closed. The file
   itself is kept: deleting it would let two runs lock two different files under the same name
   (one holding the deleted file, one a newly created one). An empty file therefore means "the
-  last run ended cleanly".
+  last run ended cleanly". For the same reason, anything but a regular file there (a link,
+  which the lock's writes would go through, a folder, a pipe) is refused, and left for a
+  human to move away: the run fails (exit 4) rather than write through it or replace it.
 
 * The lock is in the folder the run opened: :class:`RunLock` opens the output folder once (by
   its resolved path, never through a link, :mod:`crawler.output.folder`), makes and locks
@@ -82,6 +84,7 @@ LOCK_FILE = Path(".crawler") / "lock"
 POLL_SECONDS = 0.1
 _MAX_CONTENT = 4096
 _NOT_A_FOLDER = "not a folder (a file, or a link that leads nowhere): move it away"
+_NOT_A_FILE = "not a regular file (a link, a folder, a pipe): move it away"
 
 
 @dataclass(frozen=True)
@@ -275,11 +278,20 @@ class RunLock:
             raise OutputError(str(state), _NOT_A_FOLDER) from None
         except OSError as err:
             raise OutputError(str(state), err.strerror or str(err)) from None
-        flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC
+        # Never through a link: the lock is written and emptied, which would empty whatever
+        # file the link leads to. Not removed either: a run holding the lock on a real file
+        # there could then be joined by another one.
+        flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
         try:
-            return os.open(LOCK_FILE, flags, 0o644, dir_fd=folder.fd)
+            fd = os.open(LOCK_FILE, flags, 0o644, dir_fd=folder.fd)
         except OSError as err:
-            raise OutputError(str(self.path), err.strerror or str(err)) from None
+            not_a_file = err.errno in (errno.ELOOP, errno.EISDIR)
+            reason = _NOT_A_FILE if not_a_file else err.strerror or str(err)
+            raise OutputError(str(self.path), reason) from None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise OutputError(str(self.path), _NOT_A_FILE)
+        return fd
 
     @staticmethod
     def _read(fd: int) -> bytes:
