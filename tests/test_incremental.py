@@ -834,6 +834,38 @@ async def test_a_deleted_or_damaged_published_index_is_republished(
     assert await site.sync() == 6
 
 
+def _altered(path: Path) -> None:
+    """The same size, one byte other: what only its SHA-256 tells."""
+    data = bytearray(path.read_bytes())
+    data[-3] = ord("0") if data[-3] != ord("0") else ord("1")
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("how", sorted(DAMAGE))
+async def test_a_deleted_or_damaged_links_json_is_republished(
+    tmp_path: Path, serve: Serve, how: str
+) -> None:
+    """links.json was not among the files a sync checks: deleted or cut, the branch stayed
+    "current" (exit 6, also with --force) while verify failed it and find --links could not
+    read it. A warm run checks its size; a rebuild (the state gone) its bytes."""
+    site = await make_site(tmp_path, serve)
+    before = await site.start()
+    links = site.out / BRANCH / "links.json"
+    DAMAGE[how](links)
+
+    assert await site.sync() == 0
+    assert site.report()["status"] == "published"
+    assert site.outcomes() == UNCHANGED  # proven current: no download
+    assert site.published() == before
+    assert verify_branch(site.out / BRANCH, schema=False) == []
+
+    shutil.rmtree(site.out / ".crawler" / "state")
+    _altered(links)
+    assert await site.sync() == 0  # rebuilt: its bytes are not those it would write
+    assert site.published() == before
+    assert await site.sync() == 6
+
+
 async def test_deleted_damaged_or_extra_published_pages_are_republished(
     tmp_path: Path, serve: Serve
 ) -> None:

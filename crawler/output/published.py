@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import stat
 from collections.abc import Callable
 from pathlib import Path
 
@@ -28,7 +29,7 @@ import msgspec
 from ..config import normal_formats
 from ..documents import Companion, Index, Report
 from ..errors import OutputError
-from ..files import read_regular
+from ..files import open_regular, read_regular
 from .site import SITE, SITE_SUFFIXES
 from .state import BranchState, PagesDigest
 
@@ -241,6 +242,25 @@ class PublishedBranch:
                 return False
         return True
 
+    def _links_size(self) -> int | None:
+        """The size of its ``links.json``; None when it has none that is a regular file."""
+        try:
+            info = os.lstat(self.folder / "links.json")
+        except OSError:
+            return None
+        return info.st_size if stat.S_ISREG(info.st_mode) else None
+
+    def _links_sha256(self) -> str | None:
+        """The SHA-256 of its ``links.json`` (read a block at a time: it is 100-odd MB for a
+        develop-sized branch), or None (see :meth:`_links_size`)."""
+        if self._links_size() is None:
+            return None
+        try:
+            with open(open_regular(self.folder / "links.json"), "rb") as file:
+                return hashlib.file_digest(file, "sha256").hexdigest()
+        except OSError:
+            return None
+
     def index(self, sha256: str) -> bytes | None:
         """The bytes of its ``index.json`` when they have this SHA-256 and its companions are
         intact; else None."""
@@ -254,10 +274,13 @@ class PublishedBranch:
             return None
         return index if self._companions_intact() else None
 
-    def holds(self, index_sha256: str, pages_digest: str | None, site: bool = False) -> bool:
-        """Whether it holds, intact, an ``index.json`` of this SHA-256 and these pages (a
-        :class:`PagesDigest`; None: no ``pages/`` at all), and a site or none (``site``)."""
-        if self.index(index_sha256) is None:
+    def holds(
+        self, index_sha256: str, pages_digest: str | None, links_sha256: str, site: bool
+    ) -> bool:
+        """Whether it holds, intact, an ``index.json`` and a ``links.json`` of these SHA-256
+        and these pages (a :class:`PagesDigest`; None: no ``pages/`` at all), and a site or
+        none (``site``)."""
+        if self.index(index_sha256) is None or self._links_sha256() != links_sha256:
             return False
         if self.has_site() != site or (not site and os.path.lexists(self.site)):
             return False
@@ -274,7 +297,7 @@ class PublishedBranch:
             names = package_names(read_regular(self.folder / "index.json"))
         except OSError:
             names = None
-        if names is None or not self._companions_intact():
+        if names is None or not self._companions_intact() or self._links_size() is None:
             return False
         if "html" in asked and not self.has_site():
             return False
@@ -298,6 +321,10 @@ class PublishedBranch:
             return False
         index = self.index(previous.index_sha256)
         if index is None:
+            return False
+        size = self._links_size()  # None in a state written before it was kept: any size
+        if size is None or size != (previous.links_size or size):
+            log.debug("%s: its links.json is missing or not the size published", self.branch)
             return False
         if "html" in published and not self.has_site():
             log.debug("%s: its site is missing", self.branch)

@@ -89,20 +89,23 @@ class BranchStage:
         relative: str,
         chunks: Iterable[bytes | bytearray],
         digest: hashlib._Hash | None = None,
-    ) -> None:
-        """Add one file written a chunk at a time, each also fed to ``digest`` if given."""
+    ) -> int:
+        """Add one file written a chunk at a time, each also fed to ``digest`` if given; its
+        size."""
         folder = os.path.dirname(relative)
         try:
             if folder:
                 makedirs_at(self._fd, folder)
             flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+            size = 0
             with open(os.open(relative, flags, 0o666, dir_fd=self._fd), "wb") as out:
                 for chunk in chunks:
                     if digest is not None:
                         digest.update(chunk)
-                    out.write(chunk)
+                    size += out.write(chunk)
         except OSError as err:
             raise OutputError(str(self.path / relative), err.strerror or str(err)) from None
+        return size
 
     def discard(self) -> None:
         """Drop the staged files; the published branch is untouched."""

@@ -113,6 +113,11 @@ class BranchState(msgspec.Struct, frozen=True, gc=False):
     sources: list[SourceState]
     stats: IndexStats | None = None  # None: a state written before they were kept
     pages_sha256: str | None = None  # :class:`PagesDigest` of the pages, if any were written
+    #: ``links.json`` as published (None: a state written before they were kept): a warm run
+    #: checks its size, a rebuild its bytes (hashing its 100-odd MB every run would cost a
+    #: warm run a sixth of its time).
+    links_sha256: str | None = None
+    links_size: int | None = None
 
     def source(self, label: str, url: str, location: str) -> SourceState | None:
         """The previous state of a source, if it had the same URL and was fetched from the same

@@ -221,7 +221,7 @@ class BranchSync:
             report.status, report.error, report.changes = status, None, changes.totals
             keep = self.run.config.history
             folder = self.run.output / branch
-            digest, pages, swapped = await publish_branch(
+            written = await publish_branch(
                 self.run.output,
                 index,
                 changes,
@@ -233,15 +233,24 @@ class BranchSync:
                 history=read_history(folder / "history.json", branch) if keep else None,
                 keep=keep,
             )
-        if swapped:
+        if written.swapped:
             after_publish(self._save_report)
-        learnt = [o.state() for o in self.outcomes]
-        state = BranchState(__version__, inputs, digest, plan.formats, learnt, index.stats, pages)
+        state = BranchState(
+            __version__,
+            inputs,
+            written.index_sha256,
+            plan.formats,
+            [o.state() for o in self.outcomes],
+            index.stats,
+            written.pages_sha256,
+            written.links_sha256,
+            written.links_size,
+        )
         after_publish(
             lambda: self.run.store.save_branch(branch, state),
-            "published" if swapped else "output is current",
+            "published" if written.swapped else "output is current",
         )
-        if not swapped:
+        if not written.swapped:
             now: BranchStatus = "partial" if failed else "unchanged"
             return self._done(now, "output is current (rebuilt to the very files published)")
         line = summary_line(changes).removeprefix(f"{branch}: ")  # the reporter names the branch

@@ -42,12 +42,14 @@ async def checkpoint() -> None:
 
 
 class Written(NamedTuple):
-    """What a publish wrote: the SHA-256 of its ``index.json`` and the
-    :class:`~crawler.output.state.PagesDigest` of its pages (None without), as the state
-    records them, and whether it was swapped in."""
+    """What a publish wrote: the SHA-256 of its ``index.json``, the
+    :class:`~crawler.output.state.PagesDigest` of its pages (None without), the SHA-256 and
+    size of its ``links.json``, as the state records them, and whether it was swapped in."""
 
     index_sha256: str
     pages_sha256: str | None
+    links_sha256: str
+    links_size: int
     swapped: bool
 
 
@@ -81,7 +83,9 @@ async def publish_branch(
         stage.write_chunks("index.json", encode_chunked(index, "packages"), hashed)
         digest = hashed.hexdigest()
         await checkpoint()
-        stage.write_chunks("links.json", encode_chunked(links, "specs"))
+        links_hashed = hashlib.sha256()
+        links_size = stage.write_chunks("links.json", encode_chunked(links, "specs"), links_hashed)
+        links_digest = links_hashed.hexdigest()
         await checkpoint()
         stage.write("changes.json", encode_json(changes))
         pages = PagesDigest() if with_pages else None
@@ -93,8 +97,9 @@ async def publish_branch(
                 stage.write(f"pages/{name}/specs.md", page)
                 pages.add(name, page)
         pages_digest = pages.hexdigest() if pages else None
-        if PublishedBranch(output, branch).holds(digest, pages_digest, with_site):
-            return Written(digest, pages_digest, False)
+        written = Written(digest, pages_digest, links_digest, links_size, swapped=False)
+        if PublishedBranch(output, branch).holds(digest, pages_digest, links_digest, with_site):
+            return written
         finish()
         stage.write("report.json", encode_json(report))
         after = None
@@ -112,7 +117,7 @@ async def publish_branch(
         stage.publish()
     finally:
         stage.discard()
-    return Written(digest, pages_digest, True)
+    return written._replace(swapped=True)
 
 
 def after_publish(bookkeeping: Callable[[], None], done: str = "published") -> None:
