@@ -636,3 +636,40 @@ def test_a_deadline_flag_is_checked_as_the_key_is() -> None:
     with pytest.raises(ConfigError) as caught:
         with_overrides(Config(), deadline=float("inf"))
     assert (caught.value.path, caught.value.key) == ("command line", "deadline")
+
+
+# --- text that is not UTF-8 -------------------------------------------------------------------
+
+NOT_TEXT = "not UTF-8 text (a byte that is not UTF-8, or a lone surrogate escape such as \\ud800)"
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ('mirror: "\\ud800"', "mirror"),
+        ('output: "out\\ud800"', "output"),
+        ('metrics: "\\udfff.prom"', "metrics"),
+        ('filters: {packages: ["py-\\ud800"]}', "filters.packages[0]"),
+        ('refs: {develop: {root: "/srv/\\ud800"}}', "refs.develop.root"),
+        ('"\\ud800": 1', "\ud800"),
+    ],
+)
+def test_text_that_is_not_utf8_is_a_config_error(tmp_path: Path, text: str, key: str) -> None:
+    """A lone surrogate escape in YAML ended in a traceback (a path resolved, a state's JSON
+    encoded): it is a config error naming its key."""
+    err = config_error(write(tmp_path / "c.yaml", text))
+    assert err.key == key
+    assert err.reason == (NOT_TEXT if key.isascii() else f"a key that is {NOT_TEXT}")
+
+
+def test_a_flag_with_bytes_that_are_not_utf8(tmp_path: Path) -> None:
+    """Bytes given on the command line (decoded with surrogateescape) may be a path's, not a
+    glob's: a filter that could never match a package, and broke the state's JSON."""
+    config = build_config({})
+    with pytest.raises(ConfigError) as caught:
+        with_overrides(config, filters={"packages": ["py-\udcff"]})
+    assert str(caught.value) == (
+        f"config error in command line: key 'filters.packages[0]': {NOT_TEXT}"
+    )
+    output = tmp_path / "out\udcff"
+    assert with_overrides(config, output=output).output == str(output)

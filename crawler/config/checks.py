@@ -6,6 +6,7 @@ the URLs a request will be sent to, and the paths, made absolute where they were
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -48,8 +49,16 @@ def _config_error(origin: str, err: msgspec.ValidationError) -> ConfigError:
 _SECTIONS = ("timeouts", "retry", "publish", "rewrites", "s3", "refs", "views")
 
 
+#: The keys whose values are paths: they may hold bytes that are not UTF-8 (given on the
+#: command line, which Python decodes with ``surrogateescape``), as file names may.
+_PATH_KEYS = frozenset({"mirror", "output", "metrics"})
+_NOT_TEXT = "not UTF-8 text (a byte that is not UTF-8, or a lone surrogate escape such as \\ud800)"
+
+
 def _check_keys(origin: str, data: object, path: str, seen: set[int] | None = None) -> None:
-    """YAML allows keys that are not strings (``1: 2``); name them as unknown keys.
+    """YAML allows keys that are not strings (``1: 2``); name them as unknown keys. Every key
+    and text is UTF-8 text too (a path's bytes apart, :data:`_PATH_KEYS`): JSON documents
+    and messages hold them.
 
     Each value is walked once: YAML aliases share values, and nested ones (``b: [*a, *a]``,
     ``c: [*b, *b]``, ...) would otherwise be walked exponentially often.
@@ -64,10 +73,22 @@ def _check_keys(origin: str, data: object, path: str, seen: set[int] | None = No
             where = f"{path}.{key}" if path else str(key)
             if not isinstance(key, str):
                 raise ConfigError(origin, "unknown key", key=where)
+            if not _is_text(key):
+                raise ConfigError(origin, f"a key that is {_NOT_TEXT}", key=where)
             _check_keys(origin, value, where, seen)
     elif isinstance(data, list):
         for i, item in enumerate(data):
             _check_keys(origin, item, f"{path}[{i}]", seen)
+    elif isinstance(data, str) and not _is_text(data, path_ok=path in _PATH_KEYS):
+        raise ConfigError(origin, _NOT_TEXT, key=path)
+
+
+def _is_text(text: str, *, path_ok: bool = False) -> bool:
+    try:
+        os.fsencode(text) if path_ok else text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 #: A path that starts like a URL with a slash or the colon missing: ``https:/binaries.spack.io``,
