@@ -135,7 +135,7 @@ def _run(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[bytes
 
 
 @pytest.mark.slow
-def test_paths_that_are_not_utf8_or_not_in_the_locale(tmp_path: Path) -> None:
+def test_paths_and_texts_that_are_not_utf8_or_not_in_the_locale(tmp_path: Path) -> None:
     """A path with a byte that is not UTF-8 is written in JSON as ``\\xNN`` (JSON holds text
     only), and printed as it is in text; JSON is UTF-8 whatever the locale; a text line on an
     ASCII-only stdout escapes what ASCII lacks. Never a traceback."""
@@ -162,3 +162,14 @@ def test_paths_that_are_not_utf8_or_not_in_the_locale(tmp_path: Path) -> None:
     as_json = _run("verify", str(accented), "--json", cwd=tmp_path, PYTHONIOENCODING="ascii")
     assert as_json.returncode == 0, as_json.stderr
     assert lines(as_json.stdout.decode("utf-8"))[0]["path"] == str(accented)
+
+    # Text from the mirror too (an index's os, say): the table escapes it, JSON is UTF-8.
+    index = accented / "index.json"
+    index.write_bytes(index.read_bytes().replace(b"ubuntu24.04", "ubunt\u00fc24.04".encode()))
+    table = _run("find", "zlib", "--in", str(accented), cwd=tmp_path, PYTHONIOENCODING="ascii")
+    assert table.returncode == 0, table.stderr
+    assert b" ubunt\\xfc24.04 " in table.stdout
+    found = _run(
+        "find", "zlib", "--in", str(accented), "--json", cwd=tmp_path, PYTHONIOENCODING="ascii"
+    )
+    assert "ubunt\u00fc24.04" in {line["os"] for line in lines(found.stdout.decode("utf-8"))}
