@@ -183,6 +183,9 @@ def test_every_exit_code(sample: Path, capsys: pytest.CaptureFixture[str]) -> No
     for bad in (["--version", "1:2:3"], ["--variant", "mpi"], ["--branch", "../x"], ["--bogus"]):
         done = here(capsys, *bad)
         assert done.code == 2 and done.err.startswith("error: "), bad
+    for empty in ("--branch", "--output"):  # "$UNSET" is no default: it read output/develop
+        done = here(capsys, "--output", str(sample), empty, "")
+        assert done.code == 2 and done.err.startswith("error: "), empty
     both = here(capsys, "--in", develop, "--branch", "develop")
     assert both.code == 2 and "not both" in both.err
 

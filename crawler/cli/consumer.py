@@ -37,7 +37,10 @@ def add_branch_arguments(parser: argparse.ArgumentParser) -> None:
     ``--in`` a branch folder (see :func:`branch_folder`)."""
     where = parser.add_argument_group("which branch")
     where.add_argument(
-        "--output", metavar="DIR", help=f"output folder (default: ./{DEFAULT_OUTPUT})"
+        "--output",
+        type=path,
+        metavar="DIR",
+        help=f"output folder (default: ./{DEFAULT_OUTPUT})",
     )
     where.add_argument("--branch", metavar="NAME", help=f"branch (default: {DEFAULT_BRANCH})")
     where.add_argument(
@@ -56,7 +59,8 @@ def branch_folder(args: argparse.Namespace) -> Path:
             raise UsageError("give --in FOLDER, or --output and --branch, not both")
         folder: Path = args.folder
         return folder
-    return branch_path(args.output or DEFAULT_OUTPUT, args.branch or DEFAULT_BRANCH)
+    output = DEFAULT_OUTPUT if args.output is None else args.output
+    return branch_path(output, DEFAULT_BRANCH if args.branch is None else args.branch)
 
 
 def aligned(rows: Sequence[tuple[str, ...]]) -> str:
