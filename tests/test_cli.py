@@ -1220,6 +1220,12 @@ def test_verify_refuses_folders_that_are_no_branch_folders(tmp_path: Path) -> No
         f"error: crawler verify: {output / '.crawler'}: not a branch folder: '.crawler' is no "
         "branch name (give a published branch folder, such as output/develop)\n"
     )
+    done = run_cli("verify", str(output / ".crawler" / "state"), cwd=tmp_path)
+    assert (done.code, done.err) == (
+        2,
+        f"error: crawler verify: {output / '.crawler' / 'state'}: a folder of "
+        f"{output / '.crawler'}, the crawler's own, not a branch folder\n",
+    )
     pages = output / "develop" / "pages"
     assert pages.is_dir()
     for given in (pages, pages / "zlib"):
