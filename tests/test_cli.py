@@ -365,6 +365,23 @@ def test_an_output_in_a_local_mirror_is_a_usage_error(
     assert sorted(p.relative_to(mirror) for p in mirror.rglob("*")) == before
 
 
+def test_a_mirror_flag_that_holds_the_configs_output_is_blamed(
+    here: RunHere, tmp_path: Path
+) -> None:
+    """--mirror given alone, to the folder the config's output is in: the flag is what is
+    wrong, not the file's output key."""
+    mirror = tmp_path / "mirror"
+    shutil.copytree(SAMPLE_MIRROR, mirror)
+    config = tmp_path / "c.yaml"
+    config.write_text(f"output: {mirror / 'out'}\n")
+    done = here("sync", "--branch", "develop", "--config", str(config), "--mirror", str(mirror))
+    assert (done.code, done.err) == (
+        2,
+        f"error: config error in command line: key 'mirror': {mirror / 'out'} is inside the "
+        f"mirror {mirror}\n",
+    )
+
+
 def _published(tmp_path: Path) -> tuple[Path, dict[str, bytes]]:
     """A sync of the sample's develop into ``tmp_path/out``: its config and the output's files."""
     config = sample_config(tmp_path)

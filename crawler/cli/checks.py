@@ -16,6 +16,13 @@ from ..ops.metrics import MAX_METRICS_BYTES
 from ..output.workdir import STATE_DIR
 
 
+def _in_the_mirror(config: Config, reason: str) -> ConfigError:
+    """An output in the mirror, blamed on ``--mirror`` when only that was given on the command
+    line (the file's output is not what changed), else on the output."""
+    key = "mirror" if "mirror" in config.flags and "output" not in config.flags else "output"
+    return ConfigError(config.where(key), reason, key)
+
+
 def check_output(config: Config) -> None:
     """Refuse an output folder that cannot be one: it, or the nearest of its parents that
     exists, is a file; it is a local mirror's folder or lies inside it (its branch folders
@@ -35,7 +42,7 @@ def check_output(config: Config) -> None:
     root = _local_mirror(config)
     if root is not None and output.is_relative_to(root):
         inside = "the mirror folder" if output == root else f"inside the mirror {root}"
-        raise ConfigError(where, f"{output} is {inside}", "output")
+        raise _in_the_mirror(config, f"{output} is {inside}")
     for folder in output.parents:
         with contextlib.suppress(OSError):
             if _inside_published(folder, output.relative_to(folder).parts[0]):
@@ -46,9 +53,7 @@ def check_output(config: Config) -> None:
             if not folder.exists():
                 continue
             if root is not None and os.path.samefile(folder, root):
-                raise ConfigError(
-                    where, f"{output} is in the mirror {root} (the same folder)", "output"
-                )
+                raise _in_the_mirror(config, f"{output} is in the mirror {root} (the same folder)")
             if folder.is_dir():
                 break
         except OSError:
