@@ -137,10 +137,14 @@ def test_load_packages_decodes_only_what_is_looked_up(sample: Path) -> None:
         (".", "an output folder, not a branch folder (give one of its branches: develop, "),
         ("nope", "no such branch published in"),
         ("empty", "it holds no index.json"),
+        ("loop", "a symbolic link that leads nowhere, or round in a loop"),
+        (".crawler/state", "a folder of "),
     ],
 )
 def test_a_path_that_is_no_published_branch_is_named(sample: Path, where: str, says: str) -> None:
     (sample / "empty").mkdir(exist_ok=True)
+    (sample / "loop").unlink(missing_ok=True)
+    (sample / "loop").symlink_to("loop")
     path = sample / where if where != "missing" else sample.parent / "missing"
     with pytest.raises(NotABranchError) as caught:
         crawler.load_index(path)
@@ -148,6 +152,7 @@ def test_a_path_that_is_no_published_branch_is_named(sample: Path, where: str, s
     assert caught.value.exit_code == ExitCode.NOT_A_BRANCH
     assert int(caught.value.exit_code) == 11
     (sample / "empty").rmdir()
+    (sample / "loop").unlink()
 
 
 @pytest.mark.parametrize(

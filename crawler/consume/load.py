@@ -259,6 +259,8 @@ def _is_work_folder(folder: Path) -> bool:
 
 def no_such_branch(path: Path) -> str:
     """Why a missing path is no branch: in an output folder, which branches it has."""
+    if path.is_symlink():
+        return f"a symbolic link that leads nowhere, or round in a loop ({_EXAMPLE})"
     if (path.parent / STATE_DIR).is_dir():
         return f"no such branch published in {path.parent} (its branches{_such(path.parent)})"
     return f"no such folder ({_EXAMPLE})"
