@@ -30,7 +30,15 @@ from .read import (
 )
 from .shard import RootPart, RootShard
 from .specstore import load_known
-from .validate import InvalidRecord, SourceSummary, SpecRow, first_invalid, key_digest
+from .stack import load_summary
+from .validate import (
+    InvalidRecord,
+    Kind,
+    SourceSummary,
+    SpecRow,
+    first_invalid,
+    key_digest,
+)
 
 
 def summarize_root_part(
@@ -227,3 +235,12 @@ def _unresolved_compilers(shards: list[RootShard], valid: dict[str, str]) -> dic
         if not newly:
             return rejected
         rejected.update(newly)
+
+
+def summary_of(kind: Kind, parts: list[bytes]) -> SourceSummary:
+    """The summary of what the decoding workers returned for one index (a root's shards
+    joined, a stack's one part), from a read or from the cache."""
+    if kind == "root":
+        return merge_root([load_root_shard(part) for part in parts])
+    (part,) = parts
+    return load_summary(part)

@@ -33,9 +33,8 @@ from pathlib import Path
 import msgspec
 
 from .. import __version__
-from ..decode.root import load_root_shard, merge_root
+from ..decode.root import summary_of
 from ..decode.specstore import store_path
-from ..decode.stack import load_summary
 from ..decode.validate import Kind, SourceSummary
 from ..documents import IndexFilters, IndexSource, IndexStats
 from ..errors import OutputError
@@ -60,14 +59,6 @@ class _Cached(msgspec.Struct, frozen=True, gc=False, array_like=True):
 
     size: int
     parts: list[bytes]
-
-
-def summary_of(kind: Kind, parts: list[bytes]) -> SourceSummary:
-    """The summary of what the decoding workers returned for one index."""
-    if kind == "root":
-        return merge_root([load_root_shard(part) for part in parts])
-    (part,) = parts
-    return load_summary(part)
 
 
 class SourceFacts(msgspec.Struct, frozen=True, gc=False):

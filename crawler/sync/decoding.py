@@ -23,7 +23,7 @@ from ..build.consolidate import paused_gc
 from ..decode.chunks import BadCut
 from ..decode.pool import ROOT_FIRST, STACKS_AFTER, DecodeQueue, PoolUse
 from ..decode.progressive import RootParts
-from ..decode.root import load_root_shard, merge_root, root_gaps, summarize_root_shard
+from ..decode.root import load_root_shard, merge_root, root_gaps, summarize_root_shard, summary_of
 from ..decode.shard import RootShard
 from ..decode.specsave import updated_store
 from ..decode.specstore import today
@@ -31,7 +31,7 @@ from ..decode.stack import summarize_stack
 from ..decode.validate import SourceSummary
 from ..errors import OutputError
 from ..mirror.transport import Fetched
-from ..output.state import Store, summary_of
+from ..output.state import Store
 from .outcome import SourceOutcome
 
 log = logging.getLogger(__name__)
