@@ -859,6 +859,13 @@ async def test_a_deleted_or_damaged_links_json_is_republished(
     assert site.published() == before
     assert verify_branch(site.out / BRANCH, schema=False) == []
 
+    state = site.out / ".crawler" / "state" / f"{BRANCH}.json"
+    older = {k: v for k, v in json.loads(state.read_bytes()).items() if "links" not in k}
+    state.write_text(json.dumps(older))  # as 0.4.0 wrote it before links were recorded
+    DAMAGE[how](links)
+    assert await site.sync() == 0
+    assert site.published() == before
+
     shutil.rmtree(site.out / ".crawler" / "state")
     _altered(links)
     assert await site.sync() == 0  # rebuilt: its bytes are not those it would write

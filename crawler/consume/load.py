@@ -245,7 +245,7 @@ def not_a_branch_folder(folder: Path) -> str | None:
     branch = enclosing_branch(folder)
     if branch is not None:
         return f"a folder inside the branch folder {branch}, not a branch folder"
-    work = next((p for p in folder.parents if _is_work_folder(p)), None)
+    work = next((p for p in folder.resolve().parents if _is_work_folder(p)), None)
     if work is not None:
         return f"a folder of {work}, the crawler's own, not a branch folder"
     return None

@@ -322,8 +322,8 @@ class PublishedBranch:
         index = self.index(previous.index_sha256)
         if index is None:
             return False
-        size = self._links_size()  # None in a state written before it was kept: any size
-        if size is None or size != (previous.links_size or size):
+        size = self._links_size()  # a state written before it was kept: rebuilt once
+        if size is None or previous.links_size is None or size != previous.links_size:
             log.debug("%s: its links.json is missing or not the size published", self.branch)
             return False
         if "html" in published and not self.has_site():
