@@ -193,7 +193,7 @@ def _removed(digest: str, spec: SpecDetail | _RemovedFrom) -> RemovedSpec:
 
 
 def changes_between(branch: str, before: SpecStacks | None, after: SpecStacks) -> Changes:
-    """:func:`compute_changes` for specs already keyed ``(package, hash) -> stacks``.
+    """What changed from ``before`` to ``after``, specs keyed ``(package, hash) -> stacks``.
 
     ``before`` is None on a first publish. The sync builds these straight from its summaries,
     which spares converting a develop-sized index to dicts and back.
