@@ -90,16 +90,16 @@ def test_a_table_on_a_terminal(sample: Path) -> None:
     assert f"{len(hashes)} spec(s) of 1 package(s)" in text
 
 
-def on_a_terminal(*args: str) -> str:
+def on_a_terminal(*args: str, **env: str) -> str:
     """What ``crawler ARGS`` prints on its standard output when that is a terminal (160
-    columns wide); it must exit 0."""
+    columns wide), with ``env`` added to its environment; it must exit 0."""
     leader, follower = pty.openpty()
     try:
         process = subprocess.Popen(
             [sys.executable, "-m", "crawler", *args],
             stdout=follower,
             stderr=subprocess.DEVNULL,
-            env={**cli_env(), "COLUMNS": "160", "TERM": "dumb"},
+            env={**cli_env(), "COLUMNS": "160", "TERM": "dumb", **env},
         )
         os.close(follower)
         chunks = []

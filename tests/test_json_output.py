@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from .conftest import CLI_TIMEOUT, SAMPLE_MIRROR, cli_env
+from .test_find import on_a_terminal
 from .test_messages import crawler
 
 SYNCED = {
@@ -173,3 +174,5 @@ def test_paths_and_texts_that_are_not_utf8_or_not_in_the_locale(tmp_path: Path) 
         "find", "zlib", "--in", str(accented), "--json", cwd=tmp_path, PYTHONIOENCODING="ascii"
     )
     assert "ubunt\u00fc24.04" in {line["os"] for line in lines(found.stdout.decode("utf-8"))}
+    drawn = on_a_terminal("find", "zlib", "--in", str(accented), PYTHONIOENCODING="ascii")
+    assert " ubunt\\xfc24.04 " in drawn and "/d\\xe9j\\xe0/develop" in drawn

@@ -13,7 +13,7 @@ from typing import Any, TextIO
 from ..consume.load import branch_path
 from ..errors import CrawlerError, ExitCode, UsageError
 from .argtypes import path
-from .streams import tell
+from .streams import tell, write_whole
 
 DEFAULT_OUTPUT = "output"
 DEFAULT_BRANCH = "develop"
@@ -74,14 +74,19 @@ def aligned(rows: Sequence[tuple[str, ...]]) -> str:
 def rich_table(
     columns: Sequence[str], rows: Sequence[tuple[str, ...]], caption: str, out: TextIO
 ) -> None:
-    """Rows as a table drawn by rich on the terminal ``out``, under a bold header."""
+    """Rows as a table drawn by rich for the terminal ``out``, under a bold header. Drawn to
+    text first, then written as any results are (:func:`.streams.write_whole`): rich's own
+    writes would fail on what the terminal's encoding lacks (``ü`` on an ASCII locale)."""
     from rich.console import Console  # only here: about 50 ms to import
     from rich.table import Table
 
     table = Table(*columns, caption=caption, box=None, header_style="bold")
     for row in rows:
         table.add_row(*row)
-    Console(file=out).print(table)
+    console = Console(file=out)
+    with console.capture() as drawn:
+        console.print(table)
+    write_whole(drawn.get())
 
 
 def run_alone(

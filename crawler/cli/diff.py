@@ -108,7 +108,6 @@ def _write(diff: IndexDiff, *, as_json: bool) -> None:
     elif out.isatty():
         rows = [_row(change, short=True) for change in diff.records()]
         rich_table(_COLUMNS, rows, f"{diff.before} -> {diff.after}", out)
-        out.flush()
     else:
         write_whole(aligned([_HEADER, *(_row(change, short=False) for change in diff.records())]))
 

@@ -153,7 +153,6 @@ def _write(found: Found, linked: Packages | None, folder: Path, *, as_json: bool
         write_whole(json_lines(found.matches, linked.links if linked else _no_links))
     elif out.isatty():
         _rich_table(found, folder, out)
-        out.flush()
     else:
         write_whole(plain_table(found.matches))
 
