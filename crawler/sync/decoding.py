@@ -241,7 +241,10 @@ class Decoding:
                         for i in range(shards)
                     )
             except BadCut as err:
-                if whole:  # a document read whole is not cut: no round again could help
+                # Read whole, a root is cut only inside its installs, checked as JSON first
+                # (read.read_whole), so brackets balance; a key that does not decode fails it
+                # as IndexFormatError. A BadCut here is a bug.
+                if whole:
                     raise AssertionError(f"{url}: {err} in a whole read") from err
                 log.info("reading %s whole: %s", url, err)
                 if parts is not None:
