@@ -322,7 +322,9 @@ def test_a_branch_is_not_published_through_a_link_put_in_place_of_the_output(
     assert list((moved / ".crawler" / "staging").iterdir()) == []
 
 
-@pytest.mark.parametrize("what", ["link to a file", "dangling link", "folder", "pipe"])
+@pytest.mark.parametrize(
+    "what", ["link to a file", "hard link", "dangling link", "folder", "pipe"]
+)
 async def test_a_lock_file_that_is_no_regular_file_is_refused(
     output: Path, tmp_path: Path, what: str
 ) -> None:
@@ -335,6 +337,8 @@ async def test_a_lock_file_that_is_no_regular_file_is_refused(
     victim.write_text("precious")
     if what == "link to a file":
         lock.symlink_to(victim)
+    elif what == "hard link":  # another name of the victim: writing the pid would change it
+        lock.hardlink_to(victim)
     elif what == "dangling link":
         lock.symlink_to(tmp_path / "gone")
     elif what == "folder":
@@ -344,8 +348,9 @@ async def test_a_lock_file_that_is_no_regular_file_is_refused(
     with pytest.raises(OutputError) as caught:
         await RunLock(output).acquire_async()
     assert str(caught.value) == (
-        f"cannot write {lock}: not a regular file (a link, a folder, a pipe): move it away"
+        f"cannot write {lock}: not a regular file of its own (a link, a folder, a pipe): move it "
+        "away"
     )
     assert caught.value.exit_code == 4
     assert victim.read_text() == "precious" and not (tmp_path / "gone").exists()
-    assert lock.is_symlink() or (lock.exists() and not lock.is_file())  # left as it was
+    assert lock.is_symlink() or lock.stat().st_nlink == 2 or not lock.is_file()  # left as it was

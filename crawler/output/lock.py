@@ -84,7 +84,7 @@ LOCK_FILE = Path(".crawler") / "lock"
 POLL_SECONDS = 0.1
 _MAX_CONTENT = 4096
 _NOT_A_FOLDER = "not a folder (a file, or a link that leads nowhere): move it away"
-_NOT_A_FILE = "not a regular file (a link, a folder, a pipe): move it away"
+_NOT_A_FILE = "not a regular file of its own (a link, a folder, a pipe): move it away"
 
 
 @dataclass(frozen=True)
@@ -288,7 +288,13 @@ class RunLock:
             not_a_file = err.errno in (errno.ELOOP, errno.EISDIR)
             reason = _NOT_A_FILE if not_a_file else err.strerror or str(err)
             raise OutputError(str(self.path), reason) from None
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        try:
+            info = os.fstat(fd)
+        except OSError as err:
+            os.close(fd)
+            raise OutputError(str(self.path), err.strerror or str(err)) from None
+        # A hard link is another file's content too: writing a pid there would change it.
+        if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
             os.close(fd)
             raise OutputError(str(self.path), _NOT_A_FILE)
         return fd
