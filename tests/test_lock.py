@@ -322,9 +322,7 @@ def test_a_branch_is_not_published_through_a_link_put_in_place_of_the_output(
     assert list((moved / ".crawler" / "staging").iterdir()) == []
 
 
-@pytest.mark.parametrize(
-    "what", ["link to a file", "hard link", "dangling link", "folder", "pipe"]
-)
+@pytest.mark.parametrize("what", ["link to a file", "hard link", "dangling link", "folder", "pipe"])
 async def test_a_lock_file_that_is_no_regular_file_is_refused(
     output: Path, tmp_path: Path, what: str
 ) -> None:

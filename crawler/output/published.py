@@ -250,16 +250,17 @@ class PublishedBranch:
             return None
         return info.st_size if stat.S_ISREG(info.st_mode) else None
 
-    def _links_sha256(self) -> str | None:
-        """The SHA-256 of its ``links.json`` (read a block at a time: it is 100-odd MB for a
-        develop-sized branch), or None (see :meth:`_links_size`)."""
-        if self._links_size() is None:
-            return None
+    def _links_are(self, sha256: str, size: int) -> bool:
+        """Whether its ``links.json`` is a regular file of this size and SHA-256 (read a block
+        at a time, and only when the size is right: it is 100-odd MB for a develop-sized
+        branch)."""
+        if self._links_size() != size:
+            return False
         try:
             with open(open_regular(self.folder / "links.json"), "rb") as file:
-                return hashlib.file_digest(file, "sha256").hexdigest()
+                return hashlib.file_digest(file, "sha256").hexdigest() == sha256
         except OSError:
-            return None
+            return False
 
     def index(self, sha256: str) -> bytes | None:
         """The bytes of its ``index.json`` when they have this SHA-256 and its companions are
@@ -275,12 +276,16 @@ class PublishedBranch:
         return index if self._companions_intact() else None
 
     def holds(
-        self, index_sha256: str, pages_digest: str | None, links_sha256: str, site: bool
+        self,
+        index_sha256: str,
+        pages_digest: str | None,
+        links: tuple[str, int],
+        site: bool,
     ) -> bool:
-        """Whether it holds, intact, an ``index.json`` and a ``links.json`` of these SHA-256
-        and these pages (a :class:`PagesDigest`; None: no ``pages/`` at all), and a site or
-        none (``site``)."""
-        if self.index(index_sha256) is None or self._links_sha256() != links_sha256:
+        """Whether it holds, intact, an ``index.json`` of this SHA-256, a ``links.json`` of
+        this SHA-256 and size (``links``), these pages (a :class:`PagesDigest`; None: no
+        ``pages/`` at all), and a site or none (``site``)."""
+        if self.index(index_sha256) is None or not self._links_are(*links):
             return False
         if self.has_site() != site or (not site and os.path.lexists(self.site)):
             return False

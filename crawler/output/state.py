@@ -104,10 +104,9 @@ class BranchState(msgspec.Struct, frozen=True, gc=False):
     sources: list[SourceState]
     stats: IndexStats | None = None  # None: a state written before they were kept
     pages_sha256: str | None = None  # :class:`PagesDigest` of the pages, if any were written
-    #: ``links.json`` as published (None: a state written before they were kept): a warm run
-    #: checks its size, a rebuild its bytes (hashing its 100-odd MB every run would cost a
-    #: warm run a sixth of its time).
-    links_sha256: str | None = None
+    #: The size of ``links.json`` as published (None: a state written before it was kept),
+    #: which a warm run checks; a rebuild compares its bytes with the new ones (hashing its
+    #: 100-odd MB every run would cost a warm run a sixth of its time).
     links_size: int | None = None
 
     def source(self, label: str, url: str, location: str) -> SourceState | None:

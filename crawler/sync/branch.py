@@ -243,7 +243,6 @@ class BranchSync:
             [o.state() for o in self.outcomes],
             index.stats,
             written.pages_sha256,
-            written.links_sha256,
             written.links_size,
         )
         after_publish(

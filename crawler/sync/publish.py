@@ -43,12 +43,11 @@ async def checkpoint() -> None:
 
 class Written(NamedTuple):
     """What a publish wrote: the SHA-256 of its ``index.json``, the
-    :class:`~crawler.output.state.PagesDigest` of its pages (None without), the SHA-256 and
-    size of its ``links.json``, as the state records them, and whether it was swapped in."""
+    :class:`~crawler.output.state.PagesDigest` of its pages (None without), the size of its
+    ``links.json``, as the state records them, and whether it was swapped in."""
 
     index_sha256: str
     pages_sha256: str | None
-    links_sha256: str
     links_size: int
     swapped: bool
 
@@ -97,8 +96,9 @@ async def publish_branch(
                 stage.write(f"pages/{name}/specs.md", page)
                 pages.add(name, page)
         pages_digest = pages.hexdigest() if pages else None
-        written = Written(digest, pages_digest, links_digest, links_size, swapped=False)
-        if PublishedBranch(output, branch).holds(digest, pages_digest, links_digest, with_site):
+        written = Written(digest, pages_digest, links_size, swapped=False)
+        published = PublishedBranch(output, branch)
+        if published.holds(digest, pages_digest, (links_digest, links_size), with_site):
             return written
         finish()
         stage.write("report.json", encode_json(report))
