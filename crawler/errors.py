@@ -92,6 +92,14 @@ def _escaped(c: str) -> str:
     return ascii(c)[1:-1]
 
 
+def without_surrogates(text: str) -> str:
+    """``text`` with each lone surrogate escaped, as :func:`shown` escapes it (``\\xNN`` for a
+    byte that was not UTF-8 in a path): what UTF-8, and so JSON, can hold."""
+    if text.isascii():
+        return text
+    return "".join(_escaped(c) if "\ud800" <= c <= "\udfff" else c for c in text)
+
+
 class CrawlerError(Exception):
     """Root of the crawler's own errors."""
 

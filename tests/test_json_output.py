@@ -146,6 +146,11 @@ def test_paths_and_texts_that_are_not_utf8_or_not_in_the_locale(tmp_path: Path) 
     assert synced.returncode == 0, synced.stderr
     [record] = lines(synced.stdout.decode("utf-8"))  # strict: the bytes are UTF-8
     assert record["folder"] == f"{tmp_path.resolve()}/out\\xff/develop"
+    assert b"/out\\xff/develop" in synced.stderr and b"udc" not in synced.stderr  # logs too
+    json_logs = _run(*argv[:-1], f"{output}2", "--log-format", "json", cwd=tmp_path)
+    assert json_logs.returncode == 0, json_logs.stderr
+    messages = [line["message"] for line in lines(json_logs.stderr.decode())]
+    assert any("/out\\xff2/develop" in message for message in messages)
 
     develop = output / "develop"
     verified = _run("verify", str(develop), "--json", cwd=tmp_path)

@@ -24,7 +24,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, TextIO
 
 from ..sync.outcome import SourceOutcome
-from .logformat import json_logs
+from .logformat import TextFormatter, json_logs
 
 if TYPE_CHECKING:  # rich is imported only when a terminal gets the live display
     from rich.progress import Task, TaskID
@@ -191,7 +191,7 @@ class LiveReporter:
         self.handler = RichHandler(
             console=console, show_path=False, omit_repeated_times=False, log_time_format="[%X]"
         )
-        self.handler.setFormatter(logging.Formatter("%(message)s"))
+        self.handler.setFormatter(TextFormatter("%(message)s"))
         self.tasks: dict[str, TaskID] = {}
         self.branches = branches
         self._handlers: list[logging.Handler] = []

@@ -16,6 +16,8 @@ import logging
 import sys
 from datetime import datetime
 
+from ..errors import without_surrogates
+
 FORMATS = ("text", "json")
 
 #: The attributes every LogRecord has: what is not one of them, a record carries as a field.
@@ -27,17 +29,29 @@ _STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
 _json = False
 
 
+class TextFormatter(logging.Formatter):
+    """A record as a line, where a byte that was not UTF-8 in a path is ``\\xNN``, as in
+    messages and JSON results (stderr would write it ``\\udcNN``)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return without_surrogates(super().format(record))
+
+
 class JSONFormatter(logging.Formatter):
-    """One JSON object a record, on one line."""
+    """One JSON object a record, on one line; texts as :class:`TextFormatter` writes them."""
 
     def format(self, record: logging.LogRecord) -> str:
         entry = {
             "time": _time(record.created),
             "level": record.levelname,
             "logger": record.name,
-            "message": record.getMessage(),
+            "message": without_surrogates(record.getMessage()),
         }
-        entry.update((k, v) for k, v in vars(record).items() if k not in _STANDARD)
+        entry.update(
+            (k, without_surrogates(v) if isinstance(v, str) else v)
+            for k, v in vars(record).items()
+            if k not in _STANDARD
+        )
         if record.exc_info:
             entry["traceback"] = self.formatException(record.exc_info)
         return json.dumps(entry, ensure_ascii=False, default=str)
@@ -56,7 +70,7 @@ def setup_logging(quiet: bool, verbose: bool, log_format: str = "text") -> None:
     if _json:
         handler.setFormatter(JSONFormatter())
     else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+        handler.setFormatter(TextFormatter("%(asctime)s %(levelname)s %(message)s"))
     root = logging.getLogger("crawler")
     root.handlers[:] = [handler]
     root.setLevel(level)
@@ -73,7 +87,7 @@ def told(line: str) -> str:
     record of the ``crawler`` logger (``error: ...`` an error, ``warning: ...`` and an
     interrupt a warning)."""
     if not _json:
-        return line
+        return without_surrogates(line)
     level = logging.ERROR if line.startswith("error:") else logging.INFO
     if line.startswith(("warning:", "interrupted")):
         level = logging.WARNING

@@ -10,6 +10,7 @@ from pathlib import Path
 import msgspec
 
 from ..documents import ChangeTotals, IndexStats, Report
+from ..errors import without_surrogates
 from ..mirror.discovery import Discovery
 from ..output.workdir import report_path
 
@@ -108,10 +109,9 @@ _encode = msgspec.json.Encoder().encode
 
 
 def _escaped(value: object) -> object:
-    """``value`` (builtins) with each byte that was not UTF-8 in its strings (decoded with
-    ``surrogateescape``, as Python decodes paths) written as ``\\xNN``, as messages show it."""
+    """``value`` (builtins) with its strings :func:`~crawler.errors.without_surrogates`."""
     if isinstance(value, str):
-        return value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        return without_surrogates(value)
     if isinstance(value, dict):
         return {key: _escaped(item) for key, item in value.items()}
     if isinstance(value, list):
