@@ -311,15 +311,12 @@ class ChangesInputError(CrawlerError):
     """The ``index.json`` a publish replaces, read to list the changes
     (:func:`~crawler.build.changes.load_published`), does not have the shape of one."""
 
-    def __init__(self, which: str, reason: str) -> None:
-        self.which = which
+    def __init__(self, reason: str) -> None:
         self.reason = reason
-        super().__init__(which, reason)
+        super().__init__(reason)
 
     def __str__(self) -> str:
-        return (
-            f"cannot compare indexes: the {self.which} index is not a branch index: {self.reason}"
-        )
+        return f"cannot compare indexes: the previous index is not a branch index: {self.reason}"
 
 
 class OutputError(CrawlerError):

@@ -5,6 +5,7 @@ variant, stack) on it and on a generated index of a few thousand specs."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -141,18 +142,19 @@ def test_load_packages_decodes_only_what_is_looked_up(sample: Path) -> None:
         (".crawler/state", "a folder of "),
     ],
 )
-def test_a_path_that_is_no_published_branch_is_named(sample: Path, where: str, says: str) -> None:
-    (sample / "empty").mkdir(exist_ok=True)
-    (sample / "loop").unlink(missing_ok=True)
-    (sample / "loop").symlink_to("loop")
-    path = sample / where if where != "missing" else sample.parent / "missing"
+def test_a_path_that_is_no_published_branch_is_named(
+    sample: Path, tmp_path: Path, where: str, says: str
+) -> None:
+    output = tmp_path / "output"  # a copy: the module's sample stays as published
+    shutil.copytree(sample, output, symlinks=True)
+    (output / "empty").mkdir()
+    (output / "loop").symlink_to("loop")
+    path = output / where if where != "missing" else tmp_path / "missing"
     with pytest.raises(NotABranchError) as caught:
         crawler.load_index(path)
     assert str(path) in str(caught.value) and says in str(caught.value)
     assert caught.value.exit_code == ExitCode.NOT_A_BRANCH
     assert int(caught.value.exit_code) == 11
-    (sample / "empty").rmdir()
-    (sample / "loop").unlink()
 
 
 @pytest.mark.parametrize(

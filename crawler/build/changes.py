@@ -56,7 +56,6 @@ from ..documents import (
     IndexFilters,
     PackageSummary,
     RemovedSpec,
-    SpecDetail,
     StackChanges,
 )
 from ..errors import ChangesInputError, CrawlerError, counted
@@ -138,7 +137,7 @@ class Published(NamedTuple):
                     name,
                     err,
                 )
-        return with_removed_specs(changes, lost)
+        return _with_removed_specs(changes, lost)
 
 
 class _RawPackages(msgspec.Struct, frozen=True, gc=False):
@@ -156,7 +155,7 @@ def load_published(data: bytes) -> Published:
         index = msgspec.json.decode(data, type=Index[_PackageStacks])
         packages = msgspec.json.decode(data, type=_RawPackages).packages
     except (msgspec.DecodeError, msgspec.ValidationError) as err:
-        raise ChangesInputError("previous", str(err)) from None
+        raise ChangesInputError(str(err)) from None
     filters = index.filters if not isinstance(index.filters, UnsetType) else None
     return Published(spec_stacks_of(index.packages), packages, filters)
 
@@ -173,9 +172,7 @@ def published(path: Path) -> Published | None:
         return None
 
 
-def with_removed_specs(
-    changes: Changes, before: Mapping[str, PackageSummary] | Mapping[str, _PackageRemovedFrom]
-) -> Changes:
+def _with_removed_specs(changes: Changes, before: Mapping[str, _PackageRemovedFrom]) -> Changes:
     """``changes`` naming each spec it removed, as ``before`` (the packages of the index
     before; those of the removed specs are enough) held it; a package ``before`` lacks is
     not named."""
@@ -187,7 +184,7 @@ def with_removed_specs(
     return msgspec.structs.replace(changes, removed_specs=named)
 
 
-def _removed(digest: str, spec: SpecDetail | _RemovedFrom) -> RemovedSpec:
+def _removed(digest: str, spec: _RemovedFrom) -> RemovedSpec:
     version = spec.versions[0] if spec.versions else ""
     return RemovedSpec(digest, version, spec.compiler, spec.os, spec.platform, spec.target)
 
