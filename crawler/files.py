@@ -28,10 +28,12 @@ def is_safe_name(name: str) -> bool:
     return SAFE_NAME.fullmatch(name) is not None
 
 
-def open_regular(path: Path | str) -> int:
+def open_regular(path: Path | str, *, follow: bool = True) -> int:
     """A descriptor of ``path`` opened to read; ``IsADirectoryError`` for a folder and
-    ``OSError`` for anything else that is not a regular file."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    ``OSError`` for anything else that is not a regular file (a symbolic link too, not
+    ``follow``)."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
+    fd = os.open(path, flags)
     try:
         mode = os.fstat(fd).st_mode
         if stat.S_ISDIR(mode):
@@ -45,10 +47,10 @@ def open_regular(path: Path | str) -> int:
     return fd
 
 
-def read_regular(path: Path | str, limit: int | None = None) -> bytes:
+def read_regular(path: Path | str, limit: int | None = None, *, follow: bool = True) -> bytes:
     """The bytes of ``path``, a regular file (see :func:`open_regular`); with ``limit``, an
     ``OSError`` (``EFBIG``) for one of more bytes than that, also if it grows while read."""
-    with open(open_regular(path), "rb") as file:
+    with open(open_regular(path, follow=follow), "rb") as file:
         if limit is None:
             return file.read()
         if os.fstat(file.fileno()).st_size > limit:

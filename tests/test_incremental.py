@@ -873,6 +873,28 @@ async def test_a_deleted_or_damaged_links_json_is_republished(
     assert await site.sync() == 6
 
 
+async def test_an_index_json_replaced_by_a_link_is_not_taken_for_the_published_one(
+    tmp_path: Path, serve: Serve
+) -> None:
+    """index.json as a link to the very bytes published: the sync said "current" (exit 6),
+    while verify failed the folder and the next change stopped on it. The link's content is
+    another file's to change: the branch is rebuilt, and its publish refuses to delete what
+    it did not write (exit 4), as verify says; nothing is deleted."""
+    site = await make_site(tmp_path, serve)
+    await site.start()
+    index = site.out / BRANCH / "index.json"
+    copy = tmp_path / "index-copy.json"
+    published = index.read_bytes()
+    shutil.copyfile(index, copy)
+    index.unlink()
+    index.symlink_to(copy)
+    assert verify_branch(site.out / BRANCH, schema=False) != []
+
+    assert await site.sync() == 4
+    assert "holds index.json, which the crawler did not write" in site.report()["error"]
+    assert index.is_symlink() and copy.read_bytes() == published
+
+
 async def test_deleted_damaged_or_extra_published_pages_are_republished(
     tmp_path: Path, serve: Serve
 ) -> None:

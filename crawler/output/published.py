@@ -264,9 +264,10 @@ class PublishedBranch:
 
     def index(self, sha256: str) -> bytes | None:
         """The bytes of its ``index.json`` when they have this SHA-256 and its companions are
-        intact; else None."""
+        intact; else None. A link is not what a publish wrote, whatever it leads to: its
+        content is another file's to change (``crawler verify`` fails it too)."""
         try:
-            index = read_regular(self.folder / "index.json")
+            index = read_regular(self.folder / "index.json", follow=False)
         except OSError:
             log.debug("%s: no published index.json can be read", self.branch)
             return None
@@ -299,7 +300,7 @@ class PublishedBranch:
         and it has pages if ``asked`` for them, one for each package. Weaker than
         :meth:`intact`, but it catches a cut or deleted file without the mirror."""
         try:
-            names = package_names(read_regular(self.folder / "index.json"))
+            names = package_names(read_regular(self.folder / "index.json", follow=False))
         except OSError:
             names = None
         if names is None or not self._companions_intact() or self._links_size() is None:
