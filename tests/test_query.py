@@ -286,6 +286,23 @@ def test_queries_combine_on_a_generated_index(big: Path) -> None:
     assert found  # the criteria were chosen so that some specs meet them all
 
 
+def test_narrowing_says_how_many_specs_each_criterion_leaves(sample: Path) -> None:
+    """What ``find`` says when nothing matched: the criteria taken in turn (the name first),
+    up to the first that no spec meets; each count matches a query of the criteria so far."""
+    packages = crawler.load_index(sample / "develop").packages
+    query = crawler.Query(name="py-*", family="aarch64", compiler="gcc@99", variants="+mpi")
+    assert query.narrowing(packages) == [
+        (len(crawler.Query(name="py-*").select(packages)), "are named py-*"),
+        (
+            len(crawler.Query(name="py-*", family="aarch64").select(packages)),
+            "are of family aarch64",
+        ),
+        (0, "have compiler gcc@99"),
+    ]
+    assert crawler.Query(os="nope").narrowing(packages) == [(0, "have os nope")]
+    assert crawler.Query(name="zlib").narrowing(packages) == [(2, "are named zlib")]
+
+
 @pytest.mark.parametrize(
     ("criteria", "error", "code"),
     [

@@ -141,7 +141,12 @@ def _nothing(query: Query, packages: Packages, folder: Path) -> str:
         close = difflib.get_close_matches(query.name, list(packages), n=3)
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
         return f"no package {query.name!r} in {folder}{hint}"
-    return f"no spec of {folder} meets the criteria (it has {packages.index.stats.specs:,})"
+    steps = [
+        f"{count:,} {asked}" if count else f"none {asked}"
+        for count, asked in query.narrowing(packages)
+    ]
+    why = ", of which ".join(steps)
+    return f"no spec of {folder} meets the criteria (it has {packages.index.stats.specs:,}): {why}"
 
 
 def _write(found: Found, linked: Packages | None, folder: Path, *, as_json: bool) -> None:

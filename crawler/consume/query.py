@@ -87,6 +87,7 @@ class Query:
         stack: str | None = None,
     ) -> None:
         self.name = name
+        self._asked = {"version": version, "compiler": compiler}  # as given, to name them
         self.version = None if version is None else parse_versions(version)
         self.target = target
         self.family = None if family is None else check_family(family)
@@ -94,8 +95,8 @@ class Query:
         self.os = os
         self.platform = platform
         self.compiler = None if compiler is None else _compiler_test(compiler)
-        given = (variants,) if isinstance(variants, str) else tuple(variants)
-        self.variants = [_variant_test(v) for v in given]
+        self._variants = (variants,) if isinstance(variants, str) else tuple(variants)
+        self.variants = [_variant_test(v) for v in self._variants]
         self.stack = stack
 
     def names(self, packages: Mapping[str, PackageSummary]) -> list[str]:
@@ -114,7 +115,7 @@ class Query:
         """The specs of ``packages`` (an index's, or :func:`~.load.load_packages`' which
         decodes only those looked up) that meet every criterion."""
         targets = Targets()
-        test = _all(self._tests(targets))
+        test = _all([test for _, test in self._tests(targets)])
         matches = [
             Match(name, spec)
             for name in self.names(packages)
@@ -123,31 +124,50 @@ class Query:
         ]
         return Found(matches, frozenset(targets.unknown))
 
-    def _tests(self, targets: Targets) -> list[SpecTest]:
-        """One test a criterion, the cheapest first."""
-        tests: list[SpecTest] = []
+    def narrowing(self, packages: Mapping[str, PackageSummary]) -> list[tuple[int, str]]:
+        """How many specs meet the criteria taken in turn, each with what it asks (``are
+        named py-numpy``, ``run on neoverse_v2``), up to the first that none meets: why
+        nothing matched. The name comes first when one is asked for."""
+        specs = [spec for name in self.names(packages) for spec in packages[name].spec_details]
+        steps = [] if self.name is None else [(len(specs), f"are named {self.name}")]
+        for asked, test in self._tests(Targets()):
+            if not specs:
+                break
+            specs = [spec for spec in specs if test(spec)]
+            steps.append((len(specs), asked))
+        return steps
+
+    def _tests(self, targets: Targets) -> list[tuple[str, SpecTest]]:
+        """One test a criterion, the cheapest first, each with what it asks."""
+        tests: list[tuple[str, SpecTest]] = []
         for field, wanted in (
             ("target", self.target),
             ("os", self.os),
             ("platform", self.platform),
         ):
             if wanted is not None:
-                tests.append(_equals(field, wanted))
+                tests.append((f"have {field} {wanted}", _equals(field, wanted)))
         if self.stack is not None:
             stack = self.stack
-            tests.append(lambda spec: stack in spec.stacks)
+            tests.append((f"are in stack {stack}", lambda spec: stack in spec.stacks))
         if self.family is not None:
             family = self.family
-            tests.append(_by_target(lambda t: targets.family(t) == family))
+            test = _by_target(lambda t: targets.family(t) == family)
+            tests.append((f"are of family {family}", test))
         if self.host is not None:
             host = self.host
-            tests.append(_by_target(lambda t: targets.compatible(t, host)))
+            test = _by_target(lambda t: targets.compatible(t, host))
+            tests.append((f"run on {host.name}", test))
         if self.compiler is not None:
-            tests.append(_cached("compiler", self.compiler))
+            tests.append(
+                (f"have compiler {self._asked['compiler']}", _cached("compiler", self.compiler))
+            )
         if self.version is not None:
-            version = self.version
-            tests.append(lambda spec: any(version(v) for v in spec.versions))
-        tests += self.variants
+            tests.append((f"have version {self._asked['version']}", _any_version(self.version)))
+        tests += [
+            (f"have variant {v}", test)
+            for v, test in zip(self._variants, self.variants, strict=True)
+        ]
         return tests
 
 
@@ -184,6 +204,10 @@ def _all(tests: list[SpecTest]) -> SpecTest:
 
 def _both(first: SpecTest, then: SpecTest) -> SpecTest:
     return lambda spec: first(spec) and then(spec)
+
+
+def _any_version(wanted: Callable[[str], bool]) -> SpecTest:
+    return lambda spec: any(wanted(v) for v in spec.versions)
 
 
 def _equals(field: str, wanted: str) -> SpecTest:
