@@ -74,6 +74,24 @@ def test_each_version_and_spelling_reads_as_the_default_one(tmp_path: Path, whol
     assert _facts(read[6, ""]) != _facts(read[8, ""])  # the compilers of specs without one
 
 
+@pytest.mark.parametrize("whole", [False, True])
+def test_a_node_spelling_variants_alone_keeps_them(tmp_path: Path, whole: bool) -> None:
+    """``variants`` for ``parameters`` in one node among nodes of today's spellings (its edges a
+    list): the first kinds tried ignored the unknown key and the node lost its variants, unless
+    another record of its piece needed the older reader (so a warm and a cold sync differed)."""
+    specs = _specs()
+    document = json.loads(index_document(specs, 6))
+    nodes = [record["spec"] for record in document["database"]["installs"].values()]
+    respelled = [n for n in nodes if n.get("parameters", {}).get("build_system")][:3]
+    for node in respelled:
+        node["variants"] = node.pop("parameters")
+    data = json.dumps(document).encode()
+    summary = _root(_write(tmp_path / "variants.json", data), whole)
+    expected = _root(_write(tmp_path / "default.json", index_document(specs, 6)), whole)
+    assert respelled and summary.invalid == []
+    assert _facts(summary) == _facts(expected)
+
+
 @pytest.mark.parametrize("spelling", SPELLINGS)
 def test_a_stack_reads_in_every_spelling(tmp_path: Path, spelling: str) -> None:
     specs = _specs()

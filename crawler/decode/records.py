@@ -104,6 +104,10 @@ class Node(msgspec.Struct, gc=False):
     parameters: dict[str, ParamValue] = {}
     dependencies: list[Dependency] = []
     annotations: Annotations | None = None
+    #: Older writers' name of ``parameters``, which only :class:`LegacyNode` reads: here, a
+    #: node that has it does not fit (left out silently, its variants would be lost, or not,
+    #: by what else its piece of the index holds).
+    variants: None = None
 
 
 class Record(msgspec.Struct, gc=False):
@@ -188,7 +192,7 @@ class LegacyNode(Node, gc=False):
 
     hash: str = ""
     dependencies: list[LegacyDependency] | dict[str, LegacyEdge] = []  # type: ignore[assignment]
-    variants: dict[str, ParamValue] | None = None
+    variants: dict[str, ParamValue] | None = None  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
         if isinstance(self.dependencies, dict):
