@@ -76,6 +76,12 @@ def shown(text: str, limit: int = SHOWN_LIMIT) -> str:
     the surrogates that stand for bytes that were not UTF-8, which JSON cannot hold)."""
     if len(text) > limit:
         text = f"{text[:limit]}... ({len(text):,} characters)"
+    return printable(text)
+
+
+def printable(text: str) -> str:
+    """``text`` with anything not printable escaped, as :func:`shown` does, whatever its
+    length: what a terminal may be given of a document someone else wrote."""
     if text.isprintable():
         return text
     return "".join(c if c.isprintable() else _escaped(c) for c in text)

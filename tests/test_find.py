@@ -7,6 +7,7 @@ import fcntl
 import json
 import os
 import pty
+import shutil
 import subprocess
 import sys
 import time
@@ -88,6 +89,26 @@ def test_a_table_on_a_terminal(sample: Path) -> None:
     hashes = [s["hash"] for s in index["packages"]["zlib"]["spec_details"]]
     assert all(h[:7] in text for h in hashes) and hashes[0] not in text
     assert f"{len(hashes)} spec(s) of 1 package(s)" in text
+
+
+@pytest.mark.slow
+def test_control_characters_and_markup_in_an_index_are_shown_as_text(
+    sample: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A published index is anyone's to write: an escape sequence in a compiler reached the
+    terminal as it was (it could retitle the window, clear the screen), and rich took ``[/x]``
+    in a cell for its markup and failed. Both are printed as text, escaped, table or terminal."""
+    branch = tmp_path / "develop"
+    shutil.copytree(sample / "develop", branch)
+    index = json.loads((branch / "index.json").read_bytes())
+    first, second = index["packages"]["zlib"]["spec_details"]
+    first["os"], second["compiler"] = "[/oops]", "gcc\x1b]0;PWNED\x07\x1b[2J@1"
+    (branch / "index.json").write_text(json.dumps(index))
+    table = here(capsys, "zlib", "--in", str(branch))
+    assert table.code == 0, table.err
+    assert " [/oops] " in table.out and " gcc\\x1b]0;PWNED\\x07\\x1b[2J@1 " in table.out
+    drawn = on_a_terminal("find", "zlib", "--in", str(branch), COLUMNS="200")
+    assert "[/oops]" in drawn and "\\x1b]0;PWNED" in drawn and "\x1b]0" not in drawn
 
 
 def on_a_terminal(*args: str, **env: str) -> str:

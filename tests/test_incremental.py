@@ -34,6 +34,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 import crawler.build.consolidate
+import crawler.decode.records
 import crawler.output.state
 import crawler.sync.decoding
 import crawler.sync.sources
@@ -1084,24 +1085,32 @@ async def test_cache_files_of_another_version_are_neither_read_nor_kept(
     assert all(p.name.endswith(".parts.msgpack") for p in cache.iterdir() if p != foreign)
 
 
+@pytest.mark.parametrize("upgrade", ["version", "rules"])
 async def test_summaries_cached_by_another_version_are_not_used(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, upgrade: str
 ) -> None:
-    """Another version may check or render records differently: after an upgrade, a summary
-    cached for the same bytes is not reused (nor is the state), and the next prune deletes
-    it. The upgrade is played here by changing the version the state module sees."""
+    """Another version, or a build whose rules summarise a record otherwise (``SUMMARY_RULES``),
+    may check or render records differently: after an upgrade, a summary cached for the same
+    bytes is not reused (nor is the state), and the next prune deletes it. The upgrade is
+    played here by changing the version the crawler says, or its rules."""
     site = await make_site(tmp_path, None)
     await site.start()
     cache = site.out / ".crawler" / "cache"
     older = sorted(cache.iterdir())
-    monkeypatch.setattr(crawler.output.state, "__version__", "99.0")
+    if upgrade == "version":
+        monkeypatch.setattr(crawler, "__version__", "99.0")
+        monkeypatch.setattr(crawler.output.state, "__version__", "99.0")
+    else:
+        monkeypatch.setattr(crawler.decode.records, "SUMMARY_RULES", 99)
 
     site.rebuild(MORE_SPECS)
     assert await site.sync() == 0
 
     assert site.outcomes() == FETCHED_AND_DECODED  # s1 too, although its bytes are cached
     assert not any(path.exists() for path in older)
-    assert all(p.name.endswith(".99.0.parts.msgpack") for p in cache.iterdir())
+    made = crawler.decode.records.made_by()
+    assert made.startswith("99.0+") or made.endswith("+rules99")
+    assert all(p.name.endswith(f".{made}.parts.msgpack") for p in cache.iterdir())
 
 
 class _WriterBetweenShards(DecodeQueue):

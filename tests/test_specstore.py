@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from bench.synth import SynthRef, SynthSpec, build_mirror, generate_specs
-from crawler import __version__
 from crawler.cli.command import main
+from crawler.decode.records import made_by
 from crawler.decode.root import load_root_shard, merge_root, summarize_root_shard
 from crawler.decode.specsave import updated_store
 from crawler.decode.specstore import (
@@ -165,7 +165,7 @@ def test_a_root_whose_summary_cannot_be_cached_still_updates_the_store(
     after = _mirror(tmp_path / "after", ("develop", night))
     root = hashlib.sha256((after / "develop" / "build_cache" / "index.json").read_bytes())
     # A folder where the root's summary would be cached: it cannot be replaced.
-    (output / ".crawler" / "cache" / f"root-{root.hexdigest()}.{__version__}.parts.msgpack").mkdir()
+    (output / ".crawler" / "cache" / f"root-{root.hexdigest()}.{made_by()}.parts.msgpack").mkdir()
     log = _sync(after, output, "develop", capsys)
     assert "WARNING cannot cache a summary" in log
     assert _known(log)[0] == len(SPECS) - 2
@@ -246,7 +246,7 @@ def test_a_store_of_another_crawler_version_is_not_read_and_is_pruned(
     left.write_bytes(b"x")
     after = _mirror(tmp_path / "after", ("develop", _night(SPECS, 29)))
     assert _known(_sync(after, output, "develop", capsys))[0] == 0
-    assert _store(output).crawler == __version__
+    assert _store(output).crawler == made_by()
     assert not older.exists() and not left.exists() and foreign.exists()
     _same_as_cold(after, output, "develop", tmp_path, capsys)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..consume.load import branch_path
-from ..errors import CrawlerError, ExitCode, UsageError
+from ..errors import CrawlerError, ExitCode, UsageError, printable
 from .argtypes import path
 from .streams import tell, write_whole
 
@@ -65,7 +65,8 @@ def branch_folder(args: argparse.Namespace) -> Path:
 
 def aligned(rows: Sequence[tuple[str, ...]]) -> str:
     """Rows as columns aligned with two spaces between them, one line each, without trailing
-    blanks."""
+    blanks; what is not printable in a cell escaped (:func:`_printable_rows`)."""
+    rows = _printable_rows(rows)
     widths = [max(map(len, column)) for column in list(zip(*rows, strict=True))[:-1]]
     line = "  ".join(f"{{:<{width}}}" for width in widths) + "  {}"
     return "".join(line.format(*row).rstrip() + "\n" for row in rows)
@@ -76,17 +77,28 @@ def rich_table(
 ) -> None:
     """Rows as a table drawn by rich for the terminal ``out``, under a bold header. Drawn to
     text first, then written as any results are (:func:`.streams.write_whole`): rich's own
-    writes would fail on what the terminal's encoding lacks (``ü`` on an ASCII locale)."""
+    writes would fail on what the terminal's encoding lacks (``ü`` on an ASCII locale). Cells
+    and caption are plain text, not rich's markup (``[/x]`` in an index would fail it)."""
     from rich.console import Console  # only here: about 50 ms to import
     from rich.table import Table
+    from rich.text import Text
 
-    table = Table(*columns, caption=caption, box=None, header_style="bold")
-    for row in rows:
-        table.add_row(*row)
+    table = Table(*columns, caption=Text(printable(caption)), box=None, header_style="bold")
+    for row in _printable_rows(rows):
+        table.add_row(*map(Text, row))
     console = Console(file=out)
     with console.capture() as drawn:
         console.print(table)
     write_whole(drawn.get())
+
+
+def _printable_rows(rows: Sequence[tuple[str, ...]]) -> Sequence[tuple[str, ...]]:
+    """``rows`` with what is not printable in a cell escaped: a published index is anyone's
+    to write, and a terminal acts on control characters (an escape sequence in a compiler's
+    name could retitle the window or clear the screen)."""
+    if all(all(map(str.isprintable, row)) for row in rows):
+        return rows
+    return [tuple(map(printable, row)) for row in rows]
 
 
 def run_alone(

@@ -34,6 +34,20 @@ from ..errors import IndexFormatError, UnsupportedVersionError
 #: The Database versions read, as ``database.version`` spells them.
 SUPPORTED_VERSIONS = ("6", "7", "8", "9")
 
+#: The revision of the rules by which a record is summarised: raised by a change that makes a
+#: record summarise otherwise, so that what was kept of the old summaries (the cache, the spec
+#: store) is not used, and each branch is built again, by a build of the same version.
+SUMMARY_RULES = 2
+
+
+def made_by() -> str:
+    """What kept summaries are made by: this crawler's version and :data:`SUMMARY_RULES`
+    (``0.4.0+rules2``)."""
+    from .. import __version__
+
+    return f"{__version__}+rules{SUMMARY_RULES}"
+
+
 Scalar = bool | int | float | str
 ParamValue = Scalar | list[Scalar]
 

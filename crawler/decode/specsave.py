@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 import msgspec
 
-from .. import __version__
+from .records import made_by
 from .specstore import (
     DIGEST_BYTES,
     KEEP_DAYS,
@@ -141,7 +141,7 @@ class _Builder:
     def store(self, db_version: str) -> SpecStore:
         return SpecStore(
             STORE_FORMAT,
-            __version__,
+            made_by(),
             db_version,
             list(self.strings),  # insertion order: position == number
             list(self.edges),

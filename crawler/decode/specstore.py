@@ -35,7 +35,7 @@ from pathlib import Path
 
 import msgspec
 
-from .. import __version__
+from .records import made_by
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ class SpecStore(msgspec.Struct, array_like=True, frozen=True, gc=False):
 
 def store_path(folder: str, db_version: str) -> Path:
     """The store of one Database version in ``folder``."""
-    return Path(folder) / f"{__version__}-db{db_version}.msgpack"
+    return Path(folder) / f"{made_by()}-db{db_version}.msgpack"
 
 
 def today() -> int:
@@ -195,7 +195,7 @@ def read_store(path: Path, db_version: str) -> SpecStore | None:
         log.info("ignoring the unreadable spec store %s: %s", path, err)
         return None
     made = (store.format, store.crawler, store.db_version)
-    fits = made == (STORE_FORMAT, __version__, db_version)
+    fits = made == (STORE_FORMAT, made_by(), db_version)
     if not fits or not _consistent(store):
         log.info("ignoring the spec store %s (another version's, or inconsistent)", path)
         return None

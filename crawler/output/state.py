@@ -33,6 +33,7 @@ from pathlib import Path
 import msgspec
 
 from .. import __version__
+from ..decode.records import made_by
 from ..decode.root import summary_of
 from ..decode.specstore import store_path
 from ..decode.validate import Kind, SourceSummary
@@ -137,7 +138,7 @@ _SPEC_STORE = re.compile(
 def _cache_suffix() -> str:
     """How this version's cache files end: another version's are not read, and
     :meth:`Store.prune` deletes them (0.1 named them ``<kind>-<sha256>.msgpack``)."""
-    return f".{__version__}.parts.msgpack"
+    return f".{made_by()}.parts.msgpack"
 
 
 def fingerprint(
@@ -150,7 +151,7 @@ def fingerprint(
     """A digest of everything the published files are computed from (the tool's version, the
     formats, the mirror and where each source was read, what each source held, and the
     filters, if any: a branch published whole keeps the digest it had before filters)."""
-    parts: list[object] = [__version__, formats, mirror, locations, entries]
+    parts: list[object] = [made_by(), formats, mirror, locations, entries]
     if filters is not None:
         parts.append(filters)
     return hashlib.sha256(encode_json(parts)).hexdigest()
@@ -263,7 +264,7 @@ class Store:
             return
         for path in stores:
             found = _SPEC_STORE.fullmatch(path.name)
-            if found and (found["tmp"] or not path.name.startswith(f"{__version__}-db")):
+            if found and (found["tmp"] or not path.name.startswith(f"{made_by()}-db")):
                 try:
                     path.unlink(missing_ok=True)
                 except OSError as err:
