@@ -92,6 +92,35 @@ def test_a_node_spelling_variants_alone_keeps_them(tmp_path: Path, whole: bool) 
     assert _facts(summary) == _facts(expected)
 
 
+def test_a_compiler_without_a_name_or_with_control_characters_refuses_its_record(
+    tmp_path: Path,
+) -> None:
+    """An annotation's compiler ``@`` was published as ``""`` (which verify then refused),
+    and one holding an escape sequence as it was (``crawler find`` printed it to the
+    terminal): each such record is refused, with why, as a bad name or version is."""
+    document = json.loads(index_document(_specs(), 8))
+    installs = document["database"]["installs"]
+    annotated = [
+        key
+        for key, record in installs.items()
+        if record["in_buildcache"]
+        and record["spec"].get("annotations", {}).get("compiler")
+        and not any("virtuals" in str(e) for e in record["spec"].get("dependencies", []))
+    ]
+    compilers = ["@", "@=13.2", "gcc\x1b]0;title\x07@13"]
+    for key, compiler in zip(annotated, compilers, strict=False):
+        installs[key]["spec"]["annotations"]["compiler"] = compiler
+    summary = _root(_write(tmp_path / "index.json", json.dumps(document).encode()))
+    assert len(annotated) >= len(compilers)
+    assert sorted((i.hash, i.reason) for i in summary.invalid) == sorted(
+        [
+            (annotated[0], "compiler '' has no name"),
+            (annotated[1], "compiler '@13.2' has no name"),
+            (annotated[2], "control characters in compiler 'gcc\\x1b]0;title\\x07@13'"),
+        ]
+    )
+
+
 @pytest.mark.parametrize("spelling", SPELLINGS)
 def test_a_stack_reads_in_every_spelling(tmp_path: Path, spelling: str) -> None:
     specs = _specs()

@@ -156,7 +156,12 @@ class RootPart:
                     found = self._variants(node.parameters)
                 if type(found) is str:
                     problem = found
-                elif type(compiler) is not str or len(compiler) > MAX_COMPILER:
+                elif (
+                    type(compiler) is not str
+                    or len(compiler) > MAX_COMPILER
+                    or compiler[:1] in ("", "@")
+                    or not compiler.isprintable()
+                ):
                     problem = _compiler_problem(compiler)  # the common case passes in C above
             if problem:
                 check.reject(key, problem)
@@ -402,10 +407,16 @@ def _too_many(parameters: dict[str, PlainValue] | dict[str, ParamValue]) -> str:
 
 
 def _compiler_problem(compiler: str | Dependency) -> str | None:
-    """Why a compiler (or the name of the edge that gives it) is too long, or None."""
+    """Why a compiler (or the name of the edge that gives it) cannot be shown, or None: too
+    long, without a name (an annotation ``@13``), or with control characters, refused as in
+    a name or version (pages and the site show it, ``crawler find`` prints it)."""
     if isinstance(compiler, Dependency):
         return too_large("the compiler dependency's name", len(compiler.name), MAX_COMPILER)
-    return too_large("compiler", len(compiler), MAX_COMPILER)
+    if len(compiler) > MAX_COMPILER:
+        return too_large("compiler", len(compiler), MAX_COMPILER)
+    if compiler[:1] in ("", "@"):
+        return f"compiler {compiler!r} has no name"
+    return f"control characters in compiler {compiler!r}"
 
 
 def _bad_edge(dependencies: list[Dependency]) -> str:
