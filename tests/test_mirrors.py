@@ -152,7 +152,7 @@ async def test_a_local_v3_cache_gives_its_index_and_its_listed_views(
     assert capsys.readouterr().out.splitlines() == [
         f"e4s-view\troot\tv3 view 'e4s-view' of {cache_url}",
         f"snapshot-1\troot\tv3 view 'snapshot-1' of {cache_url}",
-        f"spack-cache\troot\tv3 index of {cache_url}",
+        f"spack-cache\troot\tindex of {cache_url}",
     ]
 
     code, _, err = await crawl(capsys, "sync", "--all", *argv)

@@ -25,7 +25,7 @@ async def test_sync_a_local_v3_cache_by_branch_then_list_it(tmp_path: Path) -> N
     assert not (tmp_path / "out" / "spack-cache").exists()
     done = await finish(await start_cli("branches", "--mirror", args[1], cwd=tmp_path))
     cache = (tmp_path / "spack-cache").as_uri()
-    listed = f"spack-cache\troot\tv3 index of {cache}\nstable\troot\tv3 view 'stable' of {cache}\n"
+    listed = f"spack-cache\troot\tindex of {cache}\nstable\troot\tv3 view 'stable' of {cache}\n"
     assert (done.code, done.out) == (0, listed), done.err
 
 

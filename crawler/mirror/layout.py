@@ -94,7 +94,7 @@ class Place:
 
     def describe(self) -> str:
         """How the index was found, for ``crawler branches`` and the logs."""
-        what = {"cache": "v3 index", "v2": "v2 index", "manifest": "v3 index", "blob": "v3 blob"}
+        what = {"cache": "index", "v2": "v2 index", "manifest": "v3 index", "blob": "v3 blob"}
         view = f"v3 view {self.view!r}" if self.view else what[self.kind]
         return f"{view} of {self.cache or '/'}"
 
