@@ -20,7 +20,7 @@ import gzip
 import mmap
 import zlib
 from array import array
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import BinaryIO, Generic, NamedTuple, TypeVar, cast
 
 import msgspec
@@ -40,13 +40,14 @@ from .records import (
     decode_document,
     decode_envelope,
     decode_mending,
+    strict_utf8,
 )
 from .specstore import Known, RawRecord, digest
 from .validate import Checker, TooManyInvalid, key_digest
 
 R = TypeVar("R", Record, StackRecord)
 _RAW = msgspec.json.Decoder(dict[str, msgspec.Raw])
-_STR = msgspec.json.Decoder(str)
+_STR = strict_utf8(msgspec.json.Decoder(str).decode)
 _RAW_RECORDS = msgspec.json.Decoder(dict[str, RawRecord])
 _ENCODE = msgspec.json.Encoder()
 #: ``max_index_mb``'s default, in bytes (workers are told the configured value).
@@ -59,11 +60,11 @@ class Decoders(Generic[R]):
     record at a time as the last."""
 
     def __init__(self, *kinds: type[R]) -> None:
-        self.pieces: list[msgspec.json.Decoder[dict[str, R]]] = [
-            msgspec.json.Decoder(dict[str, kind])  # type: ignore[valid-type]
+        self.pieces: list[Callable[[Buffer], dict[str, R]]] = [
+            strict_utf8(msgspec.json.Decoder(dict[str, kind]).decode)  # type: ignore[valid-type]
             for kind in kinds
         ]
-        self.one: msgspec.json.Decoder[R] = msgspec.json.Decoder(kinds[-1])
+        self.one: Callable[[Buffer], R] = strict_utf8(msgspec.json.Decoder(kinds[-1]).decode)
 
 
 #: A root's pieces: the common case first, older writers' spellings last (see :mod:`.records`,
@@ -263,7 +264,7 @@ def _decode_at(data: Buffer, decoders: Decoders[R], start: int, url: str) -> Rec
 
 def _key(text: bytes, url: str) -> str:
     try:
-        return decode_mending(_STR.decode, text)
+        return decode_mending(_STR, text)
     except (msgspec.DecodeError, UnicodeDecodeError) as err:
         raise chunks.BadCut(f"a key of {url}: {err}") from None
 
@@ -276,7 +277,7 @@ def _decode_piece(data: Buffer, decoders: Decoders[R]) -> Records[R]:
 def _decode_kinds(data: Buffer, decoders: Decoders[R]) -> Records[R]:
     for decoder in decoders.pieces:
         try:
-            return decoder.decode(data)
+            return decoder(data)
         except (msgspec.ValidationError, UnicodeDecodeError):
             continue  # a record that does not fit: try the next kind
     return _RAW.decode(bytes(data))  # raw records point into their buffer: copy it
@@ -300,7 +301,7 @@ def typed(records: Records[R], decoders: Decoders[R], check: Checker) -> dict[st
             check.reject(key, f"record is {size:,} bytes of JSON, more than the limit of {limit:,}")
             continue
         try:
-            decoded[key] = decoders.one.decode(value)
+            decoded[key] = decoders.one(value)
         except msgspec.ValidationError as err:
             check.reject(key, f"bad record: {err}")
         except UnicodeDecodeError as err:

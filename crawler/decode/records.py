@@ -22,6 +22,7 @@ them out of the cyclic garbage collector roughly halves decoding time on a devel
 
 from __future__ import annotations
 
+import codecs
 import mmap
 import re
 from collections.abc import Callable
@@ -260,9 +261,6 @@ class _Document(msgspec.Struct, gc=False):
     database: _Database
 
 
-_DOCUMENT_DECODER = msgspec.json.Decoder(_Document)
-
-
 class _RawDatabase(msgspec.Struct, gc=False):
     version: str | int
     installs: msgspec.Raw
@@ -303,6 +301,32 @@ def mend_surrogates(data: Buffer) -> bytes | None:
     return mended if mended != text else None
 
 
+#: How msgspec 0.23 and later say that a string they decode is not UTF-8 (a DecodeError; before,
+#: a UnicodeDecodeError). See :func:`strict_utf8`.
+_NOT_UTF8 = "Invalid UTF-8"
+
+
+def strict_utf8(decode: Callable[[Buffer], T]) -> Callable[[Buffer], T]:
+    """``decode``, raising :class:`UnicodeDecodeError` for a string that is not UTF-8 whichever
+    msgspec is installed: the readers tell it from malformed JSON (such a record is left out,
+    a document named as not UTF-8). Its reason is Python's codec's, found on the error's path
+    only."""
+
+    def decoding(data: Buffer) -> T:
+        try:
+            return decode(data)
+        except msgspec.DecodeError as err:
+            if not str(err).startswith(_NOT_UTF8):
+                raise
+            codecs.utf_8_decode(data, "strict", True)  # raises it, with its reason
+            raise  # the bytes are UTF-8 after all: msgspec's error stands
+
+    return decoding
+
+
+_DECODE_DOCUMENT = strict_utf8(msgspec.json.Decoder(_Document).decode)
+
+
 def decode_mending(decode: Callable[[Buffer], T], data: Buffer) -> T:
     """``decode(data)``; when that finds the JSON malformed, ``decode`` again with its lone
     surrogate escapes mended (:func:`mend_surrogates`), if it has any."""
@@ -336,7 +360,7 @@ def decode_document(body: Buffer, url: str) -> tuple[str, dict[str, msgspec.Raw]
     if not body:
         raise IndexFormatError(url, "empty body")
     try:
-        document = decode_mending(_DOCUMENT_DECODER.decode, body)
+        document = decode_mending(_DECODE_DOCUMENT, body)
     except msgspec.ValidationError as err:
         raise IndexFormatError(url, f"not a Spack database index: {err}") from None
     except msgspec.DecodeError as err:

@@ -23,6 +23,7 @@ from urllib.parse import quote, urlsplit
 import msgspec
 
 from ..config import Config
+from ..decode.records import strict_utf8
 from ..errors import IndexFormatError, shown
 from ..files import as_given, is_safe_name
 from ..urls import file_path, without_credentials
@@ -182,7 +183,7 @@ class _Entry(msgspec.Struct):
     url: str
 
 
-_DOCUMENT = dict[str, list[_Entry]]
+_decode_document = strict_utf8(msgspec.json.Decoder(dict[str, list[_Entry]]).decode)
 
 
 def map_url(url: str, mirror: Mirror, config: Config) -> str:
@@ -250,7 +251,7 @@ def _source(ref: str, entry: _Entry, mirror: Mirror, config: Config) -> Source:
 def parse_discovery(body: bytes, url: str, mirror: Mirror, config: Config) -> Discovery:
     """Validate a discovery document's bytes and build the sources of every ref."""
     try:
-        document = msgspec.json.decode(body, type=_DOCUMENT)
+        document = _decode_document(body)
     except msgspec.ValidationError as err:
         raise IndexFormatError(url, f"not a discovery document: {err}") from None
     except msgspec.DecodeError as err:

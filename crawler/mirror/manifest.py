@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import msgspec
 
-from ..decode.records import SUPPORTED_VERSIONS
+from ..decode.records import SUPPORTED_VERSIONS, strict_utf8
 from ..errors import IndexFormatError, shown
 
 #: The layout version of a manifest (Spack refuses others: "Layout version mismatch").
@@ -45,6 +45,9 @@ class _Blob(msgspec.Struct, rename="camel"):
 class _Manifest(msgspec.Struct):
     version: int
     data: list[_Blob]
+
+
+_decode_manifest = strict_utf8(msgspec.json.Decoder(_Manifest).decode)
 
 
 @dataclass(frozen=True)
@@ -123,7 +126,7 @@ def choose_index(body: bytes, url: str) -> IndexBlob:
 
 def _decode(text: bytes, url: str) -> _Manifest:
     try:
-        return msgspec.json.decode(text, type=_Manifest)
+        return _decode_manifest(text)
     except msgspec.ValidationError as err:
         raise IndexFormatError(url, f"not an index manifest: {err}") from None
     except msgspec.DecodeError as err:
