@@ -335,8 +335,6 @@ async def test_a_lock_file_that_is_no_regular_file_is_refused(
     victim.write_text("precious")
     if what == "link to a file":
         lock.symlink_to(victim)
-    elif what == "hard link":  # another name of the victim: writing the pid would change it
-        lock.hardlink_to(victim)
     elif what == "dangling link":
         lock.symlink_to(tmp_path / "gone")
     elif what == "folder":
@@ -346,9 +344,31 @@ async def test_a_lock_file_that_is_no_regular_file_is_refused(
     with pytest.raises(OutputError) as caught:
         await RunLock(output).acquire_async()
     assert str(caught.value) == (
-        f"cannot write {lock}: not a regular file of its own (a link, a folder, a pipe): move it "
-        "away"
+        f"cannot write {lock}: not a regular file (a link, a folder, a pipe): move it away"
     )
     assert caught.value.exit_code == 4
     assert victim.read_text() == "precious" and not (tmp_path / "gone").exists()
-    assert lock.is_symlink() or lock.stat().st_nlink == 2 or not lock.is_file()  # left as it was
+    assert lock.is_symlink() or (lock.exists() and not lock.is_file())  # left as it was
+
+
+async def test_a_hard_linked_lock_file_is_locked_but_not_written(
+    output: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A lock file with another name (a copy made with ``cp -al``) is that file's content
+    too: the pid written and emptied would change it. The lock is taken, with a warning, and
+    nothing is written; a second run is still kept out."""
+    lock = output / ".crawler" / "lock"
+    lock.parent.mkdir(parents=True)
+    other = tmp_path / "other-name"
+    other.write_text("precious")
+    lock.hardlink_to(other)
+    held = RunLock(output)
+    await held.acquire_async()
+    try:
+        assert held.locked and other.read_text() == "precious"
+        with pytest.raises(LockBusyError):
+            await RunLock(output).acquire_async()
+    finally:
+        held.release()
+    assert other.read_text() == "precious" and lock.stat().st_nlink == 2
+    assert "has other names (hard links): locked without writing to it" in caplog.text

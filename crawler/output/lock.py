@@ -35,7 +35,8 @@ How it works, and why:
   (one holding the deleted file, one a newly created one). An empty file therefore means "the
   last run ended cleanly". For the same reason, anything but a regular file there (a link,
   which the lock's writes would go through, a folder, a pipe) is refused, and left for a
-  human to move away: the run fails (exit 4) rather than write through it or replace it.
+  human to move away: the run fails (exit 4) rather than write through it or replace it. A
+  file with other names (hard links, as ``cp -al`` makes) is locked but not written to.
 
 * The lock is in the folder the run opened: :class:`RunLock` opens the output folder once (by
   its resolved path, never through a link, :mod:`crawler.output.folder`), makes and locks
@@ -66,6 +67,7 @@ import contextlib
 import errno
 import fcntl
 import json
+import logging
 import os
 import socket
 import stat
@@ -80,11 +82,13 @@ from ..errors import LockBusyError, OutputError, shown
 from ..files import read_regular
 from .folder import OutputFolder, hold, let_go
 
+log = logging.getLogger(__name__)
+
 LOCK_FILE = Path(".crawler") / "lock"
 POLL_SECONDS = 0.1
 _MAX_CONTENT = 4096
 _NOT_A_FOLDER = "not a folder (a file, or a link that leads nowhere): move it away"
-_NOT_A_FILE = "not a regular file of its own (a link, a folder, a pipe): move it away"
+_NOT_A_FILE = "not a regular file (a link, a folder, a pipe): move it away"
 
 
 @dataclass(frozen=True)
@@ -163,6 +167,7 @@ class RunLock:
         #: This process, as written into the lock file while it holds the lock.
         self.holder: Holder | None = None
         self._fd: int | None = None
+        self._written = False  # whether the holder was written into the file (not a hard link)
         #: The output folder, held open while locked (see :class:`OutputFolder`).
         self.folder: OutputFolder | None = None
 
@@ -203,8 +208,9 @@ class RunLock:
             return
         folder, self.folder = self.folder, None
         try:
-            with contextlib.suppress(OSError):  # the lock goes with the descriptor anyway
-                os.ftruncate(fd, 0)
+            if self._written:
+                with contextlib.suppress(OSError):  # the lock goes with the descriptor anyway
+                    os.ftruncate(fd, 0)
             fcntl.flock(fd, fcntl.LOCK_UN)
         finally:
             os.close(fd)
@@ -242,8 +248,16 @@ class RunLock:
             content = self._read(fd)
             self.broken = self._leftover(Holder.parse(content), content)
             self.holder = Holder(os.getpid(), socket.gethostname(), _now())
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, self.holder.encode(), 0)
+            # A hard link's other names are the same content (a copy made with `cp -al`):
+            # writing the pid there would change them. The lock holds all the same.
+            self._written = os.fstat(fd).st_nlink == 1
+            if self._written:
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, self.holder.encode(), 0)
+            else:
+                log.warning(
+                    "%s has other names (hard links): locked without writing to it", self.path
+                )
         except OSError as err:
             os.close(fd)
             folder.close()
@@ -293,8 +307,7 @@ class RunLock:
         except OSError as err:
             os.close(fd)
             raise OutputError(str(self.path), err.strerror or str(err)) from None
-        # A hard link is another file's content too: writing a pid there would change it.
-        if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
+        if not stat.S_ISREG(info.st_mode):
             os.close(fd)
             raise OutputError(str(self.path), _NOT_A_FILE)
         return fd
