@@ -151,6 +151,13 @@ def test_paths_and_texts_that_are_not_utf8_or_not_in_the_locale(tmp_path: Path) 
     assert json_logs.returncode == 0, json_logs.stderr
     messages = [line["message"] for line in lines(json_logs.stderr.decode())]
     assert any("/out\\xff2/develop" in message for message in messages)
+    ascii_logs = _run(
+        *argv[:-1], str(tmp_path / "d\xe9j\xe0-logs"), "--log-format", "json", cwd=tmp_path,
+        PYTHONIOENCODING="ascii",
+    )  # fmt: skip
+    assert ascii_logs.returncode == 0, ascii_logs.stderr
+    messages = [line["message"] for line in lines(ascii_logs.stderr.decode("ascii"))]
+    assert any("/d\xe9j\xe0-logs/develop" in message for message in messages)
 
     develop = output / "develop"
     verified = _run("verify", str(develop), "--json", cwd=tmp_path)

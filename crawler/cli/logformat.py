@@ -53,8 +53,9 @@ class JSONFormatter(logging.Formatter):
             if k not in _STANDARD
         )
         if record.exc_info:
-            entry["traceback"] = self.formatException(record.exc_info)
-        return json.dumps(entry, ensure_ascii=False, default=str)
+            entry["traceback"] = without_surrogates(self.formatException(record.exc_info))
+        # ASCII, other characters as \u escapes: valid JSON whatever stderr's encoding.
+        return json.dumps(entry, default=str)
 
 
 def _time(created: float) -> str:
