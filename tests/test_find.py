@@ -193,10 +193,10 @@ def test_every_exit_code(sample: Path, capsys: pytest.CaptureFixture[str]) -> No
     nothing = here(capsys, "py-numpy", "--in", develop, "--target", "m1", "--os", "ubuntu24.04")
     assert (nothing.code, nothing.out) == (10, "")
     assert "no spec of" in nothing.err and "meets the criteria (it has 58): " in nothing.err
-    assert nothing.err.endswith(": 3 are named py-numpy, of which none have target m1\n")
+    assert nothing.err.endswith(": named py-numpy: 3, and with target m1: 0\n")
     narrowed = here(capsys, "--in", develop, "--runs-on", "neoverse_v2", "--compiler", "gcc@99")
     assert narrowed.code == 10, narrowed.err
-    assert narrowed.err.endswith(": 12 run on neoverse_v2, of which none have compiler gcc@99\n")
+    assert narrowed.err.endswith(": running on neoverse_v2: 12, and with compiler gcc@99: 0\n")
     typo = here(capsys, "py-nump", "--in", develop)
     assert typo.code == 10 and "no package 'py-nump'" in typo.err and "py-numpy" in typo.err
     output = here(capsys, "--in", str(sample))

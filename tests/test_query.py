@@ -292,15 +292,15 @@ def test_narrowing_says_how_many_specs_each_criterion_leaves(sample: Path) -> No
     packages = crawler.load_index(sample / "develop").packages
     query = crawler.Query(name="py-*", family="aarch64", compiler="gcc@99", variants="+mpi")
     assert query.narrowing(packages) == [
-        (len(crawler.Query(name="py-*").select(packages)), "are named py-*"),
+        (len(crawler.Query(name="py-*").select(packages)), "named py-*"),
         (
             len(crawler.Query(name="py-*", family="aarch64").select(packages)),
-            "are of family aarch64",
+            "of family aarch64",
         ),
-        (0, "have compiler gcc@99"),
+        (0, "with compiler gcc@99"),
     ]
-    assert crawler.Query(os="nope").narrowing(packages) == [(0, "have os nope")]
-    assert crawler.Query(name="zlib").narrowing(packages) == [(2, "are named zlib")]
+    assert crawler.Query(os="nope").narrowing(packages) == [(0, "with os nope")]
+    assert crawler.Query(name="zlib").narrowing(packages) == [(2, "named zlib")]
 
 
 @pytest.mark.parametrize(

@@ -141,12 +141,9 @@ def _nothing(query: Query, packages: Packages, folder: Path) -> str:
         close = difflib.get_close_matches(query.name, list(packages), n=3)
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
         return f"no package {query.name!r} in {folder}{hint}"
-    steps = [
-        f"{count:,} {asked}" if count else f"none {asked}"
-        for count, asked in query.narrowing(packages)
-    ]
-    why = ", of which ".join(steps)
-    return f"no spec of {folder} meets the criteria (it has {packages.index.stats.specs:,}): {why}"
+    steps = ", and ".join(f"{asked}: {count:,}" for count, asked in query.narrowing(packages))
+    why = f": {steps}" if steps else ""  # none when the index has no spec at all
+    return f"no spec of {folder} meets the criteria (it has {packages.index.stats.specs:,}){why}"
 
 
 def _write(found: Found, linked: Packages | None, folder: Path, *, as_json: bool) -> None:

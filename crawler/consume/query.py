@@ -125,11 +125,11 @@ class Query:
         return Found(matches, frozenset(targets.unknown))
 
     def narrowing(self, packages: Mapping[str, PackageSummary]) -> list[tuple[int, str]]:
-        """How many specs meet the criteria taken in turn, each with what it asks (``are
-        named py-numpy``, ``run on neoverse_v2``), up to the first that none meets: why
+        """How many specs meet the criteria taken in turn, each with what it asks (``named
+        py-numpy``, ``running on neoverse_v2``), up to the first that none meets: why
         nothing matched. The name comes first when one is asked for."""
         specs = [spec for name in self.names(packages) for spec in packages[name].spec_details]
-        steps = [] if self.name is None else [(len(specs), f"are named {self.name}")]
+        steps = [] if self.name is None else [(len(specs), f"named {self.name}")]
         for asked, test in self._tests(Targets()):
             if not specs:
                 break
@@ -146,26 +146,26 @@ class Query:
             ("platform", self.platform),
         ):
             if wanted is not None:
-                tests.append((f"have {field} {wanted}", _equals(field, wanted)))
+                tests.append((f"with {field} {wanted}", _equals(field, wanted)))
         if self.stack is not None:
             stack = self.stack
-            tests.append((f"are in stack {stack}", lambda spec: stack in spec.stacks))
+            tests.append((f"in stack {stack}", lambda spec: stack in spec.stacks))
         if self.family is not None:
             family = self.family
             test = _by_target(lambda t: targets.family(t) == family)
-            tests.append((f"are of family {family}", test))
+            tests.append((f"of family {family}", test))
         if self.host is not None:
             host = self.host
             test = _by_target(lambda t: targets.compatible(t, host))
-            tests.append((f"run on {host.name}", test))
+            tests.append((f"running on {host.name}", test))
         if self.compiler is not None:
             tests.append(
-                (f"have compiler {self._asked['compiler']}", _cached("compiler", self.compiler))
+                (f"with compiler {self._asked['compiler']}", _cached("compiler", self.compiler))
             )
         if self.version is not None:
-            tests.append((f"have version {self._asked['version']}", _any_version(self.version)))
+            tests.append((f"with version {self._asked['version']}", _any_version(self.version)))
         tests += [
-            (f"have variant {v}", test)
+            (f"with variant {v}", test)
             for v, test in zip(self._variants, self.variants, strict=True)
         ]
         return tests
