@@ -75,7 +75,8 @@ def aligned(rows: Sequence[tuple[str, ...]]) -> str:
 def rich_table(
     columns: Sequence[str], rows: Sequence[tuple[str, ...]], caption: str, out: TextIO
 ) -> None:
-    """Rows as a table drawn by rich for the terminal ``out``, under a bold header. Drawn to
+    """Rows as a table drawn by rich for the terminal ``out`` (its width), under a bold header,
+    written on stdout. Drawn to
     text first, then written as any results are (:func:`.streams.write_whole`): rich's own
     writes would fail on what the terminal's encoding lacks (``ü`` on an ASCII locale). Cells
     and caption are plain text, not rich's markup (``[/x]`` in an index would fail it)."""
@@ -83,7 +84,8 @@ def rich_table(
     from rich.table import Table
     from rich.text import Text
 
-    table = Table(*columns, caption=Text(printable(caption)), box=None, header_style="bold")
+    caption_text = Text(printable(caption), style="table.caption")
+    table = Table(*columns, caption=caption_text, box=None, header_style="bold")
     for row in _printable_rows(rows):
         table.add_row(*map(Text, row))
     console = Console(file=out)

@@ -156,7 +156,7 @@ class RootPart:
                     found = self._variants(node.parameters)
                 if type(found) is str:
                     problem = found
-                elif (
+                elif (  # each case that _compiler_problem names, tested in C first
                     type(compiler) is not str
                     or len(compiler) > MAX_COMPILER
                     or compiler[:1] in ("", "@")

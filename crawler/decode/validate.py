@@ -9,13 +9,15 @@ out, and listed in ``invalid`` with its hash and reason, when
   has the key's: Spack's database reader gives every node its record's key);
 * a required field is missing or has the wrong type (``name``, ``version``, ``arch`` with
   ``platform``, ``platform_os`` and ``target``, ``hash``; variant values must be booleans,
-  strings, numbers or lists of them);
+  strings, numbers or lists of them), or a string is not UTF-8;
+* ``name``, ``version`` or ``arch`` holds control characters;
 * the package name is not a safe folder name (pages are written to ``pages/<name>/``);
 * a field is longer than its limit (:data:`LIMITS`, below): the reason names the field, its
   size and the limit, so that nothing a mirror sends can make one record, or what it adds to
   the output, large;
 * (root only) a dependency's hash is not a key of the same index;
-* (root only) its compiler cannot be resolved.
+* (root only) its compiler cannot be resolved, has no name (an annotation ``@13``) or holds
+  control characters.
 
 Limits (generous: Spack's own records are far below them; a develop root's longest version is
 a ``git.<40 hex>=<version>`` of about 60 characters, its longest variant a few hundred):

@@ -257,7 +257,7 @@ class PublishedBranch:
         if self._links_size() != size:
             return False
         try:
-            with open(open_regular(self.folder / "links.json"), "rb") as file:
+            with open(open_regular(self.folder / "links.json", follow=False), "rb") as file:
                 return hashlib.file_digest(file, "sha256").hexdigest() == sha256
         except OSError:
             return False
@@ -280,13 +280,15 @@ class PublishedBranch:
         self,
         index_sha256: str,
         pages_digest: str | None,
-        links: tuple[str, int],
+        *,
+        links_sha256: str,
+        links_size: int,
         site: bool,
     ) -> bool:
         """Whether it holds, intact, an ``index.json`` of this SHA-256, a ``links.json`` of
-        this SHA-256 and size (``links``), these pages (a :class:`PagesDigest`; None: no
-        ``pages/`` at all), and a site or none (``site``)."""
-        if self.index(index_sha256) is None or not self._links_are(*links):
+        this SHA-256 and size, these pages (a :class:`PagesDigest`; None: no ``pages/`` at
+        all), and a site or none (``site``)."""
+        if self.index(index_sha256) is None or not self._links_are(links_sha256, links_size):
             return False
         if self.has_site() != site or (not site and os.path.lexists(self.site)):
             return False

@@ -2,9 +2,10 @@
 
 Next to the output, under ``<output>/.crawler/``:
 
-* ``cache/<kind>-<sha256>.<version>.parts.msgpack``: the summary of an index file with that
-  SHA-256 (a pure function of the bytes, of whether it is a root or a stack index, and of the
-  tool's version, so it can be reused whenever the same bytes come back to the same version),
+* ``cache/<kind>-<sha256>.<made by>.parts.msgpack``: the summary of an index file with that
+  SHA-256 (a pure function of the bytes, of whether it is a root or a stack index, and of what
+  made it, :func:`~crawler.decode.records.made_by`: the tool's version and the revision of its
+  rules, so it can be reused whenever the same bytes come back to the same build),
   stored as the decoding workers returned it (the parts of a root index, the
   :class:`~crawler.decode.validate.SourceSummary` of a stack), so that saving it costs no encoding;
 * ``specs/``: the spec store (:mod:`crawler.decode.specstore`), written by :meth:`Store.save_specs`,

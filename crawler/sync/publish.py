@@ -98,7 +98,10 @@ async def publish_branch(
         pages_digest = pages.hexdigest() if pages else None
         written = Written(digest, pages_digest, links_size, swapped=False)
         published = PublishedBranch(output, branch)
-        if published.holds(digest, pages_digest, (links_digest, links_size), with_site):
+        held = published.holds(
+            digest, pages_digest, links_sha256=links_digest, links_size=links_size, site=with_site
+        )
+        if held:
             return written
         finish()
         stage.write("report.json", encode_json(report))
