@@ -76,10 +76,10 @@ def rich_table(
     columns: Sequence[str], rows: Sequence[tuple[str, ...]], caption: str, out: TextIO
 ) -> None:
     """Rows as a table drawn by rich for the terminal ``out`` (its width), under a bold header,
-    written on stdout. Drawn to
-    text first, then written as any results are (:func:`.streams.write_whole`): rich's own
-    writes would fail on what the terminal's encoding lacks (``ü`` on an ASCII locale). Cells
-    and caption are plain text, not rich's markup (``[/x]`` in an index would fail it)."""
+    written on stdout. Drawn to text first, then written as any results are
+    (:func:`.streams.write_whole`): rich's own writes would fail on what the terminal's
+    encoding lacks (``ü`` on an ASCII locale). Cells and caption are plain text, not rich's
+    markup (``[/x]`` in an index would fail it)."""
     from rich.console import Console  # only here: about 50 ms to import
     from rich.table import Table
     from rich.text import Text
