@@ -8,6 +8,7 @@ import json
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
@@ -166,13 +167,16 @@ def test_a_path_that_is_no_published_branch_is_named(
         (b'{"schema_version": "1"}', SchemaVersionError, "schema_version '1', unknown"),
     ],
 )
+@pytest.mark.parametrize("load", [crawler.load_index, load_packages])
 def test_a_damaged_or_newer_index_is_refused_with_its_own_error(
-    tmp_path: Path, text: bytes, error: type[Exception], says: str
+    tmp_path: Path, text: bytes, error: type[Exception], says: str, load: Callable[[Path], object]
 ) -> None:
+    """Also by ``load_packages`` (what find and diff read): a newer index of another shape
+    said exit 11, not 12 (upgrade)."""
     (tmp_path / "develop").mkdir()
     (tmp_path / "develop" / "index.json").write_bytes(text)
     with pytest.raises(error, match=says):
-        crawler.load_index(tmp_path / "develop")
+        load(tmp_path / "develop")
 
 
 def test_a_newer_index_of_the_same_shape_is_refused_too(sample: Path, tmp_path: Path) -> None:
@@ -301,6 +305,36 @@ def test_narrowing_says_how_many_specs_each_criterion_leaves(sample: Path) -> No
     ]
     assert crawler.Query(os="nope").narrowing(packages) == [(0, "with os nope")]
     assert crawler.Query(name="zlib").narrowing(packages) == [(2, "named zlib")]
+
+
+@pytest.mark.parametrize(
+    ("name", "load"),
+    [
+        ("index.json", crawler.load_index),
+        ("index.json", load_packages),
+        ("history.json", crawler.load_history),
+        ("links.json", crawler.load_links),
+    ],
+)
+@pytest.mark.damages_output
+def test_a_document_nested_too_deeply_is_no_branch_for_readers_and_verify(
+    sample: Path, tmp_path: Path, name: str, load: Callable[[Path], object]
+) -> None:
+    """A value nested thousands deep (a published folder is anyone's to write) made msgspec
+    and json give up with RecursionError, an internal error of every consumer command and of
+    verify. It is a folder that is no published branch (exit 11), and verify's problem."""
+    branch = tmp_path / "develop"
+    shutil.copytree(sample / "develop", branch)
+    document = branch / name
+    deep = "[" * 5000 + "]" * 5000
+    document.write_text(document.read_text().replace("{", '{"zzz":' + deep + ",", 1))
+    with pytest.raises(NotABranchError, match="nested too deeply"):
+        load(branch)
+    assert f"{name}: not readable JSON: nested too deeply" in crawler.verify_branch(branch) or (
+        name == "links.json"
+        and "links.json: not a links.json as a publish writes it: nested too deeply"
+        in crawler.verify_branch(branch)
+    )
 
 
 @pytest.mark.parametrize(

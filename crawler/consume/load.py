@@ -43,6 +43,7 @@ _EXAMPLE = "give a published branch folder, such as output/develop"
 
 PathLike = str | os.PathLike[str]
 D = TypeVar("D")
+P = TypeVar("P")
 
 
 def branch_path(output: PathLike, branch: str) -> Path:
@@ -56,9 +57,13 @@ def branch_path(output: PathLike, branch: str) -> Path:
 def load_index(path: PathLike) -> Index[PackageSummary]:
     """The ``index.json`` of a published branch folder (or that file itself), typed."""
     file = _document(path, "index.json")
-    data = _read(file)
+    return _decode_index(file, _read(file), PackageSummary)
+
+
+def _decode_index(file: Path, data: bytes, kind: type[P]) -> Index[P]:
+    """``index.json``'s bytes as an index of ``kind`` packages, of a schema version read."""
     try:
-        index = _decode(file, data, Index[PackageSummary], "an index.json")
+        index = _decode(file, data, Index[kind], "an index.json")  # type: ignore[valid-type]
     except NotABranchError:
         version = _schema_version(file, data)
         if version is not None:  # a newer index's shape may differ: that is the news
@@ -104,10 +109,10 @@ class Packages(Mapping[str, PackageSummary]):
             try:
                 with no_gc():
                     package = self._decoder.decode(self.index.packages[name])
-            except msgspec.DecodeError as err:  # ValidationError included
+            except (msgspec.DecodeError, RecursionError) as err:  # ValidationError included
                 raise NotABranchError(
                     str(self.file),
-                    f"not an index.json as a publish writes it: package {name!r}: {err} "
+                    f"not an index.json as a publish writes it: package {name!r}: {_reason(err)} "
                     "(crawler verify says more)",
                 ) from None
             self._decoded[name] = package
@@ -146,10 +151,7 @@ def load_packages(path: PathLike, *, variants: bool = True) -> Packages:
     it), each decoded when first looked up; without ``variants``, faster (see
     :class:`Packages`)."""
     file = _document(path, "index.json")
-    data = _read(file)
-    index = _decode(file, data, Index[msgspec.Raw], "an index.json")
-    _check_version(file, index.schema_version)
-    return Packages(file, index, variants=variants)
+    return Packages(file, _decode_index(file, _read(file), msgspec.Raw), variants=variants)
 
 
 def load_links(path: PathLike) -> Links:
@@ -189,6 +191,8 @@ def _schema_version(file: Path, data: bytes) -> object:
         return msgspec.json.decode(data, type=_Versioned).schema_version
     except msgspec.DecodeError as err:  # ValidationError included: not an object
         raise NotABranchError(str(file), f"not a JSON object: {err}") from None
+    except RecursionError:
+        raise NotABranchError(str(file), _reason(RecursionError())) from None
 
 
 def _check_version(file: Path, version: object) -> None:
@@ -282,10 +286,17 @@ def _decode(file: Path, data: bytes | msgspec.Raw, kind: type[D], what: str) -> 
     try:
         with no_gc():
             return msgspec.json.decode(data, type=kind)
-    except msgspec.DecodeError as err:  # ValidationError included
+    except (msgspec.DecodeError, RecursionError) as err:  # ValidationError included
         raise NotABranchError(
-            str(file), f"not {what} as a publish writes it: {err} (crawler verify says more)"
+            str(file),
+            f"not {what} as a publish writes it: {_reason(err)} (crawler verify says more)",
         ) from None
+
+
+def _reason(err: Exception) -> str:
+    """What is wrong, as a decoding error says it (msgspec gives up on values nested
+    thousands deep with a RecursionError)."""
+    return "nested too deeply" if isinstance(err, RecursionError) else str(err)
 
 
 @contextmanager

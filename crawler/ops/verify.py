@@ -94,8 +94,14 @@ def _companion_problems(folder: Path, name: str, schema: bool) -> list[str]:
         return []
     try:
         return _schema_problems(json.loads(read_regular(folder / name)), name)
-    except (OSError, ValueError) as err:  # replaced meanwhile: the next pass tells
-        return [f"{name}: not readable JSON: {_short(str(err))}"]
+    except (OSError, ValueError, RecursionError) as err:  # replaced meanwhile: the next pass tells
+        return [f"{name}: not readable JSON: {_unreadable(err)}"]
+
+
+def _unreadable(err: Exception) -> str:
+    """Why a document could not be read (a value nested thousands deep exhausts the decoder's
+    recursion)."""
+    return "nested too deeply" if isinstance(err, RecursionError) else _short(str(err))
 
 
 def _list_problem(where: str, field: str, actual: list[str], expected: list[str]) -> str | None:
@@ -222,8 +228,8 @@ def _links_problems(folder: Path, index: Index[PackageSummary]) -> list[str]:
         return ["links.json: missing (an index.json of schema_version 2 has one beside it)"]
     try:
         links = msgspec.json.decode(read_regular(path), type=Links)
-    except (OSError, msgspec.DecodeError) as err:  # ValidationError included
-        return [f"links.json: not a links.json as a publish writes it: {_short(str(err))}"]
+    except (OSError, msgspec.DecodeError, RecursionError) as err:  # ValidationError included
+        return [f"links.json: not a links.json as a publish writes it: {_unreadable(err)}"]
     problems = []
     if links.branch != folder.name:
         where = f"links.json: branch is {links.branch!r} but the folder is {folder.name!r}"
@@ -339,8 +345,8 @@ def verify_once(folder: Path, schema: bool) -> list[str]:
         return [f"index.json: missing in {folder}"]
     try:
         document = json.loads(read_regular(index_path))
-    except (OSError, ValueError) as err:
-        return [f"index.json: not readable JSON: {_short(str(err))}"]
+    except (OSError, ValueError, RecursionError) as err:
+        return [f"index.json: not readable JSON: {_unreadable(err)}"]
     problems = _schema_problems(document) if schema else []
     index: Index[PackageSummary] | None = None
     try:
