@@ -195,6 +195,11 @@ def test_a_newer_index_of_the_same_shape_is_refused_too(sample: Path, tmp_path: 
 def test_versions_sort_as_spack_sorts_them() -> None:
     ordered = ["1.2", "1.2.rc1", "1.2.0", "1.2.1", "1.9", "1.10", "2", "main", "develop"]
     assert sorted(reversed(ordered), key=version_key) == ordered
+    # Numbers of any length, as numbers (int() refuses over 4,300 digits: an internal error)
+    huge = "1" * 5000
+    numbers = ["0.9", "00.010", f"0.{huge}", "1", "09", f"{huge}.0", "develop"]
+    assert sorted(reversed(numbers), key=version_key) == numbers
+    assert version_key("01.2") == version_key("1.2") and parse_versions(f"{huge}:")(f"{huge}.1")
 
 
 @pytest.mark.parametrize(

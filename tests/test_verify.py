@@ -482,3 +482,28 @@ async def test_a_branch_published_while_it_is_verified_is_verified_again(tmp_pat
     swaps.update(done=0, wanted=99)
     problems = verify_branch(folder, schema=False, check=publish_meanwhile)
     assert problems[-1] == f"{folder}: replaced while it was verified, 3 times over"
+
+
+@pytest.mark.damages_output
+def test_what_a_folder_quotes_is_escaped_and_a_linked_pages_folder_is_not_walked(
+    branch: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A published folder is anyone's to write: an escape sequence in a compiler reached the
+    terminal in verify's problems (and in find's warnings, on stderr), and a ``pages`` link to
+    ``/`` made verify walk the whole filesystem. Both are problems, quoted escaped; the link
+    is not followed."""
+
+    def damage(index: Index) -> None:
+        index["packages"]["zlib"]["spec_details"][0]["compiler"] = "gcc\x1b]0;PWNED\x07"
+        index["packages"]["zlib"]["spec_details"][1]["target"] = "zen9\x1b[31mRED"
+
+    edit(branch, damage)
+    shutil.rmtree(branch / "pages")
+    (branch / "pages").symlink_to("/")
+    assert asyncio.run(main_async(["verify", str(branch)])) == 8
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "lacks gcc\\x1b]0;PWNED\\x07" in out
+    assert "pages: not written by a publish" in out and "cannot be listed" not in out
+    assert asyncio.run(main_async(["find", "--in", str(branch), "--family", "x86_64"])) == 0
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "does not know: zen9\\x1b[31mRED" in err

@@ -22,7 +22,7 @@ from pathlib import Path
 from .. import __version__
 from ..config import Config
 from ..consume.load import no_such_branch, not_a_branch_folder
-from ..errors import CrawlerError, ExitCode, UsageError, counted, shown
+from ..errors import CrawlerError, ExitCode, UsageError, counted, printable, shown
 from ..files import is_safe_name
 from ..heap import return_large_blocks
 from ..mirror.proxies import environment_proxies
@@ -102,7 +102,8 @@ def _verify(args: argparse.Namespace) -> int:
         raise UsageError(f"crawler verify: {path}: {found}")
     problems = verify_branch(path, schema=not args.no_schema)
     verdict = [] if problems or args.quiet else [f"{path}: all checks hold"]
-    results: str | bytes = _text(problems or verdict)
+    # A problem may quote the folder's documents, anyone's to write: escaped for a terminal.
+    results: str | bytes = _text([printable(p) for p in problems] or verdict)
     if args.json:  # the verdict, whatever it is
         schema = not args.no_schema
         verified = Verified(path=str(path), ok=not problems, schema=schema, problems=problems)

@@ -22,7 +22,7 @@ import msgspec
 from ..consume.load import Packages, load_packages, no_gc
 from ..consume.query import Found, Match, Query
 from ..documents import SpecLinks
-from ..errors import ExitCode, UsageError
+from ..errors import ExitCode, UsageError, shown
 from .consumer import add_branch_arguments, aligned, branch_folder, rich_table, run_alone
 from .streams import printed, tell, write_whole
 
@@ -141,7 +141,8 @@ def _nothing(query: Query, packages: Packages, folder: Path) -> str:
         close = difflib.get_close_matches(query.name, list(packages), n=3)
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
         return f"no package {query.name!r} in {folder}{hint}"
-    steps = ", and ".join(f"{asked}: {count:,}" for count, asked in query.narrowing(packages))
+    narrowing = query.narrowing(packages)
+    steps = ", and ".join(f"{shown(asked, 100)}: {count:,}" for count, asked in narrowing)
     why = f": {steps}" if steps else ""  # none when the index has no spec at all
     return f"no spec of {folder} meets the criteria (it has {packages.index.stats.specs:,}){why}"
 

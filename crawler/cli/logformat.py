@@ -16,7 +16,7 @@ import logging
 import sys
 from datetime import datetime
 
-from ..errors import without_surrogates
+from ..errors import printable, without_surrogates
 
 FORMATS = ("text", "json")
 
@@ -87,8 +87,8 @@ def told(line: str) -> str:
     """A line for the user on stderr as the logs are written: itself, or with JSON logs one
     record of the ``crawler`` logger (``error: ...`` an error, ``warning: ...`` and an
     interrupt a warning)."""
-    if not _json:
-        return without_surrogates(line)
+    if not _json:  # what it quotes of a document, escaped: a terminal acts on control characters
+        return "\n".join(map(printable, line.split("\n")))
     level = logging.ERROR if line.startswith("error:") else logging.INFO
     if line.startswith(("warning:", "interrupted")):
         level = logging.WARNING

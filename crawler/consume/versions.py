@@ -32,8 +32,10 @@ INFINITY = ("stable", "trunk", "head", "master", "main", "develop")
 _SEGMENT = re.compile(r"[0-9]+|[A-Za-z]+")
 _VERSION = re.compile(r"[A-Za-z0-9_.-]+")
 
-#: A version's sort key: one (kind, value) per segment; kind 0 a word, 1 a number, 2 infinity.
-Key = tuple[tuple[int, int | str], ...]
+#: A version's sort key: one tuple per segment, its kind first: (0, word), (1, number of digits,
+#: digits) for a number, leading zeros left out (ordered as the numbers, without int(), which
+#: refuses thousands of digits), (2, rank) for infinity.
+Key = tuple[tuple[int | str, ...], ...]
 
 
 @lru_cache(maxsize=65536)  # an index has a few thousand distinct versions, each seen often
@@ -42,9 +44,10 @@ def version_key(version: str) -> Key:
     return tuple(_segment(s) for s in _SEGMENT.findall(version))
 
 
-def _segment(text: str) -> tuple[int, int | str]:
+def _segment(text: str) -> tuple[int | str, ...]:
     if text.isdigit():
-        return (1, int(text))
+        digits = text.lstrip("0") or "0"
+        return (1, len(digits), digits)
     if text in INFINITY:
         return (2, INFINITY.index(text))
     return (0, text)

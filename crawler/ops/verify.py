@@ -355,7 +355,8 @@ def verify_once(folder: Path, schema: bool) -> list[str]:
         problems.append(f"index.json: consistency checks skipped: {_short(str(err))}")
     if index is not None:
         problems += _index_problems(index, folder.name)
-    if (folder / "pages").is_dir():
+    pages = folder / "pages"  # a link is no publish's (see _foreign_problems), and not walked
+    if pages.is_dir() and not pages.is_symlink():
         raw = document.get("packages") if isinstance(document, dict) else None
         names = list(raw) if isinstance(raw, dict) else []
         branch = index.branch if index is not None else folder.name
