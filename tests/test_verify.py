@@ -507,3 +507,18 @@ def test_what_a_folder_quotes_is_escaped_and_a_linked_pages_folder_is_not_walked
     assert asyncio.run(main_async(["find", "--in", str(branch), "--family", "x86_64"])) == 0
     err = capsys.readouterr().err
     assert "\x1b" not in err and "does not know: zen9\\x1b[31mRED" in err
+
+
+def test_a_companion_its_reader_refuses_is_a_problem_though_its_schema_allows_it(
+    branch: Path,
+) -> None:
+    """``"added": 58.0`` in history.json: an integer for JSON Schema, not for the readers
+    (``crawler log`` refused it, exit 11) while verify said all checks hold."""
+    path = branch / "history.json"
+    path.write_bytes(path.read_bytes().replace(b'"added":58', b'"added":58.0', 1))
+    assert b'"added":58.0' in path.read_bytes()
+    problems = verify_branch(branch)
+    assert [p for p in problems if p.startswith("history.json: ")] == [
+        "history.json: not a history.json as a publish writes it: "
+        "Expected `int`, got `float` - at `$.publishes[0].changes.by_stack[...].added`"
+    ]

@@ -54,7 +54,7 @@ from pathlib import Path
 import msgspec
 from msgspec import UnsetType
 
-from ..documents import Index, Links, PackageSummary
+from ..documents import Changes, History, Index, Links, PackageSummary, Report
 from ..errors import counted
 from ..files import read_regular
 from ..output.published import COMPANIONS, OS_LITTER, companion_problem, foreign_entries
@@ -90,12 +90,21 @@ def _companion_problems(folder: Path, name: str, schema: bool) -> list[str]:
     problem = companion_problem(folder, name)
     if problem is not None:
         return [_short(problem)]
-    if not schema or not (folder / name).exists():
+    if not (folder / name).exists():
         return []
     try:
-        return _schema_problems(json.loads(read_regular(folder / name)), name)
+        data = read_regular(folder / name)
+        problems = _schema_problems(json.loads(data), name) if schema else []
+        msgspec.json.decode(data, type=_TYPED[name])  # what the readers decode it as
+    except msgspec.ValidationError as err:  # a schema may allow it (58.0 for an integer)
+        return [*problems, f"{name}: not a {name} as a publish writes it: {_short(str(err))}"]
     except (OSError, ValueError, RecursionError) as err:  # replaced meanwhile: the next pass tells
         return [f"{name}: not readable JSON: {_unreadable(err)}"]
+    return problems
+
+
+#: What each companion is read as (crawler.consume.load).
+_TYPED: dict[str, type] = {"changes.json": Changes, "report.json": Report, "history.json": History}
 
 
 def _unreadable(err: Exception) -> str:
