@@ -98,6 +98,12 @@ def _escaped(c: str) -> str:
     return ascii(c)[1:-1]
 
 
+def decode_reason(err: Exception) -> str:
+    """Why a document did not decode, as its error says; ``nested too deeply`` for a
+    RecursionError (msgspec and json give up on values nested thousands deep so)."""
+    return "nested too deeply" if isinstance(err, RecursionError) else str(err)
+
+
 def without_surrogates(text: str) -> str:
     """``text`` with each lone surrogate escaped, as :func:`shown` escapes it (``\\xNN`` for a
     byte that was not UTF-8 in a path): what UTF-8, and so JSON, can hold."""

@@ -35,7 +35,7 @@ from ..documents import (
     SpecDetail,
     SpecLinks,
 )
-from ..errors import NotABranchError, SchemaVersionError, UsageError
+from ..errors import NotABranchError, SchemaVersionError, UsageError, decode_reason
 from ..files import is_safe_name, read_regular
 from ..output.workdir import STATE_DIR
 
@@ -112,8 +112,8 @@ class Packages(Mapping[str, PackageSummary]):
             except (msgspec.DecodeError, RecursionError) as err:  # ValidationError included
                 raise NotABranchError(
                     str(self.file),
-                    f"not an index.json as a publish writes it: package {name!r}: {_reason(err)} "
-                    "(crawler verify says more)",
+                    f"not an index.json as a publish writes it: package {name!r}: "
+                    f"{decode_reason(err)} (crawler verify says more)",
                 ) from None
             self._decoded[name] = package
         return package
@@ -191,8 +191,8 @@ def _schema_version(file: Path, data: bytes) -> object:
         return msgspec.json.decode(data, type=_Versioned).schema_version
     except msgspec.DecodeError as err:  # ValidationError included: not an object
         raise NotABranchError(str(file), f"not a JSON object: {err}") from None
-    except RecursionError:
-        raise NotABranchError(str(file), _reason(RecursionError())) from None
+    except RecursionError as err:
+        raise NotABranchError(str(file), decode_reason(err)) from None
 
 
 def _check_version(file: Path, version: object) -> None:
@@ -289,14 +289,8 @@ def _decode(file: Path, data: bytes | msgspec.Raw, kind: type[D], what: str) -> 
     except (msgspec.DecodeError, RecursionError) as err:  # ValidationError included
         raise NotABranchError(
             str(file),
-            f"not {what} as a publish writes it: {_reason(err)} (crawler verify says more)",
+            f"not {what} as a publish writes it: {decode_reason(err)} (crawler verify says more)",
         ) from None
-
-
-def _reason(err: Exception) -> str:
-    """What is wrong, as a decoding error says it (msgspec gives up on values nested
-    thousands deep with a RecursionError)."""
-    return "nested too deeply" if isinstance(err, RecursionError) else str(err)
 
 
 @contextmanager

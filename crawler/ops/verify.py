@@ -55,7 +55,7 @@ import msgspec
 from msgspec import UnsetType
 
 from ..documents import Changes, History, Index, Links, PackageSummary, Report
-from ..errors import counted
+from ..errors import counted, decode_reason
 from ..files import read_regular
 from ..output.published import COMPANIONS, OS_LITTER, companion_problem, foreign_entries
 from ..output.render import render_page
@@ -99,18 +99,12 @@ def _companion_problems(folder: Path, name: str, schema: bool) -> list[str]:
     except msgspec.ValidationError as err:  # a schema may allow it (58.0 for an integer)
         return [*problems, f"{name}: not a {name} as a publish writes it: {_short(str(err))}"]
     except (OSError, ValueError, RecursionError) as err:  # replaced meanwhile: the next pass tells
-        return [f"{name}: not readable JSON: {_unreadable(err)}"]
+        return [f"{name}: not readable JSON: {_short(decode_reason(err))}"]
     return problems
 
 
 #: What each companion is read as (crawler.consume.load).
 _TYPED: dict[str, type] = {"changes.json": Changes, "report.json": Report, "history.json": History}
-
-
-def _unreadable(err: Exception) -> str:
-    """Why a document could not be read (a value nested thousands deep exhausts the decoder's
-    recursion)."""
-    return "nested too deeply" if isinstance(err, RecursionError) else _short(str(err))
 
 
 def _list_problem(where: str, field: str, actual: list[str], expected: list[str]) -> str | None:
@@ -238,7 +232,9 @@ def _links_problems(folder: Path, index: Index[PackageSummary]) -> list[str]:
     try:
         links = msgspec.json.decode(read_regular(path), type=Links)
     except (OSError, msgspec.DecodeError, RecursionError) as err:  # ValidationError included
-        return [f"links.json: not a links.json as a publish writes it: {_unreadable(err)}"]
+        return [
+            f"links.json: not a links.json as a publish writes it: {_short(decode_reason(err))}"
+        ]
     problems = []
     if links.branch != folder.name:
         where = f"links.json: branch is {links.branch!r} but the folder is {folder.name!r}"
@@ -355,7 +351,7 @@ def verify_once(folder: Path, schema: bool) -> list[str]:
     try:
         document = json.loads(read_regular(index_path))
     except (OSError, ValueError, RecursionError) as err:
-        return [f"index.json: not readable JSON: {_unreadable(err)}"]
+        return [f"index.json: not readable JSON: {_short(decode_reason(err))}"]
     problems = _schema_problems(document) if schema else []
     index: Index[PackageSummary] | None = None
     try:

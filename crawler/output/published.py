@@ -254,10 +254,10 @@ class PublishedBranch:
         """Whether its ``links.json`` is a regular file of this size and SHA-256 (read a block
         at a time, and only when the size is right: it is 100-odd MB for a develop-sized
         branch)."""
-        if self._links_size() != size:
-            return False
         try:
             with open(open_regular(self.folder / "links.json", follow=False), "rb") as file:
+                if os.fstat(file.fileno()).st_size != size:
+                    return False
                 return hashlib.file_digest(file, "sha256").hexdigest() == sha256
         except OSError:
             return False

@@ -97,11 +97,9 @@ async def publish_branch(
                 pages.add(name, page)
         pages_digest = pages.hexdigest() if pages else None
         written = Written(digest, pages_digest, links_size, swapped=False)
-        published = PublishedBranch(output, branch)
-        held = published.holds(
+        if PublishedBranch(output, branch).holds(
             digest, pages_digest, links_sha256=links_digest, links_size=links_size, site=with_site
-        )
-        if held:
+        ):
             return written
         finish()
         stage.write("report.json", encode_json(report))
