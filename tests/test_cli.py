@@ -1371,6 +1371,55 @@ def test_sighup_from_a_closed_terminal_stops_a_run_with_its_own_code(tmp_path: P
     assert "spack_cache_crawler_run_exit_code 129" in metrics.read_text()
 
 
+#: ``python -c`` this, then MODULE ARGS: the crawler's command line, with a SIGINT sent to itself
+#: as MODULE starts to be imported (the first time: a deterministic Ctrl-C while modules load).
+_SIGINT_AT_IMPORT = """
+import os, signal, sys
+
+class Interrupt:
+    def find_spec(self, name, path=None, target=None):
+        if name == module:
+            sys.meta_path.remove(self)
+            os.kill(os.getpid(), signal.SIGINT)
+        return None
+
+module = sys.argv.pop(1)
+sys.meta_path.insert(0, Interrupt())
+from crawler.cli.entry import run
+run()
+"""
+
+
+@pytest.mark.parametrize(
+    ("command", "module"),
+    [("sync", "datetime"), ("sync", "aiohttp"), ("find", "datetime"), ("find", "msgspec")],
+)
+def test_ctrl_c_while_modules_load_is_an_interrupted_run(
+    tmp_path: Path, command: str, module: str
+) -> None:
+    """A KeyboardInterrupt raised as msgspec imports :mod:`datetime` is swallowed by msgspec's
+    start-up, which then crashed at the first decoder built: SIGSEGV (exit -11; CI met it once
+    in 24 interrupts at random moments). ``find`` also printed a traceback for one during its
+    imports. SIGINT is held while modules load: the run says ``interrupted`` and exits 130."""
+    config = sample_config(tmp_path)
+    args = {
+        "sync": ("sync", "--config", str(config), "--branch", "develop"),
+        "find": ("find", "zlib", "--output", str(tmp_path / "out")),
+    }[command]
+    done = subprocess.run(
+        [sys.executable, "-c", _SIGINT_AT_IMPORT, module, *args],
+        cwd=tmp_path,
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=CLI_TIMEOUT,
+        preexec_fn=as_from_a_terminal,
+        check=False,
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (130, "", "interrupted\n")
+    assert not (tmp_path / "out").exists()
+
+
 class _HangingUpTerminal(io.StringIO):
     """A stderr that is a terminal (``isatty``) which hangs up after ``writes`` writes: every
     later one fails with EIO."""
