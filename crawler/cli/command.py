@@ -31,7 +31,7 @@ from ..ops import metrics
 from ..output.lock import lock_named
 from ..sync.reporting import LogReporter
 from ..sync.run import RunResult, Syncer
-from . import completion, configcmd, find, preview
+from . import completion, configcmd, find, preview, sigint
 from . import diff as branch_diff
 from . import log as history_log
 from .arguments import build_parser, settings
@@ -174,6 +174,8 @@ async def main_async(
         if isinstance(args, int):  # --help and --version
             return args
         command = args.command
+        if command not in ("sync", "branches"):  # they take it once their handlers are in
+            sigint.release()  # a Ctrl-C from now on raises KeyboardInterrupt (see main)
         dry = command == "sync" and args.dry_run  # writes nothing: no metrics either
         if command == "find":  # reads only: no logging, config, signals or metrics
             return find.run(args)

@@ -11,8 +11,9 @@ import contextlib
 import os
 import signal
 import sys
-from collections.abc import Iterator
 from typing import NoReturn
+
+from . import sigint
 
 #: The consumer's commands: they read a published branch, and import nothing of the sync.
 _LIGHT = ("find", "log", "diff")
@@ -20,50 +21,31 @@ _LIGHT = ("find", "log", "diff")
 
 def run() -> None:
     """Console-script entry point."""
+    sigint.hold()  # until the command can take a Ctrl-C (see crawler.cli.sigint)
     argv = sys.argv[1:]
     if argv[:1] and argv[0] in _LIGHT:
         # Nothing to clean up: freeing a 60,000-spec index object by object would take a
         # tenth of a second more than the query itself.
         exit_with(_light(argv[0], argv[1:]), at_once=True)
     try:
-        with _sigint_held():  # the sync's modules load: half a second or more
-            from .command import main
-    except KeyboardInterrupt:
+        from .command import main
+    except KeyboardInterrupt:  # where SIGINT cannot be held
         exit_with(_interrupted(), at_once=True)
     exit_with(main(hard=True))
 
 
 def _light(command: str, argv: list[str]) -> int:
     try:
-        with _sigint_held():
-            if command == "find":
-                from .find import main
-            elif command == "diff":
-                from .diff import main
-            else:
-                from .log import main
+        if command == "find":
+            from .find import main
+        elif command == "diff":
+            from .diff import main
+        else:
+            from .log import main
+        sigint.release()
         return main(argv)
     except KeyboardInterrupt:
         return _interrupted()
-
-
-@contextlib.contextmanager
-def _sigint_held() -> Iterator[None]:
-    """Hold SIGINT while modules load; one that came meanwhile raises KeyboardInterrupt as the
-    block ends (``pthread_sigmask`` runs the handler as it unblocks).
-
-    Raised during an import, KeyboardInterrupt can be swallowed where nothing reports it: in
-    a weak reference's callback of the import machinery (the run then went on as if no Ctrl-C
-    had come), or in msgspec's start-up, whose import of :mod:`datetime` fails without a word
-    and leaves msgspec to crash (SIGSEGV) at the first decoder it builds."""
-    if not hasattr(signal, "pthread_sigmask"):
-        yield
-        return
-    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
 def _interrupted() -> int:

@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from types import FrameType
 
 from ..errors import ExitCode
+from . import sigint
 
 log = logging.getLogger("crawler")
 
@@ -148,6 +149,7 @@ class Stopper:
             except ValueError:  # not the main thread: the caller handles its signals
                 break
             previous[signum] = handler
+        sigint.release()  # a Ctrl-C held since the command started is handled here and now
         if self._hard:
             self._watchdog.start()  # no thread to be had (ulimit -v): the clean stop is all
         if self._deadline is not None:
