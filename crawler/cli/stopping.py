@@ -149,7 +149,6 @@ class Stopper:
             except ValueError:  # not the main thread: the caller handles its signals
                 break
             previous[signum] = handler
-        sigint.release()  # a Ctrl-C held since the command started is handled here and now
         if self._hard:
             self._watchdog.start()  # no thread to be had (ulimit -v): the clean stop is all
         if self._deadline is not None:
@@ -159,6 +158,7 @@ class Stopper:
                 self._watchdog.arm(
                     self._deadline + GRACE, ExitCode.DEADLINE, f"{line}; ended at once"
                 )
+        sigint.release()  # a Ctrl-C held since the command started is handled here and now
         try:
             yield self
         finally:
