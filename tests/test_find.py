@@ -240,6 +240,27 @@ def test_unknown_targets_in_the_index_are_a_warning(
     assert done.err.count("warning:") == 1 and "zen99_future" in done.err
 
 
+@pytest.mark.parametrize("schema", [1, 2])
+def test_links_asked_of_a_branch_without_links_json_are_a_warning(
+    sample: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], schema: int
+) -> None:
+    """An index copied without its links.json (or of schema 1, before there was one) gave
+    JSON lines without links, and said nothing."""
+    document = json.loads((sample / "develop" / "index.json").read_bytes())
+    document["schema_version"] = schema
+    (tmp_path / "develop").mkdir()
+    (tmp_path / "develop" / "index.json").write_text(json.dumps(document))
+    done = here(capsys, "zlib", "--json", "--links", "--in", str(tmp_path / "develop"))
+    lines = [json.loads(line) for line in done.out.splitlines()]
+    assert done.code == 0 and lines and not any("locations" in line for line in lines)
+    assert done.err == (
+        f"warning: {tmp_path / 'develop'} has no links.json (published before there was one, "
+        "or an index.json copied without it): the lines have no dependencies or locations\n"
+    )
+    linked = here(capsys, "zlib", "--json", "--links", "--in", str(sample / "develop"))
+    assert linked.err == "" and all("locations" in json.loads(x) for x in linked.out.splitlines())
+
+
 def test_the_command_line_runs_find_in_process(
     sample: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

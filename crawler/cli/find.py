@@ -132,6 +132,11 @@ def _answer(
         tell(_nothing(query, packages, folder))
         return ExitCode.NO_MATCH
     linked = packages if links else None
+    if linked is not None and linked.links_file is None:
+        tell(
+            f"warning: {folder} has no links.json (published before there was one, or an "
+            "index.json copied without it): the lines have no dependencies or locations"
+        )
     return printed(lambda: _write(found, linked, folder, as_json=as_json), "the results")
 
 

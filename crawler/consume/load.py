@@ -127,19 +127,26 @@ class Packages(Mapping[str, PackageSummary]):
     def __contains__(self, name: object) -> bool:
         return name in self.index.packages
 
-    def links(self, key: str) -> SpecLinks | None:
-        """The dependencies and locations of the spec ``key``, from the ``links.json`` beside
-        the index (None in a branch of schema 1, beside an ``index.json`` copied without it,
-        or for a hash that is no spec of it). The first call reads it, its entries kept
-        undecoded until looked up."""
+    @property
+    def links_file(self) -> Path | None:
+        """The ``links.json`` beside the index; None in a branch of schema 1 (before it was
+        written) and beside an ``index.json`` copied without it."""
         file = self.file.with_name("links.json")
+        return file if self.index.schema_version >= 2 and file.exists() else None
+
+    def links(self, key: str) -> SpecLinks | None:
+        """The dependencies and locations of the spec ``key``, from :attr:`links_file` (None
+        without that file, or for a hash that is no spec of it). The first call reads it, its
+        entries kept undecoded until looked up."""
         if self._links is None:
-            if self.index.schema_version < 2 or not file.exists():
-                self._links = {}
-            else:
-                self._links = _decode(file, _read(file), _RawLinks, "a links.json").specs
+            file = self.links_file
+            self._links = (
+                _decode(file, _read(file), _RawLinks, "a links.json").specs if file else {}
+            )
         found = self._links.get(key)
-        return None if found is None else _decode(file, found, SpecLinks, f"spec {key} of links")
+        if found is None:
+            return None
+        return _decode(self.file.with_name("links.json"), found, SpecLinks, f"spec {key} of links")
 
 
 class _RawLinks(msgspec.Struct, gc=False):
