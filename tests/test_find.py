@@ -244,18 +244,21 @@ def test_unknown_targets_in_the_index_are_a_warning(
 def test_links_asked_of_a_branch_without_links_json_are_a_warning(
     sample: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], schema: int
 ) -> None:
-    """An index copied without its links.json (or of schema 1, before there was one) gave
-    JSON lines without links, and said nothing."""
+    """An index copied without its links.json (schema 2), or one of schema 1, before there
+    were links (whose links.json, copied beside it, is not read), gave JSON lines without
+    links, and said nothing."""
     document = json.loads((sample / "develop" / "index.json").read_bytes())
     document["schema_version"] = schema
     (tmp_path / "develop").mkdir()
     (tmp_path / "develop" / "index.json").write_text(json.dumps(document))
+    if schema == 1:
+        shutil.copy(sample / "develop" / "links.json", tmp_path / "develop")
     done = here(capsys, "zlib", "--json", "--links", "--in", str(tmp_path / "develop"))
     lines = [json.loads(line) for line in done.out.splitlines()]
     assert done.code == 0 and lines and not any("locations" in line for line in lines)
     assert done.err == (
-        f"warning: {tmp_path / 'develop'} has no links.json (published before there was one, "
-        "or an index.json copied without it): the lines have no dependencies or locations\n"
+        f"warning: {tmp_path / 'develop'} has no links (no links.json beside its index, or an "
+        "index of schema 1, before them): the lines have no dependencies or locations\n"
     )
     linked = here(capsys, "zlib", "--json", "--links", "--in", str(sample / "develop"))
     assert linked.err == "" and all("locations" in json.loads(x) for x in linked.out.splitlines())

@@ -89,9 +89,21 @@ def _write_metrics(config: Config, result: RunResult | None, code: int, seconds:
         log.error("metrics not written: %s", err)
 
 
-def _verify(args: argparse.Namespace) -> int:
+def _interruptible(hard: bool) -> None:
+    """A command that runs no task of its own (all but ``sync`` and ``branches``) takes a
+    Ctrl-C from now on, the one held since it started too (see :mod:`.sigint`), as Python's
+    KeyboardInterrupt: ``main`` says ``interrupted``, 130. The handler of the ``asyncio.Runner``
+    that runs ``main`` only cancels its task, which such a command never awaits: a verify ran
+    to its end before it took a Ctrl-C."""
+    if hard and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:  # ignored: stays so
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    sigint.release()
+
+
+def _verify(args: argparse.Namespace, hard: bool) -> int:
     from ..ops.verify import verify_branch  # jsonschema is slow to import and only needed here
 
+    _interruptible(hard)  # once jsonschema is loaded (see .sigint)
     path: Path = args.path
     try:
         found = _not_a_branch_folder(path)
@@ -174,8 +186,8 @@ async def main_async(
         if isinstance(args, int):  # --help and --version
             return args
         command = args.command
-        if command not in ("sync", "branches"):  # they take it once their handlers are in
-            sigint.release()  # a Ctrl-C from now on raises KeyboardInterrupt (see main)
+        if command not in ("sync", "branches", "verify"):  # see _interruptible
+            _interruptible(hard)
         dry = command == "sync" and args.dry_run  # writes nothing: no metrics either
         if command == "find":  # reads only: no logging, config, signals or metrics
             return find.run(args)
@@ -189,7 +201,7 @@ async def main_async(
             return completion.run(args, build_parser())
         setup_logging(args.quiet, args.verbose, getattr(args, "log_format", "text"))
         if command == "verify":
-            return _verify(args)
+            return _verify(args, hard)
         config = _settings(args)
         environment_proxies(config.urls)  # a bad proxy is a usage error before anything runs
         stopper = held.enter_context(Stopper(config.deadline, hard=hard).installed())

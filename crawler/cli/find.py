@@ -134,8 +134,8 @@ def _answer(
     linked = packages if links else None
     if linked is not None and linked.links_file is None:
         tell(
-            f"warning: {folder} has no links.json (published before there was one, or an "
-            "index.json copied without it): the lines have no dependencies or locations"
+            f"warning: {folder} has no links (no links.json beside its index, or an index "
+            "of schema 1, before them): the lines have no dependencies or locations"
         )
     return printed(lambda: _write(found, linked, folder, as_json=as_json), "the results")
 

@@ -10,7 +10,8 @@ whose finalizer prints a traceback.
 So the command line (:mod:`crawler.cli.entry`) blocks SIGINT first thing (:func:`hold`), and
 :func:`release` unblocks it once the command is ready for it: a sync or ``branches`` once its
 own handlers are installed (:meth:`crawler.cli.stopping.Stopper.installed`), any other command
-as its work starts. ``pthread_sigmask`` runs the handler as it unblocks, so a Ctrl-C that came
+once its modules are loaded, with Python's handler back (``crawler.cli.command``'s
+``_interruptible``). ``pthread_sigmask`` runs the handler as it unblocks, so a Ctrl-C that came
 meanwhile is taken at that moment. Other signals are not held: their default action ends the
 process, which holds nothing yet. Where ``pthread_sigmask`` is missing, nothing is held.
 """
@@ -19,18 +20,19 @@ from __future__ import annotations
 
 import signal
 
-#: The signal mask from before :func:`hold`, while SIGINT is held (a list: no ``global``).
-_before: list[set[int | signal.Signals]] = []
+#: While SIGINT is held: whether it was blocked already (inherited so), and stays so.
+_held: list[bool] = []
 
 
 def hold() -> None:
     """Block SIGINT until :func:`release` (once; a second call changes nothing)."""
-    if not _before and hasattr(signal, "pthread_sigmask"):
-        _before.append(signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}))
+    if not _held and hasattr(signal, "pthread_sigmask"):
+        before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        _held.append(signal.SIGINT in before)
 
 
 def release() -> None:
-    """Unblock SIGINT if :func:`hold` blocked it: one that came meanwhile is handled now (by
-    Python's default handler, KeyboardInterrupt is raised here)."""
-    if _before:
-        signal.pthread_sigmask(signal.SIG_SETMASK, _before.pop())
+    """Unblock SIGINT if :func:`hold` blocked it: one that came meanwhile goes to the handler
+    now (the caller sets the handler it wants first)."""
+    if _held and not _held.pop():
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})

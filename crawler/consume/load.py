@@ -102,6 +102,7 @@ class Packages(Mapping[str, PackageSummary]):
         self._decoder = msgspec.json.Decoder(kind)
         self._decoded: dict[str, PackageSummary] = {}
         self._links: dict[str, msgspec.Raw] | None = None
+        self._links_path = file.with_name("links.json")
 
     def __getitem__(self, name: str) -> PackageSummary:
         package = self._decoded.get(name)
@@ -131,7 +132,7 @@ class Packages(Mapping[str, PackageSummary]):
     def links_file(self) -> Path | None:
         """The ``links.json`` beside the index; None in a branch of schema 1 (before it was
         written) and beside an ``index.json`` copied without it."""
-        file = self.file.with_name("links.json")
+        file = self._links_path
         return file if self.index.schema_version >= 2 and file.exists() else None
 
     def links(self, key: str) -> SpecLinks | None:
@@ -146,7 +147,7 @@ class Packages(Mapping[str, PackageSummary]):
         found = self._links.get(key)
         if found is None:
             return None
-        return _decode(self.file.with_name("links.json"), found, SpecLinks, f"spec {key} of links")
+        return _decode(self._links_path, found, SpecLinks, f"spec {key} of links")
 
 
 class _RawLinks(msgspec.Struct, gc=False):
