@@ -467,6 +467,33 @@ def test_a_metrics_file_the_crawler_must_not_replace_is_a_usage_error(
     assert stat.S_ISFIFO((tmp_path / "pipe").lstat().st_mode)
 
 
+@pytest.mark.parametrize(
+    "inside", ["develop/index.json", "develop/extra.prom", ".crawler/state/develop.json"]
+)
+def test_a_metrics_file_inside_another_outputs_branch_is_a_usage_error(
+    here: RunHere, tmp_path: Path, inside: str
+) -> None:
+    """A run into another output folder wrote its metrics over that folder's published
+    ``index.json`` (or its state, whose next sync then skipped the publish gate), or dropped
+    a foreign file into one of its branch folders, which later publishes refuse to replace."""
+    config, before = _published(tmp_path)
+    state = tmp_path / "out" / ".crawler" / "state" / "develop.json"
+    state_bytes = state.read_bytes()
+    metrics = tmp_path / "out" / inside
+    other = ("--output", str(tmp_path / "other"), "--metrics", str(metrics))
+
+    done = here("sync", "--branch", "develop", "--config", str(config), *other)
+
+    assert (done.code, done.out) == (2, "")
+    assert done.err == (
+        f"error: config error in command line: key 'metrics': {metrics} is inside a branch "
+        f"folder or the .crawler of the output folder {tmp_path / 'out'}\n"
+    )
+    assert tree_bytes(tmp_path / "out") == before
+    assert state.read_bytes() == state_bytes
+    assert not (tmp_path / "other").exists()
+
+
 @pytest.mark.parametrize("inside", ["develop", "develop/sub", ".crawler"])
 def test_an_output_inside_another_output_is_a_usage_error(
     here: RunHere, tmp_path: Path, inside: str

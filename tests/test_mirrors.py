@@ -445,6 +445,10 @@ async def test_a_declared_ref_whose_manifest_is_unusable_fails_that_ref(
         ({"refs": {"d": {"root": {"url": "x", "view": "a/b"}}}}, "refs.d.root.view", "safe"),
         ({"refs": {"d": {"root": {"url": "x", "vue": "a"}}}}, "refs.d.root.vue", "unknown key"),
         ({"refs": {"d": {"root": "x\0y"}}}, "refs.d.root", "no NUL"),
+        # a traceback (RuntimeError) when the run located it, as the mirror's is an error
+        ({"refs": {"d": {"root": "~nobody-here/x"}}}, "refs.d.root", "cannot resolve"),
+        ({"refs": {"d": {"root": "x", "stacks": {"s": "~nobody-here"}}}}, "refs.d.stacks.s", "~"),
+        ({"refs": {"d": {"root": {"url": "~nobody-here/x"}}}}, "refs.d.root.url", "resolve"),
         ({"views": ["a\0b"]}, "views[0]", "is not a safe folder name"),
         ({"views": [".."]}, "views[0]", "is not a safe folder name"),
         ({"views": ["v"], "refs": {"d": {"root": "x"}}}, "views", "declare each view as a ref"),

@@ -103,6 +103,22 @@ def test_truncated_index(branch: Path) -> None:
     assert problems[0].startswith("index.json: not readable JSON: ")
 
 
+@pytest.mark.parametrize("damage", ["a byte order mark", "NaN"])
+def test_an_index_the_readers_refuse_is_not_readable_json(branch: Path, damage: str) -> None:
+    """json.loads takes a byte order mark and NaN, which find, log and diff (msgspec) refuse:
+    verify passed an index.json starting with a BOM that find called malformed."""
+    path = branch / "index.json"
+    data = path.read_bytes()
+    if damage == "NaN":
+        data = data.replace(b'"schema_version":2', b'"schema_version":NaN', 1)
+        assert b"NaN" in data
+    else:
+        data = b"\xef\xbb\xbf" + data
+    path.write_bytes(data)
+    problems = verify_branch(branch)
+    assert problems == [problems[0]] and problems[0].startswith("index.json: not readable JSON: ")
+
+
 def test_wrong_num_specs(branch: Path) -> None:
     def change(index: Index) -> None:
         index["packages"]["adios2"]["meta"]["num_specs"] = 3

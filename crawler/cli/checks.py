@@ -43,11 +43,10 @@ def check_output(config: Config) -> None:
     if root is not None and output.is_relative_to(root):
         inside = "the mirror folder" if output == root else f"inside the mirror {root}"
         raise _in_the_mirror(config, f"{output} is {inside}")
-    for folder in output.parents:
-        with contextlib.suppress(OSError):
-            if _inside_published(folder, output.relative_to(folder).parts[0]):
-                reason = f"{output} lies inside the output folder {folder} of other runs"
-                raise ConfigError(where, reason, "output")
+    other = _other_output_around(output)
+    if other is not None:
+        reason = f"{output} lies inside the output folder {other} of other runs"
+        raise ConfigError(where, reason, "output")
     for folder in (output, *output.parents):
         try:
             if not folder.exists():
@@ -110,6 +109,16 @@ def _system_folder(output: Path) -> str | None:
     return None
 
 
+def _other_output_around(path: Path) -> Path | None:
+    """The output folder whose branch folder or ``.crawler`` the resolved ``path`` lies in,
+    if any (see :func:`_inside_published`)."""
+    for folder in path.parents:
+        with contextlib.suppress(OSError):
+            if _inside_published(folder, path.relative_to(folder).parts[0]):
+                return folder
+    return None
+
+
 def _inside_published(folder: Path, child: str) -> bool:
     """Whether ``folder/child`` is the crawler's own folder or a branch folder of an output
     folder ``folder`` (one that holds the crawler's state: a ``.crawler`` folder alone may be
@@ -149,9 +158,11 @@ def leave_a_deleted_working_folder(config: Config, check: bool) -> None:
 
 def check_metrics(config: Config) -> None:
     """Refuse a metrics file the crawler must not replace: one inside the output folder (a
-    branch folder, the crawler's own) or the mirror, the config file itself, anything but a
-    regular file (``/dev/null`` would be replaced by a file; a named pipe would block), or a
-    file larger than :data:`MAX_METRICS_BYTES` (not one the crawler wrote)."""
+    branch folder, the crawler's own), inside a branch folder or the ``.crawler`` of another
+    output folder (a published ``index.json``, a state file), or inside the mirror; the config
+    file itself; anything but a regular file (``/dev/null`` would be replaced by a file; a named
+    pipe would block); or a file larger than :data:`MAX_METRICS_BYTES` (not one the crawler
+    wrote)."""
     if not config.metrics:
         return
     where = config.where("metrics")
@@ -165,6 +176,10 @@ def check_metrics(config: Config) -> None:
         raise ConfigError(where, f"cannot resolve {metrics}: {err}", "metrics") from None
     if resolved.is_relative_to(output):
         raise ConfigError(where, f"{metrics} is inside the output folder {output}", "metrics")
+    other = _other_output_around(resolved)
+    if other is not None:
+        reason = f"{metrics} is inside a branch folder or the .crawler of the output folder {other}"
+        raise ConfigError(where, reason, "metrics")
     root = _local_mirror(config)
     if root is not None and resolved.is_relative_to(root):
         raise ConfigError(where, f"{metrics} is inside the mirror {root}", "metrics")

@@ -328,6 +328,11 @@ def _check_place(origin: str, value: str, key: str) -> None:
         _check_mirror(origin, value, key)
     elif _SCHEME_TYPO.match(value):
         raise ConfigError(origin, f"{redacted(value)!r} looks like a mistyped URL", key)
+    elif value.startswith("~"):
+        try:
+            Path(value).expanduser()
+        except RuntimeError as err:  # `~nobody-here/x`, as for the mirror (see _resolve)
+            raise ConfigError(origin, f"cannot resolve {value!r}: {err}", key) from None
 
 
 def _working_dir(key: str) -> Path:

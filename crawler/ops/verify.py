@@ -349,7 +349,8 @@ def verify_once(folder: Path, schema: bool) -> list[str]:
     if not index_path.exists():
         return [f"index.json: missing in {folder}"]
     try:
-        document = json.loads(read_regular(index_path))
+        # msgspec, as the readers decode it: json.loads takes a byte order mark, they do not.
+        document = msgspec.json.decode(read_regular(index_path))
     except (OSError, ValueError, RecursionError) as err:
         return [f"index.json: not readable JSON: {_short(decode_reason(err))}"]
     problems = _schema_problems(document) if schema else []
