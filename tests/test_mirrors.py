@@ -462,3 +462,19 @@ def test_bad_declared_refs_and_views_are_config_errors(
     assert caught.value.key == key
     assert message in str(caught.value)
     assert caught.value.exit_code == 2
+
+
+@pytest.mark.parametrize("scheme", ["", "file://"])
+def test_a_declared_folder_behind_a_link_loop_is_a_config_error(
+    tmp_path: Path, scheme: str
+) -> None:
+    """A path (not a file URL) behind a symbolic link loop was a traceback (RuntimeError)
+    when the run located it."""
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    place = f"{scheme}{tmp_path / 'a' / 'x'}"
+    with pytest.raises(ConfigError) as caught:
+        build_config({"refs": {"d": {"root": place}}}, "c.yaml")
+    assert caught.value.key == "refs.d.root"
+    loop = str(tmp_path / "a" / "x")
+    assert str(caught.value).endswith(f"cannot resolve {place!r}: Symlink loop from {loop!r}")

@@ -134,10 +134,17 @@ def _check_file_url(origin: str, url: str, key: str) -> None:
     path = file_path(url)
     if "\0" in path:
         raise ConfigError(origin, f"{url!r} holds a NUL character (%00)", key)
+    _check_resolvable(origin, path, url, key)
+
+
+def _check_resolvable(origin: str, path: str, given: str, key: str) -> None:
+    """Refuse a local ``path`` (written ``given``) that cannot be resolved as a run resolves
+    it (:meth:`crawler.mirror.discovery.Mirror.parse`): ``~nobody-here/x``, a symbolic link
+    loop."""
     try:
-        Path(path).resolve()
-    except (RuntimeError, OSError) as err:  # a symbolic link loop
-        raise ConfigError(origin, f"cannot resolve {url!r}: {err}", key) from None
+        Path(path).expanduser().resolve()
+    except (RuntimeError, OSError) as err:
+        raise ConfigError(origin, f"cannot resolve {given!r}: {err}", key) from None
 
 
 def check_http_url(origin: str, url: str, key: str, *, proxy: bool = False) -> None:
@@ -328,11 +335,8 @@ def _check_place(origin: str, value: str, key: str) -> None:
         _check_mirror(origin, value, key)
     elif _SCHEME_TYPO.match(value):
         raise ConfigError(origin, f"{redacted(value)!r} looks like a mistyped URL", key)
-    elif value.startswith("~"):
-        try:
-            Path(value).expanduser()
-        except RuntimeError as err:  # `~nobody-here/x`, as for the mirror (see _resolve)
-            raise ConfigError(origin, f"cannot resolve {value!r}: {err}", key) from None
+    elif value.startswith(("/", "~")):  # a folder, as the run locates it (a path is relative)
+        _check_resolvable(origin, value, value, key)
 
 
 def _working_dir(key: str) -> Path:
