@@ -28,14 +28,18 @@ SCHEMA_VERSION = 2
 # --- index.json ------------------------------------------------------------------------------
 
 
-class SpecDependency(msgspec.Struct, frozen=True, gc=False):
+class SpecDependency(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
     """One dependency of a spec, as its record's edge states it: another spec's hash (a spec
     of the index, or a record that is in no build cache: an external, a compiler...), its
-    name, and the dependency types (``build``, ``link``, ``run``, ``test``)."""
+    name, the dependency types (``build``, ``link``, ``run``, ``test``), and the virtuals it
+    provides to the spec (``c``, ``cxx`` for a compiler, ``libc``, ``mpi``), sorted: left
+    out of ``links.json`` when there are none (most edges), as in a link written before
+    they were kept."""
 
     hash: str
     name: str
     type: tuple[str, ...]
+    virtuals: tuple[str, ...] = ()
 
 
 class SpecDetail(msgspec.Struct, frozen=True, gc=False):

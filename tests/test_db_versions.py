@@ -248,3 +248,33 @@ def test_versions_spack_refuses_are_refused(tmp_path: Path, version: object) -> 
         assert caught.value.url == URL and caught.value.version == version
         assert f"unsupported database version {version!r}" in str(caught.value)
         assert "'6', '7', '8', '9'" in str(caught.value)
+
+
+@pytest.mark.parametrize("version", ["6", "7", "8", "9"])
+def test_edges_keep_the_virtuals_they_provide(tmp_path: Path, version: str) -> None:
+    """An edge keeps what its dependency provides (a compiler ``c`` and ``cxx``, glibc
+    ``libc``, an MPI ``mpi``), sorted, as Spack records it from DB 7 on; DB 6 edges have none."""
+    deps = {"gcc": ["cxx", "c", "c"], "glibc": ["libc"], "openmpi": ["mpi"], "zlib": []}
+    installs = {
+        _hash(name): {**_record(name, {"hash": _hash(name)}), "in_buildcache": False}
+        for name in deps
+    }
+    if version == "6":
+        edges = [{"name": n, "hash": _hash(n), "type": ["link"]} for n in deps]
+    else:
+        edges = [
+            {"name": n, "hash": _hash(n), "parameters": {"deptypes": ["link"], "virtuals": v}}
+            for n, v in deps.items()
+        ]
+    app = _hash("app")
+    installs[app] = _record("app", {"hash": app, "dependencies": edges})
+    document = {"database": {"version": version, "installs": installs}}
+    path = _write(tmp_path / "index.json", json.dumps(document).encode())
+    for whole in (False, True):
+        summary = _root(path, whole)
+        (row,) = summary.specs
+        got = {summary.dependencies[i].name: summary.dependencies[i].virtuals for i in row.dependencies}
+        if version == "6":
+            assert got == dict.fromkeys(deps, ())
+        else:
+            assert got == {"gcc": ("c", "cxx"), "glibc": ("libc",), "openmpi": ("mpi",), "zlib": ()}

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+import crawler
 from crawler.cli import find
 from crawler.cli.command import main
 
@@ -262,6 +263,21 @@ def test_links_asked_of_a_branch_without_links_json_are_a_warning(
     )
     linked = here(capsys, "zlib", "--json", "--links", "--in", str(sample / "develop"))
     assert linked.err == "" and all("locations" in json.loads(x) for x in linked.out.splitlines())
+
+
+def test_links_keep_the_virtuals_each_dependency_provides(
+    sample: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each JSON line's dependencies say what they provide (the compiler ``c``, ``cxx``...),
+    as the records' edges do; an edge that provides nothing has no ``virtuals``."""
+    done = here(capsys, "--json", "--links", "--branch", "develop", "--output", str(sample))
+    edges = [e for line in done.out.splitlines() for e in json.loads(line)["dependencies"]]
+    provided = {e["name"]: tuple(e["virtuals"]) for e in edges if "virtuals" in e}
+    assert done.code == 0 and provided.get("gcc") == ("c", "cxx"), provided
+    assert all(e["virtuals"] == sorted(set(e["virtuals"])) for e in edges if "virtuals" in e)
+    assert any("virtuals" not in e for e in edges)
+    links = crawler.load_links(sample / "develop")
+    assert any(d.virtuals == ("c", "cxx") for s in links.specs.values() for d in s.dependencies)
 
 
 def test_the_command_line_runs_find_in_process(

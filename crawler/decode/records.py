@@ -38,12 +38,12 @@ SUPPORTED_VERSIONS = ("6", "7", "8", "9")
 #: The revision of the rules by which a record is summarised: raised by a change that makes a
 #: record summarise otherwise, so that what was kept of the old summaries (the cache, the spec
 #: store) is not used, and each branch is built again, by a build of the same version.
-SUMMARY_RULES = 2
+SUMMARY_RULES = 3
 
 
 def made_by() -> str:
     """What kept summaries are made by: this crawler's version and :data:`SUMMARY_RULES`
-    (``0.4.0+rules2``)."""
+    (``0.4.0+rules3``)."""
     from .. import __version__
 
     return f"{__version__}+rules{SUMMARY_RULES}"
@@ -100,6 +100,11 @@ class Dependency(msgspec.Struct, gc=False):
         """The edge's dependency types (``build``, ``link``, ``run``, ``test``), sorted."""
         given = self.parameters.deptypes if self.parameters is not None else self.type
         return tuple(sorted(given)) if given else ()
+
+    def virtuals(self) -> tuple[str, ...]:
+        """The virtuals the edge provides (``c``, ``libc``, ``mpi``), sorted; none before DB 7."""
+        given = self.parameters.virtuals if self.parameters is not None else None
+        return tuple(sorted(set(given))) if given else ()
 
 
 class Annotations(msgspec.Struct, gc=False):

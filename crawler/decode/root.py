@@ -29,7 +29,7 @@ from .read import (
     read_whole,
 )
 from .shard import RootPart, RootShard
-from .specstore import load_known
+from .specstore import Edge, load_known
 from .stack import load_summary
 from .validate import (
     InvalidRecord,
@@ -176,7 +176,7 @@ def merge_root(shards: list[RootShard]) -> SourceSummary:
     specs: list[SpecRow] = []
     invalid = [InvalidRecord(k, reason) for k, reason in rejected.items()]
     total = len(invalid)
-    table: dict[tuple[str, str, tuple[str, ...]], int] = {}
+    table: dict[Edge, int] = {}
     for shard in shards:
         number = table.setdefault
         edge_numbers = [number(edge, len(table)) for edge in shard.edge_table]

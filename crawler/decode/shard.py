@@ -29,7 +29,7 @@ import msgspec
 
 from .read import ROOT, Digested, Records, typed
 from .records import Dependency, ParamValue, PlainNode, PlainValue, Record
-from .specstore import NO_DIGEST, Known
+from .specstore import NO_DIGEST, Edge, Known
 from .validate import (
     FLAGS,
     HASH,
@@ -76,9 +76,10 @@ class RootShard(msgspec.Struct, frozen=True, gc=False):
     foreign: list[str]  # dependency hashes not among this shard's records
     invalid_unlisted: int  # invalid records beyond ``invalid``
     rejected: bytes  # ``array("Q")`` bytes: :func:`.validate.key_digest` of each invalid key
-    #: The distinct edges of the specs, (hash, name, dependency types) each once: a develop
-    #: root's 60,000 specs have about 800,000 edges, mostly to the same few thousand records.
-    edge_table: list[tuple[str, str, tuple[str, ...]]]
+    #: The distinct edges of the specs, (hash, name, dependency types, virtuals) each once: a
+    #: develop root's 60,000 specs have about 800,000 edges, mostly to the same few thousand
+    #: records.
+    edge_table: list[Edge]
     edge_numbers: bytes  # ``array("I")`` bytes: each spec's edges, numbers in ``edge_table``
     edge_counts: bytes  # ``array("I")`` bytes: how many edges each spec has
     #: Read through the spec store: each spec's :func:`.specstore.digest` (or
@@ -109,7 +110,7 @@ class RootPart:
         self.variants = array("I")
         self.counts = array("I")
         self.edges: list[tuple[int, str, str]] = []
-        self.edge_table: dict[tuple[str, str, tuple[str, ...]], int] = {}
+        self.edge_table: dict[Edge, int] = {}
         self.edge_numbers = array("I")
         self.edge_counts = array("I")
         #: Read through the spec store (see :meth:`add_digested`): the store, if it has any
@@ -235,10 +236,10 @@ class RootPart:
         for key, i in hits:
             numbers = known.edge_numbers[known.edge_at[i] : known.edge_at[i + 1]]
             edges = [known.edge_table[n] for n in numbers]
-            if self.missing.isdisjoint(h for h, _, _ in edges):
+            if self.missing.isdisjoint(edge[0] for edge in edges):
                 kept.append((key, i))
                 continue
-            problem = self._bad_dependency([Dependency(name, h) for h, name, _ in edges])
+            problem = self._bad_dependency([Dependency(name, h) for h, name, *_ in edges])
             assert problem is not None  # an edge is missing: never among the keys
             self.check.reject(key, problem)
         return kept
@@ -275,7 +276,10 @@ class RootPart:
         number = table.setdefault
         self.edge_counts.append(len(dependencies))
         self.edge_numbers.extend(
-            [number((dep.hash, dep.name, dep.deptypes()), len(table)) for dep in dependencies]
+            [
+                number((dep.hash, dep.name, dep.deptypes(), dep.virtuals()), len(table))
+                for dep in dependencies
+            ]
         )
 
     def _dependencies(self, dependencies: list[Dependency]) -> str | None:

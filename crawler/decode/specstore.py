@@ -11,7 +11,7 @@ its new bytes, as a cold run would, and named in a log line (see
 :func:`crawler.sync.decoding.tell_rewritten`): a mirror rewrote it, harmlessly when its summary
 comes out the same (a new writer's spelling), suspiciously when it does not.
 
-What is kept, under ``<output>/.crawler/specs/<made by>-db<N>.msgpack`` (``0.4.0+rules2``, see
+What is kept, under ``<output>/.crawler/specs/<made by>-db<N>.msgpack`` (``0.4.0+rules3``, see
 :func:`~crawler.decode.records.made_by`; one file per Database version: another version's
 rules may read the same bytes otherwise), is what a
 :class:`~crawler.decode.shard.RootShard` keeps of a record in the build cache: identity,
@@ -46,7 +46,7 @@ NO_DIGEST = bytes(DIGEST_BYTES)  # a spec whose bytes were not digested (read wh
 KEEP_DAYS = 14
 MAX_ENTRIES = 500_000
 
-Edge = tuple[str, str, tuple[str, ...]]  # hash, name, dependency types
+Edge = tuple[str, str, tuple[str, ...], tuple[str, ...]]  # hash, name, deptypes, virtuals
 
 
 class RawRecord(msgspec.Struct, gc=False):
