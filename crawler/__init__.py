@@ -28,6 +28,10 @@ _PUBLIC = {
     "load_history": "crawler.consume.load",
     "load_links": "crawler.consume.load",
     "find_specs": "crawler.consume.query",
+    "parse_spec": "crawler.consume.specsyntax",
+    "SpecQuery": "crawler.consume.specsyntax",
+    "VariantTerm": "crawler.consume.specsyntax",
+    "SpecSyntaxError": "crawler.errors",
     "diff_indexes": "crawler.consume.diff",
     "IndexDiff": "crawler.consume.diff",
     "PackageDiff": "crawler.consume.diff",
@@ -79,7 +83,10 @@ __all__ = [
     "SpecDetail",
     "SpecDiff",
     "SpecLinks",
+    "SpecQuery",
+    "SpecSyntaxError",
     "UnknownTargetError",
+    "VariantTerm",
     "__version__",
     "diff_indexes",
     "find_specs",
@@ -90,6 +97,7 @@ __all__ = [
     "load_links",
     "load_report",
     "main",
+    "parse_spec",
     "verify_branch",
 ]
 
@@ -99,6 +107,7 @@ if TYPE_CHECKING:
     from .consume.diff import Change, DiffTotals, IndexDiff, PackageDiff, SpecDiff, diff_indexes
     from .consume.load import load_changes, load_history, load_index, load_links, load_report
     from .consume.query import Found, Match, Query, find_specs
+    from .consume.specsyntax import SpecQuery, VariantTerm, parse_spec
     from .documents import (
         Changes,
         History,
@@ -118,6 +127,7 @@ if TYPE_CHECKING:
         NotABranchError,
         QueryError,
         SchemaVersionError,
+        SpecSyntaxError,
         UnknownTargetError,
     )
     from .ops.verify import verify_branch

@@ -6,6 +6,7 @@ carries the exit code the command line ends with when it stops a run (:class:`Ex
     CrawlerError                  4  (unless a class below says otherwise)
     ├── UsageError                2  bad command-line arguments (unknown branch, unsafe name)
     │   └── QueryError               a malformed query: version, compiler, variant (what, value)
+    │       └── SpecSyntaxError          a spec in Spack's syntax that cannot be asked (the token)
     ├── ConfigError               2  a config file that cannot be used (file, key, reason)
     ├── LockBusyError             7  another run holds the output's lock (path, holder)
     ├── FetchError                3  a URL could not be read (url, reason, attempts)
@@ -360,6 +361,31 @@ class QueryError(UsageError):
 
     def __str__(self) -> str:
         return f"bad {self.what} {shown(self.value)!r}: {self.reason}"
+
+
+class SpecSyntaxError(QueryError):
+    """A spec in Spack's syntax that is malformed, or asks what the index cannot answer: the
+    spec, where its token starts and ends (``start``, ``end``: offsets in ``text``), and why.
+    Shown as Spack shows it: the spec, and a caret line under the token."""
+
+    def __init__(self, text: str, start: int, end: int, reason: str) -> None:
+        self.text = text
+        self.start = start
+        self.end = end
+        super().__init__("spec", text, reason)
+        self.args = (text, start, end, reason)
+
+    def caret(self) -> str:
+        """The spec as shown, and under it a caret line marking the token (the spec's
+        characters that are not printable escaped alike in both)."""
+        before, token = (
+            printable(self.text[: self.start]),
+            printable(self.text[self.start : self.end]),
+        )
+        return f"{printable(self.text)}\n{' ' * len(before)}{'^' * max(len(token), 1)}"
+
+    def __str__(self) -> str:
+        return f"bad spec (column {self.start + 1}): {self.reason}\n{self.caret()}"
 
 
 class NotABranchError(CrawlerError):

@@ -259,6 +259,7 @@ def test_edges_keep_the_virtuals_they_provide(tmp_path: Path, version: str) -> N
         _hash(name): {**_record(name, {"hash": _hash(name)}), "in_buildcache": False}
         for name in deps
     }
+    edges: list[dict[str, Any]]
     if version == "6":
         edges = [{"name": n, "hash": _hash(n), "type": ["link"]} for n in deps]
     else:
@@ -273,7 +274,9 @@ def test_edges_keep_the_virtuals_they_provide(tmp_path: Path, version: str) -> N
     for whole in (False, True):
         summary = _root(path, whole)
         (row,) = summary.specs
-        got = {summary.dependencies[i].name: summary.dependencies[i].virtuals for i in row.dependencies}
+        got = {
+            summary.dependencies[i].name: summary.dependencies[i].virtuals for i in row.dependencies
+        }
         if version == "6":
             assert got == dict.fromkeys(deps, ())
         else:

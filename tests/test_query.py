@@ -87,28 +87,41 @@ UNKNOWN = "zen99_future"
 def generated_index(packages: int = 300, per: int = 10) -> Index[PackageSummary]:
     """An index of ``packages * per`` specs over known targets, and one archspec does not
     know (``zen99_future``) on the first spec of every package."""
-    summaries: dict[str, PackageSummary] = {}
+    specs: dict[str, list[SpecDetail]] = {}
     n = 0
     for p in range(packages):
-        specs = []
+        package = specs[f"pkg-{p:04d}"] = []
         for i in range(per):
             target = UNKNOWN if i == 0 else TARGETS[(p + i) % len(TARGETS)]
             compiler = ("gcc@13.2.0", "gcc@11.4.0", "apple-clang@16.0.0", "none")[n % 4]
             variants = ("+mpi" if n % 2 else "~mpi", f"cuda_arch={'70,80,90' if n % 5 else '80'}")
-            specs.append(_spec(n, target, compiler, variants, ["e4s" if n % 2 else "hep"]))
+            package.append(_spec(n, target, compiler, variants, ["e4s" if n % 2 else "hep"]))
             n += 1
-        meta = PackageMeta([], len(specs), {}, [], [], [], [], [])
-        summaries[f"pkg-{p:04d}"] = PackageSummary(meta, specs)
-    stats = IndexStats(packages=packages, specs=n, sources=1, sources_missing=0)
+    return index_of(specs)
+
+
+def index_of(specs: dict[str, list[SpecDetail]]) -> Index[PackageSummary]:
+    """An index of these packages' specs (their ``meta`` left empty)."""
+    summaries = {
+        name: PackageSummary(PackageMeta([], len(its), {}, [], [], [], [], []), its)
+        for name, its in specs.items()
+    }
+    total = sum(len(its) for its in specs.values())
+    stats = IndexStats(packages=len(specs), specs=total, sources=1, sources_missing=0)
     return Index(branch="develop", sources=[], stats=stats, packages=summaries)
+
+
+def branch_of(tmp_path_factory: pytest.TempPathFactory, index: Index[PackageSummary]) -> Path:
+    """A branch folder holding ``index`` as its ``index.json`` alone."""
+    folder = tmp_path_factory.mktemp("branch") / "develop"
+    folder.mkdir()
+    (folder / "index.json").write_bytes(msgspec.json.encode(index))
+    return folder
 
 
 @pytest.fixture(scope="module")
 def big(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("generated") / "develop"
-    folder.mkdir()
-    (folder / "index.json").write_bytes(msgspec.json.encode(generated_index()))
-    return folder
+    return branch_of(tmp_path_factory, generated_index())
 
 
 # --- loading ---------------------------------------------------------------------------------

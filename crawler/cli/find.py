@@ -27,10 +27,11 @@ from .consumer import add_branch_arguments, aligned, branch_folder, rich_table, 
 from .streams import printed, tell, write_whole
 
 EPILOG = (
-    "exit codes: 0 found, 1 internal error, 2 usage error (a bad flag, or a malformed version, "
-    "compiler or variant), 4 the results could not be written, 10 no spec matches, 11 no "
+    "exit codes: 0 found, 1 internal error, 2 usage error (a bad flag, or a malformed spec, "
+    "version, compiler or variant), 4 the results could not be written, 10 no spec matches, 11 no "
     "published branch there, 12 its index.json has a schema_version this crawler does not read "
-    "(newer), 13 an unknown --runs-on host or --family, 141 its reader closed the pipe"
+    "(newer), 13 an unknown --runs-on host, --family or bound of a target range, 141 its "
+    "reader closed the pipe"
 )
 
 
@@ -52,13 +53,22 @@ _TEXTS = {
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The arguments of ``crawler find``."""
-    parser.add_argument("name", nargs="?", help="package name, or a glob such as 'py-*'")
+    parser.add_argument(
+        "spec",
+        nargs="*",
+        metavar="SPEC",
+        help="a spec in Spack's syntax, in one or several words: a package name or a glob "
+        "('py-*'), @version, +variant, ~variant, key=value, key:=a,b, %%gcc@12, target=, os=, "
+        "platform=, arch=platform-os-target, /hash (see docs/consumers.md)",
+    )
     add_branch_arguments(parser)
     query = parser.add_argument_group("criteria (each narrows the answer)")
     query.add_argument(
         "--version", metavar="V", help="1.26 (and 1.26.x), =1.26 (exactly), 1.2:1.4, 1.2:, :1.4"
     )
-    query.add_argument("--target", metavar="T", help="target, exactly: zen3, x86_64_v3")
+    query.add_argument(
+        "--target", metavar="T", help="target, exactly: zen3, x86_64_v3; a range: x86_64_v3:"
+    )
     query.add_argument("--family", metavar="F", help="target family: x86_64, aarch64, ppc64le")
     query.add_argument(
         "--runs-on",
@@ -73,7 +83,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="V",
-        help="+mpi, ~cuda, cuda_arch=80 (repeatable: all must hold)",
+        help="+mpi, ~cuda, debug=true, cuda_arch=80, features:=a,b (repeatable: all must hold)",
     )
     query.add_argument("--stack", metavar="S", help="a stack holding the spec: e4s")
     parser.add_argument("--json", action="store_true", help="JSON Lines: one spec a line")
@@ -94,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
     """Run ``crawler find`` with parsed arguments; returns the exit code, raises a
     :class:`CrawlerError` for bad input."""
     query = Query(  # checked before the index is read
-        name=args.name,
+        " ".join(args.spec) if args.spec else None,
         version=args.version,
         target=args.target,
         family=args.family,
@@ -110,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
     folder = branch_folder(args)
     with no_gc():  # a short run over one acyclic document: a collection would only walk it
         # A table shows no variants: unless a criterion tests them, they are not even read.
-        packages = load_packages(folder, variants=args.json or bool(args.variant))
+        packages = load_packages(folder, variants=args.json or query.asks_variants)
         found = query.select(packages)
         _KEPT[:] = [packages, found]
         return _answer(query, packages, found, folder, as_json=args.json, links=args.links)
@@ -125,8 +135,8 @@ def _answer(
 
         tell(
             f"warning: {folder} holds targets archspec {archspec_version()} does not know: "
-            f"{', '.join(sorted(found.unknown_targets))} (their specs match no --family or "
-            "--runs-on; a newer archspec may know them)"
+            f"{', '.join(sorted(found.unknown_targets))} (their specs match no --family, "
+            "--runs-on or target range; a newer archspec may know them)"
         )
     if not found:
         tell(_nothing(query, packages, folder))
