@@ -121,7 +121,7 @@ class _Parts:
     fields: dict[str, str] = field(default_factory=dict)
     compilers: list[str] = field(default_factory=list)
     variants: dict[str, VariantTerm] = field(default_factory=dict)
-    after_compiler: _Token | None = None  # the last %compiler token, while in its node
+    in_compiler: bool = False  # after a %compiler: what follows is its node's
 
 
 def _tokens(text: str) -> Iterator[_Token]:
@@ -190,16 +190,16 @@ def _compiler(parts: _Parts, token: _Token, following: list[_Token]) -> int:
     except QueryError as err:
         raise _fail(parts, taken[-1], err.reason) from None
     parts.compilers.append(asked)
-    parts.after_compiler = token
+    parts.in_compiler = True
     return len(taken)
 
 
 def _node_option(parts: _Parts, token: _Token) -> None:
     """One token of the spec's own node: its name, version, a variant, an arch key, a hash."""
     kind = token.kind
-    if parts.after_compiler is not None and kind == "name":
+    if parts.in_compiler and kind == "name":
         raise _fail(parts, token, "a second spec: give one spec at a time")
-    if parts.after_compiler is not None and kind in ("bool", "pair", "hash", "version"):
+    if parts.in_compiler and kind in ("bool", "pair", "hash", "version"):
         compiler = parts.compilers[-1]
         raise _fail(
             parts,
