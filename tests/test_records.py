@@ -49,13 +49,17 @@ async def _sync(tmp_path: Path, mirror: str) -> tuple[dict[str, Any], dict[str, 
 
 
 def _edges(root: Path, url: str, key: str) -> list[dict[str, Any]]:
-    """A record's edges as its index states them: hash, name and types."""
+    """A record's edges as its index states them: hash, name, types and the virtuals they
+    provide (written only when there are some)."""
     index = root / url.removeprefix("s3://spack-binaries/")
     node = json.loads(index.read_bytes())["database"]["installs"][key]["spec"]
     edges = []
     for edge in node.get("dependencies", []):
         types = edge["parameters"]["deptypes"] if "parameters" in edge else edge["type"]
+        virtuals = edge.get("parameters", {}).get("virtuals")
         edges.append({"hash": edge["hash"], "name": edge["name"], "type": sorted(types)})
+        if virtuals:
+            edges[-1]["virtuals"] = sorted(set(virtuals))
     return edges
 
 
