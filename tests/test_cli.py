@@ -438,6 +438,19 @@ def test_a_too_large_budget_in_the_config_leaves_the_output_alone(
         ("pipe", "{metrics} is not a regular file"),
         ("folder", "{metrics} is not a regular file"),
         ("mirror/m.prom", "{metrics} is inside the mirror {mirror}"),
+        (
+            "link.prom",
+            "{metrics} is a symbolic link: give the file it points to (a link in a folder "
+            "others may write to could make the run replace any file)",
+        ),
+        (
+            "textfile-colector/m.prom",
+            "{parent} does not exist (the crawler makes the metrics file, not its folder)",
+        ),
+        (
+            "victim/m.prom",
+            "{parent} is a file, not a folder (the crawler makes the metrics file, not its folder)",
+        ),
     ],
 )
 def test_a_metrics_file_the_crawler_must_not_replace_is_a_usage_error(
@@ -445,12 +458,16 @@ def test_a_metrics_file_the_crawler_must_not_replace_is_a_usage_error(
 ) -> None:
     """A metrics file in the output folder would overwrite a published file (or be a foreign
     entry of a branch folder, failing every later publish); the config file would be lost; a
-    device (``/dev/null``, as root) replaced by a file, a named pipe waited on for ever."""
+    device (``/dev/null``, as root) replaced by a file, a named pipe waited on for ever. A
+    link (planted in a group-writable collector folder) had the file it points to replaced; a
+    mistyped folder let the sync pass with no metrics, so that alerts on them stayed silent."""
     config, before = _published(tmp_path)
     mirror = tmp_path / "mirror"
     shutil.copytree(SAMPLE_MIRROR, mirror)
     os.mkfifo(tmp_path / "pipe")
     (tmp_path / "folder").mkdir()
+    (tmp_path / "victim").write_text("root's file\n")
+    (tmp_path / "link.prom").symlink_to(tmp_path / "victim")
     config_text = config.read_text()
     flags = ["--config", str(config), "--metrics", metrics]
     if metrics.startswith("mirror/"):
@@ -459,9 +476,16 @@ def test_a_metrics_file_the_crawler_must_not_replace_is_a_usage_error(
     done = here("sync", "--branch", "develop", *flags)
 
     assert (done.code, done.out) == (2, "")
-    shown = reason.format(metrics=tmp_path / metrics, out=tmp_path / "out", mirror=mirror)
+    shown = reason.format(
+        metrics=tmp_path / metrics,
+        parent=(tmp_path / metrics).parent,
+        out=tmp_path / "out",
+        mirror=mirror,
+    )
     assert done.err == f"error: config error in command line: key 'metrics': {shown}\n"
     assert tree_bytes(tmp_path / "out") == before
+    assert (tmp_path / "victim").read_text() == "root's file\n"
+    assert not (tmp_path / "textfile-colector").exists()
     assert config.read_text() == config_text
     assert not (mirror / "m.prom").exists()
     assert stat.S_ISFIFO((tmp_path / "pipe").lstat().st_mode)

@@ -221,9 +221,9 @@ def _resolve(base: Path | None, value: str, origin: str, key: str) -> str:
         resolved = path.resolve()  # a symbolic link loop fails here, named
     except (RuntimeError, OSError) as err:  # `~nobody-here/x`; a symbolic link loop
         raise ConfigError(origin, f"cannot resolve {value!r}: {err}", key) from None
-    if (
-        key == "mirror"
-    ):  # one reached through a link stays as given (crawler.mirror.discovery.Mirror)
+    # A mirror reached through a link stays as given (crawler.mirror.discovery.Mirror); a
+    # metrics file that is a link too, for the run to refuse it (crawler.cli.checks).
+    if key in ("mirror", "metrics"):
         return str(as_given(path))
     return str(path) if given else str(resolved)
 
