@@ -456,6 +456,38 @@ async def test_refs_the_mirror_lists_as_unusable_are_not_in_the_metrics(
     assert "\x1b" not in err
 
 
+async def test_a_published_ref_turned_unusable_fails_its_branch_under_all(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Under --all, a ref published before whose entry turned unusable was skipped with a
+    warning: with the others unchanged the run exited 6, "nothing changed", while its output
+    went stale. It fails its branch as if named (exit 4, ``failed`` in the metrics); its
+    published output stays as it was."""
+    mirror = tmp_path / "mirror"
+    refs = [SynthRef(name, (SynthSpec("zlib", "1.3.1"),)) for name in ("develop", "v1")]
+    discovery = build_mirror(mirror, refs)
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump(fast_config(str(mirror), tmp_path / "out")))
+    metrics = tmp_path / "crawler.prom"
+    argv = ["sync", "--all", "--config", str(config), "--metrics", str(metrics), "-q"]
+    assert await main_async(argv) == 0
+    published = (tmp_path / "out" / "v1" / "index.json").read_bytes()
+
+    discovery["v1"] = []
+    discovery_file = mirror / "cache_spack_io_index.json"
+    discovery_file.write_text(json.dumps(discovery))
+    capsys.readouterr()
+    assert await main_async(argv) == 4
+
+    err = capsys.readouterr().err
+    assert "no 'root' index listed" in err and "error: 1 branch(es) failed: v1" in err
+    text = metrics.read_text()
+    assert 'branch_status{branch="v1",status="failed"} 1' in text
+    assert 'branch_status{branch="develop",status="unchanged"} 1' in text
+    assert "crawler_run_exit_code 4" in text
+    assert (tmp_path / "out" / "v1" / "index.json").read_bytes() == published
+
+
 async def test_all_with_no_usable_ref_is_an_unusable_mirror(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
