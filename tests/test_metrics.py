@@ -476,6 +476,7 @@ async def test_a_published_ref_turned_unusable_fails_its_branch_under_all(
     discovery["v1"] = []
     discovery_file = mirror / "cache_spack_io_index.json"
     discovery_file.write_text(json.dumps(discovery))
+    assert await main_async([*argv, "--dry-run"]) == 4  # as the sync will
     capsys.readouterr()
     assert await main_async(argv) == 4
 
