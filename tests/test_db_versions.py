@@ -167,6 +167,25 @@ def test_bidi_and_c1_characters_refuse_a_record_in_any_text_it_publishes(
     assert not set(spoiled) & {row.hash for row in summary.specs}
 
 
+async def test_a_variant_with_a_bidi_character_is_not_published(tmp_path: Path) -> None:
+    """End to end: the record is left out of ``index.json`` (so ``crawler find`` never sees
+    it) and listed in ``report.json`` with why; its neighbours are published."""
+    mirror = tmp_path / "mirror"
+    evil = SynthSpec("zlib", "1.3.1", variants=(("shared", "tr\u202eue"),))
+    build_mirror(mirror, [SynthRef("develop", (evil, SynthSpec("cmake", "3.30.0")))])
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump(fast_config(str(mirror), tmp_path / "out")))
+
+    assert await main_async(["sync", "--branch", "develop", "--config", str(config), "-q"]) == 0
+
+    published = (tmp_path / "out" / "develop" / "index.json").read_text("utf-8")
+    assert "\u202e" not in published and "\\u202e" not in published and '"cmake"' in published
+    report = json.loads((tmp_path / "out" / "develop" / "report.json").read_text())
+    assert [(i["hash"], i["reason"]) for i in report["invalid_records"]] == [
+        (evil.dag_hash, "control characters in variant 'shared=tr\\u202eue'")
+    ]
+
+
 @pytest.mark.parametrize("spelling", SPELLINGS)
 def test_a_stack_reads_in_every_spelling(tmp_path: Path, spelling: str) -> None:
     specs = _specs()
