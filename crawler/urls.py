@@ -6,6 +6,13 @@ replacement). The user and password are taken out of the URL: requests to that o
 them as basic auth (see :class:`crawler.mirror.http.HTTPTransport`), and every URL the crawler
 shows, logs or writes (``mirror`` in ``index.json``, locations in reports and in the state) is
 one without them, so that publishing the output never publishes the password.
+
+A query or a fragment is refused in every URL the crawler is given (the mirror, a rewrite, a
+declared ref, ``s3.endpoint_url``, a proxy) or the mirror lists (a discovery entry): the paths of
+the mirror's files are added to those URLs, and neither form of index URL has one. So no URL the
+crawler publishes or requests holds one; the messages that refuse such a URL, and the one naming
+where a redirect was not followed to, show it through :func:`redacted`, which leaves out a
+query and a fragment as it leaves out credentials (a ``?X-Amz-Signature=``, a ``?token=``).
 """
 
 from __future__ import annotations
@@ -93,11 +100,20 @@ def _case_folded(url: str) -> str:
 
 
 def redacted(url: str) -> str:
-    """A URL as messages may show it: what comes before its last ``@`` is left out when it
-    has one (a password with an unencoded ``/``, ``?`` or ``#`` is not found as credentials,
-    yet must not be shown)."""
-    head, at, tail = url.rpartition("@")
-    if not at:
-        return url
-    scheme, sep, _ = head.partition("://")
-    return f"{scheme}://…@{tail}" if sep else f"…@{tail}"
+    """A URL as a message, a log line, a report or a document may show it: the one way the
+    crawler renders a URL it was given or sent that could hold a secret. What comes before
+    its last ``@`` is left out when it has one (a password with an unencoded ``/``, ``?`` or
+    ``#`` is not found as credentials, yet must not be shown), and so is a query or a
+    fragment (a presigned URL's signature, a ``?token=``): each is shown as ``…``. A
+    ``file://`` URL holds no credentials: an ``@`` in one is a folder's name, shown."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        scheme, rest = "", url
+    if scheme.lower() != "file":
+        _, at, tail = rest.rpartition("@")
+        if at:
+            rest = f"…@{tail}"
+    cut = min((i for i in (rest.find("?"), rest.find("#")) if i >= 0), default=-1)
+    if cut >= 0:
+        rest = f"{rest[: cut + 1]}…"
+    return f"{scheme}{sep}{rest}"

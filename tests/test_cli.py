@@ -42,6 +42,7 @@ from crawler.errors import OutputError
 from crawler.ops.verify import verify_branch
 from crawler.output.atomic import FSYNC_EACH_UP_TO, flush_tree
 from crawler.output.stage import BranchStage
+from crawler.urls import redacted
 
 from .conftest import (
     CLI_TIMEOUT,
@@ -438,6 +439,19 @@ def test_a_too_large_budget_in_the_config_leaves_the_output_alone(
         ("pipe", "{metrics} is not a regular file"),
         ("folder", "{metrics} is not a regular file"),
         ("mirror/m.prom", "{metrics} is inside the mirror {mirror}"),
+        (
+            "link.prom",
+            "{metrics} is a symbolic link: give the file it points to (a link in a folder "
+            "others may write to could make the run replace any file)",
+        ),
+        (
+            "textfile-colector/m.prom",
+            "{parent} does not exist (the crawler makes the metrics file, not its folder)",
+        ),
+        (
+            "victim/m.prom",
+            "{parent} is a file, not a folder (the crawler makes the metrics file, not its folder)",
+        ),
     ],
 )
 def test_a_metrics_file_the_crawler_must_not_replace_is_a_usage_error(
@@ -445,12 +459,16 @@ def test_a_metrics_file_the_crawler_must_not_replace_is_a_usage_error(
 ) -> None:
     """A metrics file in the output folder would overwrite a published file (or be a foreign
     entry of a branch folder, failing every later publish); the config file would be lost; a
-    device (``/dev/null``, as root) replaced by a file, a named pipe waited on for ever."""
+    device (``/dev/null``, as root) replaced by a file, a named pipe waited on for ever. A
+    link (planted in a group-writable collector folder) had the file it points to replaced; a
+    mistyped folder let the sync pass with no metrics, so that alerts on them stayed silent."""
     config, before = _published(tmp_path)
     mirror = tmp_path / "mirror"
     shutil.copytree(SAMPLE_MIRROR, mirror)
     os.mkfifo(tmp_path / "pipe")
     (tmp_path / "folder").mkdir()
+    (tmp_path / "victim").write_text("root's file\n")
+    (tmp_path / "link.prom").symlink_to(tmp_path / "victim")
     config_text = config.read_text()
     flags = ["--config", str(config), "--metrics", metrics]
     if metrics.startswith("mirror/"):
@@ -459,9 +477,16 @@ def test_a_metrics_file_the_crawler_must_not_replace_is_a_usage_error(
     done = here("sync", "--branch", "develop", *flags)
 
     assert (done.code, done.out) == (2, "")
-    shown = reason.format(metrics=tmp_path / metrics, out=tmp_path / "out", mirror=mirror)
+    shown = reason.format(
+        metrics=tmp_path / metrics,
+        parent=(tmp_path / metrics).parent,
+        out=tmp_path / "out",
+        mirror=mirror,
+    )
     assert done.err == f"error: config error in command line: key 'metrics': {shown}\n"
     assert tree_bytes(tmp_path / "out") == before
+    assert (tmp_path / "victim").read_text() == "root's file\n"
+    assert not (tmp_path / "textfile-colector").exists()
     assert config.read_text() == config_text
     assert not (mirror / "m.prom").exists()
     assert stat.S_ISFIFO((tmp_path / "pipe").lstat().st_mode)
@@ -663,22 +688,26 @@ def test_a_file_url_that_names_no_folder_as_written_is_a_usage_error(
     fragment was dropped, and ``%00`` ended in an internal error."""
     done = run_cli("branches", "--mirror", url, cwd=tmp_path)
     assert (done.code, done.out) == (2, "")
-    assert done.err.startswith(f"error: config error in command line: key 'mirror': {url!r} ")
+    shown = redacted(url)  # a query or a fragment is left out
+    assert done.err.startswith(f"error: config error in command line: key 'mirror': {shown!r} ")
     assert reason in done.err
 
 
 @pytest.mark.parametrize(
     ("url", "shown"),
     [
-        ("http://127.0.0.1:9/?x=1", "http://127.0.0.1:9/?x=1"),
-        ("https://user:secret@127.0.0.1:9/m#top", "https://…@127.0.0.1:9/m#top"),
+        ("http://127.0.0.1:9/?x=1", "http://127.0.0.1:9/?…"),
+        ("https://user:secret@127.0.0.1:9/m#top", "https://…@127.0.0.1:9/m#…"),
+        ("http://127.0.0.1:9/?X-Amz-Signature=secret", "http://127.0.0.1:9/?…"),
     ],
 )
 def test_an_http_mirror_with_a_query_or_fragment_is_a_usage_error(
     tmp_path: Path, url: str, shown: str
 ) -> None:
     """A query or fragment used to be kept, the files' paths added after it: the discovery
-    document's request went to the server's root, which failed as "not valid JSON" (exit 3)."""
+    document's request went to the server's root, which failed as "not valid JSON" (exit 3).
+    The message leaves the query and the fragment out, as it leaves credentials out: they may
+    be a secret (a signature, a token), and the message was printed whole."""
     done = run_cli("sync", "--branch", "develop", "--mirror", url, "--output", "out", cwd=tmp_path)
     assert (done.code, done.out) == (2, "")
     assert done.err.startswith(
@@ -1881,12 +1910,12 @@ async def test_branches_over_http_lists_unusable_refs(
     assert done.out.splitlines() == [
         f"a\troot s1\tlisted in {server.url}/cache_spack_io_index.json",
         "../evil\tUNUSABLE: ref name '../evil' is not a safe folder name",
-        f"bare\tUNUSABLE: URL {root_url}# of stack 'root' has a query or fragment",
+        f"bare\tUNUSABLE: URL {root_url}#… of stack 'root' has a query or fragment",
         "bidi\tUNUSABLE: bad stack label 's\\u202e1'",
         f"escape\tUNUSABLE: URL '{root_url}\\x1b[2J' of stack 'root' holds control characters",
-        f"fragment\tUNUSABLE: URL {root_url}#x of stack 'root' has a query or fragment",
+        f"fragment\tUNUSABLE: URL {root_url}#… of stack 'root' has a query or fragment",
         "norooot\tUNUSABLE: no 'root' index listed",
-        f"query\tUNUSABLE: URL {root_url}?versionId=1 of stack 'root' has a query or fragment",
+        f"query\tUNUSABLE: URL {root_url}?… of stack 'root' has a query or fragment",
         "red\\x1b[31m\tUNUSABLE: ref name 'red\\x1b[31m' is not a safe folder name",
     ]
 

@@ -18,7 +18,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from crawler.cli.command import main_async
-from crawler.urls import credentials, credentials_for, without_credentials
+from crawler.urls import credentials, credentials_for, redacted, without_credentials
 
 from .conftest import SAMPLE_MIRROR, MirrorServer, fast_config, tree_bytes
 
@@ -231,6 +231,73 @@ async def test_config_errors_do_not_show_the_password(
     assert reason in printed
     assert "hidden" not in printed and "hid" not in printed
     assert tree_bytes(out) == before
+
+
+@pytest.mark.parametrize(
+    ("config", "key", "shown"),
+    [
+        (
+            {
+                "mirror": "s3://bucket/x",
+                "s3": {"endpoint_url": "http://127.0.0.1:9/?X-Amz-Credential=hidden&sig=hidden"},
+            },
+            "s3.endpoint_url",
+            "'http://127.0.0.1:9/?…' has a query or fragment",
+        ),
+        (
+            {
+                "mirror": "http://127.0.0.1:9/",
+                "refs": {"develop": {"root": "http://127.0.0.1:9/develop?token=hidden"}},
+            },
+            "refs.develop.root",
+            "'http://127.0.0.1:9/develop?…' has a query or fragment",
+        ),
+        (
+            {"mirror": "file:///srv/mirror#token=hidden"},
+            "mirror",
+            "'file:///srv/mirror#…' has a query or fragment",
+        ),
+        (
+            {"mirror": "s3://bucket/x?versionId=hidden"},
+            "mirror",
+            "'s3://bucket/x?…' has a query or fragment",
+        ),
+    ],
+)
+async def test_a_query_or_fragment_is_refused_without_being_shown(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    config: dict[str, object],
+    key: str,
+    shown: str,
+) -> None:
+    """A query in an endpoint or a declared ref (a presigned URL's credential and signature, a
+    ``?token=``) was refused with a message that printed it whole, into logs and cron mail."""
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump({**config, "output": str(tmp_path / "out")}))
+
+    assert await main_async(["sync", "--all", "--config", str(path)]) == 2
+
+    printed = "".join(capsys.readouterr())
+    assert printed.startswith(f"error: config error in {path}: key '{key}': {shown}"), printed
+    assert "hidden" not in printed
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("https://h/x?X-Amz-Signature=s", "https://h/x?…"),
+        ("https://h/x#t", "https://h/x#…"),
+        ("https://h/x#t?u", "https://h/x#…"),
+        ("https://u:p@h/x?q", "https://…@h/x?…"),
+        ("https://u:p?q@h/x", "https://…@h/x"),  # a "?" in a password: credentials first
+        ("file:///srv/m@1/x?q", "file:///srv/m@1/x?…"),  # a folder's "@" is no credentials
+        ("https://h/x", "https://h/x"),
+    ],
+)
+def test_urls_are_shown_without_credentials_query_or_fragment(url: str, shown: str) -> None:
+    assert redacted(url) == shown
 
 
 @pytest.mark.parametrize(

@@ -121,6 +121,71 @@ def test_a_compiler_without_a_name_or_with_control_characters_refuses_its_record
     )
 
 
+@pytest.mark.parametrize("db", [7, 8])
+@pytest.mark.parametrize("whole", [False, True])
+def test_bidi_and_c1_characters_refuse_a_record_in_any_text_it_publishes(
+    tmp_path: Path, db: int, whole: bool
+) -> None:
+    """A variant's value or name holding ``U+202E`` (which reorders a page or a terminal) or
+    ``U+009B`` (a terminal's control sequence introducer) was published as it was, in
+    ``index.json`` and ``crawler find --json``, and so was a dependency's name and type, while
+    the same characters refuse a record in its version or arch: one rule now refuses all."""
+    document = json.loads(index_document(_specs(), db))
+    installs = document["database"]["installs"]
+    built = [
+        key
+        for key, record in installs.items()
+        if record["in_buildcache"] and record["spec"].get("dependencies")
+    ]
+    spoiled: dict[str, str] = {}
+
+    def spoil(key: str, reason: str) -> None:
+        assert key not in spoiled
+        spoiled[key] = reason
+
+    params = installs[built[0]]["spec"].setdefault("parameters", {})
+    params["evil"] = "a\u202eb"
+    spoil(built[0], "control characters in variant 'evil=a\\u202eb'")
+    installs[built[1]]["spec"].setdefault("parameters", {})["csi\u009b"] = True
+    spoil(built[1], "control characters in variant '+csi\\x9b'")
+    params = installs[built[2]]["spec"].setdefault("parameters", {})
+    params.update({"jobs": 4, "list": ["ok", "x\u009b[2J"]})  # a number: the general path
+    spoil(built[2], "control characters in variant 'list=ok,x\\x9b[2J'")
+    edge = installs[built[3]]["spec"]["dependencies"][-1]
+    edge["name"] = "zlib\u202e"
+    spoil(built[3], "control characters in dependency 'zlib\\u202e'")
+    edge = installs[built[4]]["spec"]["dependencies"][-1]
+    edge["parameters"]["deptypes"] = ["link\u009b"]  # none but Spack's four
+    spoil(built[4], "bad record: Invalid enum value 'link\\x9b' - at `$.spec.dependencies[")
+
+    summary = _root(_write(tmp_path / "index.json", json.dumps(document).encode()), whole)
+
+    found = {i.hash: i.reason for i in summary.invalid if i.hash in spoiled}
+    assert found.keys() == spoiled.keys()
+    for key, reason in spoiled.items():
+        assert found[key].startswith(reason), found[key]
+    assert not set(spoiled) & {row.hash for row in summary.specs}
+
+
+async def test_a_variant_with_a_bidi_character_is_not_published(tmp_path: Path) -> None:
+    """End to end: the record is left out of ``index.json`` (so ``crawler find`` never sees
+    it) and listed in ``report.json`` with why; its neighbours are published."""
+    mirror = tmp_path / "mirror"
+    evil = SynthSpec("zlib", "1.3.1", variants=(("shared", "tr\u202eue"),))
+    build_mirror(mirror, [SynthRef("develop", (evil, SynthSpec("cmake", "3.30.0")))])
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump(fast_config(str(mirror), tmp_path / "out")))
+
+    assert await main_async(["sync", "--branch", "develop", "--config", str(config), "-q"]) == 0
+
+    published = (tmp_path / "out" / "develop" / "index.json").read_text("utf-8")
+    assert "\u202e" not in published and "\\u202e" not in published and '"cmake"' in published
+    report = json.loads((tmp_path / "out" / "develop" / "report.json").read_text())
+    assert [(i["hash"], i["reason"]) for i in report["invalid_records"]] == [
+        (evil.dag_hash, "control characters in variant 'shared=tr\\u202eue'")
+    ]
+
+
 @pytest.mark.parametrize("spelling", SPELLINGS)
 def test_a_stack_reads_in_every_spelling(tmp_path: Path, spelling: str) -> None:
     specs = _specs()

@@ -273,18 +273,21 @@ def test_load_last_success_round_trip(tmp_path: Path) -> None:
     assert [p.name for p in path.parent.iterdir()] == ["spack_cache_crawler.prom"]
 
 
-def test_a_linked_metrics_file_is_written_where_the_link_points(tmp_path: Path) -> None:
-    """The link used to be replaced by a file of its own: the collector's file, where it
-    points, was never updated again."""
-    collected = tmp_path / "textfile" / "crawler.prom"
-    collected.parent.mkdir()
-    collected.write_text("old\n")
+def test_a_link_put_in_place_of_the_metrics_file_is_replaced_not_followed(
+    tmp_path: Path,
+) -> None:
+    """A run refuses a metrics path that is a link; one planted after that check (in a
+    group-writable collector folder) had the file it points to replaced with metrics, mode
+    0644. Now the link itself is replaced: what it points to stays as it was."""
+    victim = tmp_path / "etc" / "shadow"
+    victim.parent.mkdir()
+    victim.write_text("root's file\n")
     link = tmp_path / "crawler.prom"
-    link.symlink_to(collected)
+    link.symlink_to(victim)
     write_metrics(link, render([PUBLISHED]))
-    assert link.is_symlink() and link.readlink() == collected
-    assert load_last_success(collected) == {"develop": NOW}
-    assert sorted(p.name for p in collected.parent.iterdir()) == ["crawler.prom"]
+    assert not link.is_symlink() and load_last_success(link) == {"develop": NOW}
+    assert victim.read_text() == "root's file\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["crawler.prom", "etc"]
 
 
 def test_a_failed_run_keeps_the_previous_success_across_runs(tmp_path: Path) -> None:
@@ -374,38 +377,40 @@ def test_parsed_by_prometheus_client() -> None:
 async def test_an_unwritable_metrics_file_does_not_fail_the_sync(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Monitoring is a side output: the sync publishes, and says why there are no metrics."""
-    blocker = tmp_path / "not-a-folder"
-    blocker.write_text("a file where the metrics folder should be")
+    """Monitoring is a side output: the sync publishes, and says why there are no metrics
+    (a folder that cannot be written, /proc/self even for root, found so only at the end)."""
     config = tmp_path / "c.yaml"
     config.write_text(yaml.safe_dump(fast_config(str(SAMPLE_MIRROR), tmp_path / "out")))
-    metrics = blocker / "crawler.prom"
+    metrics = Path("/proc/self/crawler.prom")
 
     argv = ["sync", "--branch", "develop", "--config", str(config), "--metrics", str(metrics)]
     assert await main_async([*argv, "-q"]) == 0
 
     err = capsys.readouterr().err
-    assert f"metrics not written: cannot write {blocker}" in err
+    assert f"metrics not written: cannot write {metrics}: " in err
     assert (tmp_path / "out" / "develop" / "index.json").is_file()
-    assert not metrics.exists()
 
 
-async def test_a_metrics_file_in_a_missing_folder_is_not_written_there(
+async def test_a_metrics_file_in_a_missing_folder_is_refused_before_the_run(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A mistyped metrics path must not succeed in a folder the crawler made for it, where
-    node_exporter never looks: the sync publishes, and the error names the file."""
+    """A mistyped metrics folder let the sync run and exit 0 with ``ERROR metrics not
+    written``: cron users alert on that file, so alerting was silently off. It is refused
+    before anything is read (exit 2), as a missing output parent is; no folder is made."""
     config = tmp_path / "c.yaml"
     config.write_text(yaml.safe_dump(fast_config(str(SAMPLE_MIRROR), tmp_path / "out")))
     metrics = tmp_path / "textfile-colector" / "crawler.prom"  # sic
 
     argv = ["sync", "--branch", "develop", "--config", str(config), "--metrics", str(metrics)]
-    assert await main_async([*argv, "-q"]) == 0
+    assert await main_async([*argv, "-q"]) == 2
 
     err = capsys.readouterr().err
-    assert f"metrics not written: cannot write {metrics}: No such file or directory" in err
+    assert err == (
+        f"error: config error in command line: key 'metrics': {metrics.parent} does not exist "
+        "(the crawler makes the metrics file, not its folder)\n"
+    )
     assert not metrics.parent.exists()
-    assert (tmp_path / "out" / "develop" / "index.json").is_file()
+    assert not (tmp_path / "out").exists()
 
 
 async def test_a_run_that_finds_the_output_locked_leaves_the_metrics_alone(
@@ -449,6 +454,39 @@ async def test_refs_the_mirror_lists_as_unusable_are_not_in_the_metrics(
     assert "WARNING no-root: unusable ref of " in err and ": no 'root' index listed" in err
     assert "WARNING evil\\x1b[31m: unusable ref of " in err
     assert "\x1b" not in err
+
+
+async def test_a_published_ref_turned_unusable_fails_its_branch_under_all(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Under --all, a ref published before whose entry turned unusable was skipped with a
+    warning: with the others unchanged the run exited 6, "nothing changed", while its output
+    went stale. It fails its branch as if named (exit 4, ``failed`` in the metrics); its
+    published output stays as it was."""
+    mirror = tmp_path / "mirror"
+    refs = [SynthRef(name, (SynthSpec("zlib", "1.3.1"),)) for name in ("develop", "v1")]
+    discovery = build_mirror(mirror, refs)
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump(fast_config(str(mirror), tmp_path / "out")))
+    metrics = tmp_path / "crawler.prom"
+    argv = ["sync", "--all", "--config", str(config), "--metrics", str(metrics), "-q"]
+    assert await main_async(argv) == 0
+    published = (tmp_path / "out" / "v1" / "index.json").read_bytes()
+
+    discovery["v1"] = []
+    discovery_file = mirror / "cache_spack_io_index.json"
+    discovery_file.write_text(json.dumps(discovery))
+    assert await main_async([*argv, "--dry-run"]) == 4  # as the sync will
+    capsys.readouterr()
+    assert await main_async(argv) == 4
+
+    err = capsys.readouterr().err
+    assert "no 'root' index listed" in err and "error: 1 branch(es) failed: v1" in err
+    text = metrics.read_text()
+    assert 'branch_status{branch="v1",status="failed"} 1' in text
+    assert 'branch_status{branch="develop",status="unchanged"} 1' in text
+    assert "crawler_run_exit_code 4" in text
+    assert (tmp_path / "out" / "v1" / "index.json").read_bytes() == published
 
 
 async def test_all_with_no_usable_ref_is_an_unusable_mirror(

@@ -162,12 +162,24 @@ def check_metrics(config: Config) -> None:
     output folder (a published ``index.json``, a state file), or inside the mirror; the config
     file itself; anything but a regular file (``/dev/null`` would be replaced by a file; a named
     pipe would block); or a file larger than :data:`MAX_METRICS_BYTES` (not one the crawler
-    wrote)."""
+    wrote). Also a symbolic link (textfile-collector folders are often group-writable: a link
+    planted there would aim a root cron job at any file), and a file whose folder is missing or
+    no folder (a mistyped path: no metrics would be written, and alerts on them stay silent)."""
     if not config.metrics:
         return
     where = config.where("metrics")
     metrics = Path(config.metrics)
     try:
+        if metrics.is_symlink():
+            reason = (
+                f"{metrics} is a symbolic link: give the file it points to (a link in a folder "
+                "others may write to could make the run replace any file)"
+            )
+            raise ConfigError(where, reason, "metrics")
+        if not metrics.parent.is_dir():
+            what = "is a file, not a folder" if metrics.parent.exists() else "does not exist"
+            reason = f"{metrics.parent} {what} (the crawler makes the metrics file, not its folder)"
+            raise ConfigError(where, reason, "metrics")
         resolved = metrics.resolve()
         output = config.output_dir.resolve()
         is_other = metrics.exists() and not metrics.is_file()

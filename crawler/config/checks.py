@@ -103,7 +103,9 @@ def _check_mirror(origin: str, mirror: str, key: str = "mirror") -> None:
     allowed = ("http", "https", "file") if key != "mirror" else ("", "http", "https", "file", "s3")
     if scheme not in allowed:
         use = "http, https, file, s3 or a path" if "" in allowed else "an http, https or file URL"
-        what = f"unsupported URL scheme {scheme!r}" if scheme else f"{mirror!r} is not a URL"
+        what = (
+            f"unsupported URL scheme {scheme!r}" if scheme else f"{redacted(mirror)!r} is not a URL"
+        )
         raise ConfigError(origin, f"{what} (use {use})", key)
     if scheme in ("http", "https"):
         check_http_url(origin, mirror, key)
@@ -113,11 +115,13 @@ def _check_mirror(origin: str, mirror: str, key: str = "mirror") -> None:
         check_s3_url(origin, mirror, key)
 
 
-def _check_file_url(origin: str, url: str, key: str) -> None:
+def _check_file_url(origin: str, given: str, key: str) -> None:
     """Refuse a ``file://`` URL that does not name a folder of this machine as written: one
     with a host (``file://srv/mirror`` reads ``/mirror``), a query or a fragment (dropped), a
-    NUL once percent-decoded, or a path that cannot be resolved."""
-    parts = urlsplit(url)
+    NUL once percent-decoded, or a path that cannot be resolved. Messages show it without a
+    query or a fragment (:func:`crawler.urls.redacted`)."""
+    url = redacted(given)
+    parts = urlsplit(given)
     if not parts.path.strip() and not parts.netloc:  # `file://$UNSET`
         raise ConfigError(origin, f"{url!r} names no folder", key)
     if parts.netloc.lower() not in ("", "localhost"):
@@ -127,11 +131,11 @@ def _check_file_url(origin: str, url: str, key: str) -> None:
             "machine, as file:///path (three slashes)",
             key,
         )
-    if "?" in url or "#" in url:
+    if "?" in given or "#" in given:
         raise ConfigError(
             origin, f"{url!r} has a query or fragment (percent-encode ? and # as %3F, %23)", key
         )
-    path = file_path(url)
+    path = file_path(given)
     if "\0" in path:
         raise ConfigError(origin, f"{url!r} holds a NUL character (%00)", key)
     _check_resolvable(origin, path, url, key)
@@ -221,9 +225,9 @@ def _resolve(base: Path | None, value: str, origin: str, key: str) -> str:
         resolved = path.resolve()  # a symbolic link loop fails here, named
     except (RuntimeError, OSError) as err:  # `~nobody-here/x`; a symbolic link loop
         raise ConfigError(origin, f"cannot resolve {value!r}: {err}", key) from None
-    if (
-        key == "mirror"
-    ):  # one reached through a link stays as given (crawler.mirror.discovery.Mirror)
+    # A mirror reached through a link stays as given (crawler.mirror.discovery.Mirror); a
+    # metrics file that is a link too, for the run to refuse it (crawler.cli.checks).
+    if key in ("mirror", "metrics"):
         return str(as_given(path))
     return str(path) if given else str(resolved)
 

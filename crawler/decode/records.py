@@ -26,7 +26,7 @@ import codecs
 import mmap
 import re
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 import msgspec
 
@@ -51,6 +51,9 @@ def made_by() -> str:
 
 Scalar = bool | int | float | str
 ParamValue = Scalar | list[Scalar]
+#: A dependency type: one of Spack's four, as its readers take them (``crawler.decode.validate.
+#: unprintable`` checks the other texts; these are published too, in each spec's edges).
+DepType = Literal["build", "link", "run", "test"]
 
 
 class Target(msgspec.Struct, gc=False):
@@ -83,7 +86,7 @@ class DepParameters(msgspec.Struct, gc=False):
     """DB 7+ edge attributes: the dependency types, and the virtuals it provides (which mark
     the compiler edge)."""
 
-    deptypes: list[str] = []
+    deptypes: list[DepType] = []
     virtuals: list[str] = []
 
 
@@ -94,7 +97,7 @@ class Dependency(msgspec.Struct, gc=False):
     name: str
     hash: str
     parameters: DepParameters | None = None
-    type: list[str] | None = None
+    type: list[DepType] | None = None
 
     def deptypes(self) -> tuple[str, ...]:
         """The edge's dependency types (``build``, ``link``, ``run``, ``test``), sorted."""
@@ -174,7 +177,7 @@ class LegacyEdge(msgspec.Struct, gc=False):
     build_hash: str | None = None
     process_hash: str | None = None
     parameters: DepParameters | None = None
-    type: list[str] | None = None
+    type: list[DepType] | None = None
 
     def dag_hash(self) -> str:
         """The edge's hash (see the class docstring)."""

@@ -45,11 +45,12 @@ from .validate import (
     render_variant,
     shorten,
     too_large,
+    unprintable,
 )
 
 _MEMO_LIMIT = 50_000
 _FLAG = -1  # what a memo gives for compiler flags, which are not variants
-_TOO_LONG = -2  # what :meth:`RootPart._number` gives for a variant over its limit
+_REFUSED = -2  # what :meth:`RootPart._number` gives for a variant too long or not printable
 
 
 class RootShard(msgspec.Struct, frozen=True, gc=False):
@@ -293,6 +294,8 @@ class RootPart:
         hashes = [dep.hash for dep in dependencies]
         if not all_hashes(hashes):
             return _bad_edge(dependencies)
+        if not "".join([dep.name for dep in dependencies]).isprintable():  # C first, then which
+            return next(filter(None, (unprintable("dependency", d.name) for d in dependencies)))
         if not self.missing or self.missing.isdisjoint(hashes):
             self.foreign.update(hashes)
             return None
@@ -323,25 +326,26 @@ class RootPart:
             for i, item in enumerate(parameters.items()):
                 if found[i] is None:
                     found[i] = self._plain_miss(item)
-            if _TOO_LONG in found:
-                return _long_variant(parameters, found)  # type: ignore[arg-type]
+            if _REFUSED in found:
+                return _refused_variant(parameters, found)  # type: ignore[arg-type]
         return list(filter(_FLAG.__ne__, found))  # type: ignore[arg-type]
 
     def _plain_miss(self, item: tuple[str, PlainValue]) -> int:
         found = self._number(*item)
-        # Values unique to each record would not repeat; one too long is not kept.
-        if len(self.plain) < _MEMO_LIMIT and found != _TOO_LONG:
+        # Values unique to each record would not repeat; one refused is not kept.
+        if len(self.plain) < _MEMO_LIMIT and found != _REFUSED:
             self.plain[item] = found
         return found
 
     def _number(self, name: str, value: ParamValue | PlainValue) -> int:
         """The number of a variant's text in ``strings``, :data:`_FLAG` for a flag, or
-        :data:`_TOO_LONG` for a text over :data:`.validate.MAX_VARIANT` (not kept)."""
+        :data:`_REFUSED` for a text over :data:`.validate.MAX_VARIANT` or not printable
+        (:func:`.validate.unprintable`; not kept)."""
         if name in FLAGS:
             return _FLAG
         text = render_variant(name, value)
-        if len(text) > MAX_VARIANT:
-            return _TOO_LONG
+        if len(text) > MAX_VARIANT or not text.isprintable():
+            return _REFUSED
         numbers = self.numbers
         return numbers.setdefault(text, len(numbers))
 
@@ -367,8 +371,8 @@ class RootPart:
             found = memo.get(key)
             if found is None:
                 found = self._number(name, value)
-                if found == _TOO_LONG:
-                    return _too_long_variant(name, value)
+                if found == _REFUSED:
+                    return _variant_problem(name, value)
                 if len(memo) < _MEMO_LIMIT:  # values unique to each record would not repeat
                     memo[key] = found
             if found != _FLAG:
@@ -420,7 +424,7 @@ def _compiler_problem(compiler: str | Dependency) -> str | None:
         return too_large("compiler", len(compiler), MAX_COMPILER)
     if compiler[:1] in ("", "@"):
         return f"compiler {compiler!r} has no name"
-    return f"control characters in compiler {compiler!r}"
+    return unprintable("compiler", compiler)
 
 
 def _bad_edge(dependencies: list[Dependency]) -> str:
@@ -431,14 +435,19 @@ def _bad_edge(dependencies: list[Dependency]) -> str:
     raise AssertionError("no bad edge")  # pragma: no cover
 
 
-def _long_variant(parameters: dict[str, PlainValue], found: list[int]) -> str:
+def _refused_variant(parameters: dict[str, PlainValue], found: list[int]) -> str:
     name, value = next(
-        item for item, n in zip(parameters.items(), found, strict=True) if n == _TOO_LONG
+        item for item, n in zip(parameters.items(), found, strict=True) if n == _REFUSED
     )
-    return _too_long_variant(name, value)
+    return _variant_problem(name, value)
 
 
-def _too_long_variant(name: str, value: ParamValue | PlainValue) -> str:
-    size = len(render_variant(name, value))
+def _variant_problem(name: str, value: ParamValue | PlainValue) -> str:
+    """Why :meth:`RootPart._number` refused a variant: too long, or not printable."""
+    text = render_variant(name, value)
+    if len(text) <= MAX_VARIANT:
+        reason = unprintable("variant", text)
+        assert reason is not None  # refused, and not for its length
+        return reason
     limit = f"more than the limit of {MAX_VARIANT:,}"
-    return f"variant {shorten(name, 64)!r} is {size:,} characters, {limit}"
+    return f"variant {shorten(name, 64)!r} is {len(text):,} characters, {limit}"

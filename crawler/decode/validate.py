@@ -10,14 +10,15 @@ out, and listed in ``invalid`` with its hash and reason, when
 * a required field is missing or has the wrong type (``name``, ``version``, ``arch`` with
   ``platform``, ``platform_os`` and ``target``, ``hash``; variant values must be booleans,
   strings, numbers or lists of them), or a string is not UTF-8;
-* ``name``, ``version`` or ``arch`` holds control characters;
+* a text it publishes is not printable (:func:`unprintable`, the one rule for every text field
+  a mirror controls): ``name``, ``version``, ``arch``, the compiler, a variant's name or value,
+  a dependency's name (and a dependency type is one of Spack's four);
 * the package name is not a safe folder name (pages are written to ``pages/<name>/``);
 * a field is longer than its limit (:data:`LIMITS`, below): the reason names the field, its
   size and the limit, so that nothing a mirror sends can make one record, or what it adds to
   the output, large;
 * (root only) a dependency's hash is not a key of the same index;
-* (root only) its compiler cannot be resolved, has no name (an annotation ``@13``) or holds
-  control characters.
+* (root only) its compiler cannot be resolved or has no name (an annotation ``@13``).
 
 Limits (generous: Spack's own records are far below them; a develop root's longest version is
 a ``git.<40 hex>=<version>`` of about 60 characters, its longest variant a few hundred):
@@ -200,6 +201,20 @@ def _order(record: InvalidRecord) -> tuple[str, str]:
     return record.hash, record.reason
 
 
+def unprintable(what: str, text: str) -> str | None:
+    """Why ``text``, a record's ``what``, cannot be published, or None: the rule for every text
+    field a mirror controls (identity fields, compiler, variants, dependency names; the
+    discovery document's stack labels, and the ``crawler.errors.printable`` of messages, go by
+    the same; a dependency type must be one of Spack's four, see ``.records.DepType``).
+
+    ``str.isprintable``: no C0 or C1 control character (``U+009B`` starts a terminal sequence),
+    no bidi or other format character (``U+202E`` reorders what follows it on a page or a
+    terminal), no separator but the space, nothing unassigned."""
+    if text.isprintable():
+        return None
+    return f"control characters in {what} {shorten(text, SHOWN_KEY)!r}"
+
+
 def too_long(fields: Identity) -> str | None:
     """Why identity fields are too long to accept (see :data:`IDENTITY_LIMITS`), or None."""
     if max(map(len, fields)) <= _SHORTEST_LIMIT:  # the common case, in C
@@ -288,8 +303,8 @@ class Checker:
         reason = too_long(fields)
         if reason:
             return reason
-        if not "".join(fields).isprintable():
-            return f"control characters in name, version or arch: {fields!r}"
+        if not "".join(fields).isprintable():  # the common case in C, then which one
+            return next(filter(None, map(unprintable, _FIELDS, fields)))
         if not self._safe(fields[0]):
             return f"package name {fields[0]!r} is not a safe folder name"
         return None

@@ -26,7 +26,7 @@ from ..config import Config
 from ..decode.records import strict_utf8
 from ..errors import IndexFormatError, shown
 from ..files import as_given, is_safe_name
-from ..urls import file_path, without_credentials
+from ..urls import file_path, redacted, without_credentials
 
 DISCOVERY_FILE = "cache_spack_io_index.json"
 ROOT_LABEL = "root"
@@ -220,8 +220,10 @@ def _source(ref: str, entry: _Entry, mirror: Mirror, config: Config) -> Source:
     # Labels are printed and logged: no control or bidi characters (isprintable).
     if not _LABEL.fullmatch(entry.label) or not entry.label.isprintable():
         raise ValueError(f"bad stack label {entry.label!r}")
+    # Until the query is refused below, the URL is shown without it (crawler.urls.redacted).
     if not entry.url.isprintable():
-        raise ValueError(f"URL {entry.url!r} of stack {entry.label!r} holds control characters")
+        url = redacted(entry.url)
+        raise ValueError(f"URL {url!r} of stack {entry.label!r} holds control characters")
     parts = urlsplit(entry.url)
     if without_credentials(entry.url)[1] is not None:  # they would be published
         raise ValueError(
@@ -230,7 +232,8 @@ def _source(ref: str, entry: _Entry, mirror: Mirror, config: Config) -> Source:
     if "?" in entry.url or "#" in entry.url:  # a bare "?" or "#" leaves urlsplit's fields empty
         # Neither form of index URL has one; the sidecar's URL is the index's plus ".hash", and
         # the s3:// mapping would drop a query (an S3 versionId, say) without a word.
-        raise ValueError(f"URL {entry.url} of stack {entry.label!r} has a query or fragment")
+        url = redacted(entry.url)
+        raise ValueError(f"URL {url} of stack {entry.label!r} has a query or fragment")
     location = map_url(entry.url, mirror, config)
     if location.startswith("file://") and "\0" in file_path(location):
         raise ValueError(f"URL {entry.url} of stack {entry.label!r} names a path with a NUL (%00)")

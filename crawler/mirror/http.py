@@ -104,7 +104,7 @@ class HTTPTransport:
             # and sources"). Not retried either: it would say the same again.
             raise FetchError(
                 location,
-                f"HTTP {resp.status} redirect to {shown(resp.headers['Location'])} not "
+                f"HTTP {resp.status} redirect to {shown(redacted(resp.headers['Location']))} not "
                 "followed (use the final URL as the mirror, or a rewrite)",
             )
         if resp.status != 200:

@@ -57,7 +57,6 @@ Choices:
 from __future__ import annotations
 
 import math
-import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -221,9 +220,8 @@ def _sources(report: Report, outcome: str) -> int:
 def write_metrics(path: Path, text: str) -> None:
     """Replace the metrics file atomically, readable by everyone (node_exporter's user). Its
     folder must exist: one made for a mistyped path would hold metrics nobody collects. A
-    symbolic link is followed: the file it names is replaced, the link stays."""
-    if path.is_symlink():
-        path = Path(os.path.realpath(path))
+    symbolic link is never followed (a run refuses one, see :func:`crawler.cli.checks.
+    check_metrics`): one put there since is replaced by the file, what it points to untouched."""
     atomic_write(path, text.encode("utf-8"), mode=0o644, make_folder=False)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import shutil
 import time
 from collections.abc import Iterator, Sequence
@@ -104,7 +105,7 @@ class Syncer:
                 wanted = self._wanted(discovery, branches)
                 reader = SourceReader(self.config, fetcher, self.store, self.reporter)
                 with self._workspace(reader) as work:
-                    for branch in _to_sync(discovery, wanted, branches):
+                    for branch in wanted:
                         with thawed_gc():  # what the branch froze is collectable once it is done
                             one = BranchSync(self._context(), reader, branch, work)
                             self.results.append(await one.sync(discovery))
@@ -114,7 +115,6 @@ class Syncer:
                             await reader.settle()
                         trim()
                 after_publish(lambda: write_listing(self.output), "synced")
-                _check_any(discovery, branches)
 
     async def forecast(self, branches: Sequence[str] | None) -> list[BranchForecast]:
         """What :meth:`run` would do with the named branches, found out without writing
@@ -124,11 +124,7 @@ class Syncer:
             discovery = await self.discover(fetcher, branches or ())
             wanted = self._wanted(discovery, branches)
             forecaster = Forecaster(self._context(), fetcher)
-            found = [
-                await forecaster.branch(branch, discovery)
-                for branch in _to_sync(discovery, wanted, branches)
-            ]
-            _check_any(discovery, branches)
+            found = [await forecaster.branch(branch, discovery) for branch in wanted]
         return found
 
     def _context(self) -> RunContext:
@@ -143,8 +139,8 @@ class Syncer:
         )
 
     def _wanted(self, discovery: Discovery, branches: Sequence[str] | None) -> list[str]:
-        """The branches named, or with ``--all`` every ref the filters keep (a branch named
-        is synced whatever ``filters.refs`` says)."""
+        """The branches named, or with ``--all`` every ref the filters keep that is usable
+        (:func:`_usable`; a branch named is synced whatever ``filters.refs`` says)."""
         known = sorted({*discovery.refs, *discovery.problems})
         if branches is None:
             filters = self.config.filters
@@ -155,7 +151,7 @@ class Syncer:
                     f"no ref of {discovery.url} matches the filters ({globs}; "
                     f"known: {', '.join(known)})"
                 )
-            return kept
+            return _usable(discovery, kept, self.output)
         wanted = list(dict.fromkeys(branches))
         unknown = [b for b in wanted if b not in known]
         if unknown:
@@ -188,25 +184,30 @@ def _check_names(branches: Sequence[str] | None) -> None:
             raise UsageError(f"branch name {name!r} is not a safe folder name")
 
 
-def _to_sync(
-    discovery: Discovery, wanted: list[str], branches: Sequence[str] | None
-) -> Iterator[str]:
-    """The ``wanted`` branches a run syncs: with ``--all`` (``branches`` None), not those the
-    mirror gives as unusable. Nobody asked for those: neither a failure to alert
-    on forever, nor a success in metrics; a warning says why each is left out."""
-    for branch in wanted:
-        if branches is None and branch in discovery.problems:
-            problem = discovery.problems[branch]
-            log.warning("%s: unusable ref of %s: %s", shown(branch), discovery.url, problem)
-            continue
-        yield branch
+def _usable(discovery: Discovery, wanted: list[str], output: Path) -> list[str]:
+    """The ``wanted`` refs of ``--all`` that a run syncs: not those the mirror gives as
+    unusable, unless published in ``output`` before. Nobody asked for the others: neither a
+    failure to alert on forever, nor a success in metrics; a warning says why each is left
+    out. A published one fails as if named (exit 4, ``failed`` in the metrics): its output,
+    which consumers read, would go stale with every run passing.
 
-
-def _check_any(discovery: Discovery, branches: Sequence[str] | None) -> None:
-    """``--all`` with nothing to sync is no "nothing changed" (exit 6): the refs published
-    before would go stale with every run passing."""
-    if branches is None and not discovery.refs:
+    No usable ref at all is no "nothing changed" (exit 6) either: the mirror is unusable
+    (exit 3), before any branch is synced."""
+    problems = discovery.problems
+    skipped = [
+        b for b in wanted if b in problems and (not discovery.refs or not _published(output, b))
+    ]
+    for branch in skipped:
+        log.warning("%s: unusable ref of %s: %s", shown(branch), discovery.url, problems[branch])
+    if not discovery.refs:
         raise IndexFormatError(
             discovery.url,
-            f"no usable ref ({counted(len(discovery.problems), 'unusable ref')}: see the warnings)",
+            f"no usable ref ({counted(len(problems), 'unusable ref')}: see the warnings)",
         )
+    return [b for b in wanted if b not in skipped]
+
+
+def _published(output: Path, branch: str) -> bool:
+    """Whether ``branch`` has an index published in ``output`` (a name no folder may have has
+    none)."""
+    return is_safe_name(branch) and os.path.isfile(output / branch / "index.json")
