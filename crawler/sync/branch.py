@@ -154,7 +154,10 @@ class BranchSync:
         if branch in discovery.problems:  # asked for by name (--all skips it, see Syncer.run)
             raise BranchError(branch, discovery.problems[branch])
         sources = branch_sources(self.run.config, discovery, branch)
-        plan = await self.run.planner.plan(branch, self.reader.fetcher, sources)
+        immutable = discovery.is_immutable(branch, self.run.config)
+        plan = await self.run.planner.plan(
+            branch, self.reader.fetcher, sources, immutable=immutable
+        )
         if plan.previous is not None and plan.previous.stats is not None:
             self.report.stats = plan.previous.stats  # replaced below if the branch is rebuilt
         if plan.skip:
