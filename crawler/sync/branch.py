@@ -11,7 +11,8 @@ What happens to a branch, as ``status`` in its report and in :class:`BranchResul
 ``unchanged``
     every input is the same as for the published output, which is intact: nothing was written.
 ``skipped``
-    an immutable ref (``immutable_refs``, not ``mutable_refs``) that is already published.
+    an immutable ref (a discovery document's, ``immutable_refs``, not ``mutable_refs``)
+    that is already published.
 ``refused``
     the publish gate stopped it: an empty root, or fewer specs than
     ``(1 - publish.max_drop)`` times the last published count. ``--force`` lifts the gate.
