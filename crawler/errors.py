@@ -12,6 +12,7 @@ carries the exit code the command line ends with when it stops a run (:class:`Ex
     ├── FetchError                3  a URL could not be read (url, reason, attempts)
     │   ├── HTTPStatusError          the server answered with a non-success status (status)
     │   │   └── NotFoundError        404 / missing file: a stack without an index is "missing"
+    │   ├── NotACacheError           no discovery document and no index where one is looked for
     │   ├── SourceChanged            a local index changed while it was read
     │   └── ChecksumError            the bytes do not match the checksum the mirror promised
     ├── IndexFormatError          3  a discovery document or index not shaped as FORMAT.md says
@@ -200,6 +201,30 @@ class NotFoundError(HTTPStatusError):
         if url.startswith("file://"):
             self.reason = "no such file"
         self.args = (url, attempts)
+
+
+class NotACacheError(FetchError):
+    """A mirror where nothing is at any place a discovery document or a build cache's index is
+    looked for (``looked``, in order), or (``missing``) a folder that is not there."""
+
+    def __init__(self, url: str, looked: tuple[str, ...], missing: bool = False) -> None:
+        self.looked = looked
+        self.missing = missing
+        super().__init__(url, "no such file or folder" if missing else "no build cache")
+        self.args = (url, looked, missing)
+
+    def __str__(self) -> str:
+        if self.missing:
+            return f"{self.url}: no such file or folder"
+        places = "".join(f"\n  {place}" for place in self.looked)
+        return (
+            f"{self.url} is no build cache: nothing is at any place one is looked for:{places}\n"
+            "a build cache is what `spack buildcache push` and `spack buildcache update-index`"
+            " write: v3/layout.json, v3/manifests/index/index.manifest.json (its index; a view's"
+            " is v3/manifests/index/<view>/index.manifest.json) and blobs/sha256/<xx>/<sha256>,"
+            " or build_cache/index.json before Spack 1.0; a mirror of several caches lists them"
+            " in cache_spack_io_index.json (see docs/mirrors.md)"
+        )
 
 
 class SourceChanged(FetchError):

@@ -28,6 +28,25 @@ def is_safe_name(name: str) -> bool:
     return SAFE_NAME.fullmatch(name) is not None
 
 
+#: What the output folder keeps at its top for itself, beside its branch folders, and what for:
+#: the list of branches (:mod:`crawler.output.site.listing`) and the work folder
+#: (:mod:`crawler.output.workdir`). No branch may take one of these names, in any case: on a
+#: case-insensitive filesystem ``INDEX.HTML/`` is ``index.html``.
+OUTPUT_OWN = {"index.html": "its list of branches", ".crawler": "its work folder"}
+
+
+def branch_name_problem(name: str, what: str = "branch") -> str | None:
+    """Why ``name`` cannot be a branch's folder under the output (``what`` says what names it:
+    a ref, a view), or None: a safe name (:func:`is_safe_name`), none the output keeps for
+    itself (:data:`OUTPUT_OWN`)."""
+    if not is_safe_name(name):
+        return f"{what} name {name!r} is not a safe folder name"
+    kept = OUTPUT_OWN.get(name.casefold())
+    if kept is not None:
+        return f"{what} name {name!r} is refused: the output folder keeps it for {kept}"
+    return None
+
+
 def open_regular(path: Path | str, *, follow: bool = True) -> int:
     """A descriptor of ``path`` opened to read; ``IsADirectoryError`` for a folder and
     ``OSError`` for anything else that is not a regular file (a symbolic link too, not

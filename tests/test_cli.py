@@ -1707,10 +1707,7 @@ def test_missing_mirror_folder(tmp_path: Path) -> None:
     folder = tmp_path / "no-such-mirror"
     done = run_cli("branches", "--mirror", str(folder), cwd=tmp_path)
     assert done.code == 3
-    assert done.err == (
-        f"error: mirror unusable: cannot fetch file://{folder}/cache_spack_io_index.json: "
-        "no such file\n"
-    )
+    assert done.err == f"error: mirror unusable: file://{folder}: no such file or folder\n"
     assert done.out == ""
 
 

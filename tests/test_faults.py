@@ -537,7 +537,7 @@ async def test_a_v3_blob_sent_with_a_content_encoding_says_so_when_it_fails_its_
 @pytest.mark.parametrize(
     ("fault", "problem"),
     [
-        pytest.param(Fault(404), "HTTP 404", id="404"),
+        pytest.param(Fault(404), "is no build cache", id="404"),
         pytest.param(Fault(body=b"{oops"), "not valid JSON", id="not-json"),
         pytest.param(Fault(body=b"[]"), "not a discovery document", id="list"),
         pytest.param(

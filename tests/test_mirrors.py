@@ -346,10 +346,15 @@ async def test_a_listed_view_whose_name_is_no_safe_folder_name_is_refused(
 async def test_a_cache_with_no_index_at_all_is_an_unusable_mirror(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    (tmp_path / "empty" / "v3" / "manifests" / "index").mkdir(parents=True)
-    code, _, err = await crawl(capsys, "branches", *run(tmp_path, str(tmp_path / "empty")))
+    (tmp_path / "empty" / "v3" / "manifests" / "index" / "not-a-view").mkdir(parents=True)
+    argv = run(tmp_path, str(tmp_path / "empty"), views=["gone"])
+    code, _, err = await crawl(capsys, "branches", *argv)
     assert code == 3
-    assert err.endswith("empty/cache_spack_io_index.json: no such file\n")
+    views = f"{(tmp_path / 'empty').as_uri()}/v3/manifests/index"
+    assert (  # every place looked at, a view asked for among them
+        f"\n  {views}/gone/index.manifest.json (view 'gone')"
+        f"\n  {views}/not-a-view/index.manifest.json (view 'not-a-view')\n"
+    ) in err
 
 
 async def test_a_cache_whose_only_index_is_unusable_is_an_unusable_mirror_for_all(

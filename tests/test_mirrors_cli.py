@@ -29,7 +29,7 @@ async def test_sync_a_local_v3_cache_by_branch_then_list_it(tmp_path: Path) -> N
     assert (done.code, done.out) == (0, listed), done.err
 
 
-async def test_a_v2_cache_over_http_is_named_by_branch_or_after_its_path(
+async def test_a_v2_cache_over_http_is_named_after_its_path(
     mirror_server: ServeMirror, tmp_path: Path
 ) -> None:
     build_plain_cache(
@@ -37,20 +37,23 @@ async def test_a_v2_cache_over_http_is_named_by_branch_or_after_its_path(
     )
     server = await mirror_server(tmp_path / "site")
     args = ("--mirror", f"{server.url}/old", "--output", str(tmp_path / "out"))
-    # Two names for the one index: which would it be? Neither: both are unknown.
+    # Over HTTP, where views cannot be listed, another name asked for is a view: never the
+    # top-level index under that name (issue 40).
     two = ("--branch", "new", "--branch", "newer")
     done = await finish(await start_cli("sync", *args, *two, cwd=tmp_path))
-    assert done.code == 2
-    assert f"error: unknown branch new, newer in {server.url}/old (known: old)\n" in done.err
-    assert not (tmp_path / "out" / "new").exists() and not (tmp_path / "out" / "newer").exists()
+    assert done.code == 4
+    for name in ("new", "newer"):
+        missing = f"{server.url}/old/v3/manifests/index/{name}/index.manifest.json"
+        assert f"branch {name} failed: view '{name}' not found: no {missing}" in done.err
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [".crawler"]
 
-    done = await finish(await start_cli("sync", *args, "--branch", "site-mirror", cwd=tmp_path))
+    done = await finish(await start_cli("sync", *args, "--branch", "old", cwd=tmp_path))
     assert done.code == 0, done.err
-    named = json.loads((tmp_path / "out" / "site-mirror" / "index.json").read_bytes())
+    named = json.loads((tmp_path / "out" / "old" / "index.json").read_bytes())
     done = await finish(await start_cli("sync", *args, "--all", cwd=tmp_path))
-    assert done.code == 0, done.err
+    assert done.code == 6, done.err
     index = json.loads((tmp_path / "out" / "old" / "index.json").read_bytes())
-    assert index == {**named, "branch": "old"}
+    assert index == named
     [source] = index["sources"]
     assert (source["url"], source["db_version"]) == (
         f"{server.url}/old/build_cache/index.json",

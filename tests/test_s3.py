@@ -15,11 +15,11 @@ import itertools
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import yaml
-from aiobotocore.session import AioSession
+from aiobotocore.session import AioSession, ClientCreatorContext
 from botocore.exceptions import ClientError
 
 from crawler.cli.command import main_async
@@ -32,6 +32,9 @@ from crawler.mirror.s3 import S3Transport
 from crawler.mirror.s3errors import S3ConnectionError, s3_failure
 
 from .conftest import SAMPLE_MIRROR, SleepRecorder, fast_config, mirror_neutral, tree_bytes
+
+if TYPE_CHECKING:
+    from types_aiobotocore_s3 import S3Client
 
 KEY_ID, SECRET = "AKIDCRAWLERTEST00001", "s3cr3t/KeyThat+MustNeverBeShown0123456789"
 CREDENTIALS = {
@@ -76,27 +79,39 @@ async def make_bucket(endpoint: str, root: Path | None = None, prefix: str = "")
     """A new bucket, holding the files under ``root`` at ``prefix``, readable by anyone (as
     a public mirror is); its name."""
     name = f"crawler-test-{next(_names)}"
-    async with AioSession().create_client(
-        "s3",
-        endpoint_url=endpoint,
-        region_name="us-east-1",
-        aws_access_key_id=KEY_ID,
-        aws_secret_access_key=SECRET,
-    ) as client:
+    async with _client(endpoint) as client:
         await client.create_bucket(Bucket=name)
-        files = [p for p in sorted(root.rglob("*")) if p.is_file()] if root else []
+    if root is not None:
+        await put_tree(endpoint, name, root, prefix)
+    return name
+
+
+async def put_tree(endpoint: str, bucket: str, root: Path, prefix: str = "") -> None:
+    """Put every file under ``root`` into ``bucket`` at ``prefix``, readable by anyone, over
+    what is there (as a second ``spack buildcache push`` into the bucket does)."""
+    files = [p for p in sorted(root.rglob("*")) if p.is_file()]
+    async with _client(endpoint) as client:
         await asyncio.gather(
             *(
                 client.put_object(
-                    Bucket=name,
-                    Key=prefix + path.relative_to(root).as_posix(),  # type: ignore[arg-type]
+                    Bucket=bucket,
+                    Key=prefix + path.relative_to(root).as_posix(),
                     Body=path.read_bytes(),
                     ACL="public-read",
                 )
                 for path in files
             )
         )
-    return name
+
+
+def _client(endpoint: str) -> ClientCreatorContext[S3Client]:
+    return AioSession().create_client(
+        "s3",
+        endpoint_url=endpoint,
+        region_name="us-east-1",
+        aws_access_key_id=KEY_ID,
+        aws_secret_access_key=SECRET,
+    )
 
 
 @pytest.fixture(scope="session")

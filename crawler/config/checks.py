@@ -15,7 +15,7 @@ import msgspec
 from yarl import URL
 
 from ..errors import ConfigError
-from ..files import as_given, is_safe_name
+from ..files import as_given, branch_name_problem, is_safe_name
 from ..urls import file_path, redacted, without_credentials
 from .keys import closest_key
 from .model import Config, DeclaredRef, RefEntry
@@ -272,8 +272,10 @@ def build_config(data: object, origin: str = "<defaults>", base: Path | None = N
 
 
 def _check_refs(origin: str, config: Config) -> None:
-    """Refuse declared refs (and views) that no run could use: names that are no safe folder
-    names, a stack labelled ``root``, a place that names nothing a request could be sent to."""
+    """Refuse declared refs (and views) that no run could use: names that cannot be a branch's
+    (:func:`~crawler.files.branch_name_problem`; a declared place's view only names a folder of
+    the mirror, so it need only be a safe name), a stack labelled ``root``, a place that names
+    nothing a request could be sent to."""
     if config.refs and config.views:
         raise ConfigError(
             origin,
@@ -282,16 +284,12 @@ def _check_refs(origin: str, config: Config) -> None:
             "views",
         )
     for i, view in enumerate(config.views):
-        if not is_safe_name(view):
-            raise ConfigError(
-                origin, f"view name {view!r} is not a safe folder name", f"views[{i}]"
-            )
+        if refused := branch_name_problem(view, "view"):
+            raise ConfigError(origin, refused, f"views[{i}]")
     for ref in config.refs:
         name = ref.name
-        if not is_safe_name(name):
-            raise ConfigError(
-                origin, f"ref name {name!r} is not a safe folder name", f"refs.{name}"
-            )
+        if refused := branch_name_problem(name, "ref"):
+            raise ConfigError(origin, refused, f"refs.{name}")
         labels = [label for label, _ in ref.stacks]
         if "root" in labels:
             where = f"refs.{name}.stacks.root"

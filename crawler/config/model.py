@@ -35,8 +35,10 @@ filters.stacks         []                         globs of the stacks read (the 
 filters.exclude_stacks []                         globs of stacks not read
 filters.refs           []                         globs of the refs ``--all`` syncs (empty: all)
 filters.exclude_refs   []                         globs of refs ``--all`` leaves out
-immutable_refs         ["*"]                      fnmatch patterns of refs that never change once
-                                                  published: skipped unless ``--force``
+immutable_refs         ["*"]                      fnmatch patterns of a discovery document's refs
+                                                  that never change once published: skipped
+                                                  unless ``--force`` (a plain cache's refs and
+                                                  declared ones are always read again)
 mutable_refs           ["develop"]                patterns always re-checked (win over immutable)
 lock_wait              0                          seconds to wait for another run's lock
 deadline               14400                      seconds a run may take in all (at most a week):
@@ -286,7 +288,8 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=Tr
         return self.max_index_mb << 20
 
     def is_immutable(self, ref: str) -> bool:
-        """True for a ref that, once published, is not synced again without ``--force``."""
+        """True for a ref of a discovery document that, once published, is not synced again
+        without ``--force`` (see :meth:`~crawler.mirror.discovery.Discovery.is_immutable`)."""
         if any(fnmatch.fnmatchcase(ref, p) for p in self.mutable_refs):
             return False
         return any(fnmatch.fnmatchcase(ref, p) for p in self.immutable_refs)

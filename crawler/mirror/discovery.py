@@ -5,7 +5,8 @@ names either a v2 index (``.../build_cache/index.json``, with an ``index.json.ha
 v3 index blob (``.../blobs/sha256/<xx>/<sha256>``, whose name is its checksum). ``s3://<bucket>/``
 URLs map onto the mirror base unless a configured rewrite matches first.
 
-A ref whose name is not a safe path component, or whose entries cannot be used (no ``root``
+A ref whose name cannot be a branch's (not a safe path component, or a name the output keeps
+for itself, ``index.html``), or whose entries cannot be used (no ``root``
 label, a duplicate label, a URL of neither form), is kept in :attr:`Discovery.problems` with the
 reason, so that syncing it fails with that reason while the other refs go on.
 """
@@ -25,7 +26,7 @@ import msgspec
 from ..config import Config
 from ..decode.records import strict_utf8
 from ..errors import IndexFormatError, shown
-from ..files import as_given, is_safe_name
+from ..files import as_given, branch_name_problem
 from ..urls import file_path, redacted, without_credentials
 
 DISCOVERY_FILE = "cache_spack_io_index.json"
@@ -176,6 +177,14 @@ class Discovery:
     #: How each ref was found (see :mod:`.refs`): "listed in <discovery document>", "v3 view
     #: 'x' of <cache>", "declared in <config>"...
     how: dict[str, str] = field(default_factory=dict)
+    #: True for the refs of a discovery document: releases and snapshots, published once, that
+    #: ``immutable_refs`` holds still. A plain cache's refs (its top-level index, its views) and
+    #: declared refs are caches a site keeps pushing to: each run reads them again.
+    releases: bool = False
+
+    def is_immutable(self, ref: str, config: Config) -> bool:
+        """Whether ``ref``, once published, is not synced again without ``--force``."""
+        return self.releases and config.is_immutable(ref)
 
 
 class _Entry(msgspec.Struct):
@@ -268,8 +277,9 @@ def parse_discovery(body: bytes, url: str, mirror: Mirror, config: Config) -> Di
     refs: dict[str, tuple[Source, ...]] = {}
     problems: dict[str, str] = {}
     for ref, entries in sorted(document.items()):
-        if not is_safe_name(ref):
-            problems[ref] = shown(f"ref name {ref!r} is not a safe folder name")
+        refused = branch_name_problem(ref, "ref")
+        if refused is not None:
+            problems[ref] = shown(refused)
             continue
         try:
             sources = [_source(ref, entry, mirror, config) for entry in entries]
@@ -284,4 +294,4 @@ def parse_discovery(body: bytes, url: str, mirror: Mirror, config: Config) -> Di
             problems[ref] = f"no '{ROOT_LABEL}' index listed"
         else:
             refs[ref] = tuple(sorted(sources, key=lambda s: (not s.is_root, s.label)))
-    return Discovery(url, refs, problems, dict.fromkeys(refs, f"listed in {url}"))
+    return Discovery(url, refs, problems, dict.fromkeys(refs, f"listed in {url}"), releases=True)

@@ -11,6 +11,11 @@ An index is given by a :class:`Place`: a cache root (its index found as above), 
 or the index itself (a v2 ``index.json``, a v3 manifest, a v3 blob). A manifest is read when
 the refs are found, and its blob becomes the source; one that is not there (404) leaves the
 manifest as the source, so that reading it says "missing", as for any index not found.
+
+A view's name is held as Spack writes it (``gcc+cuda``), and spelt in a location as the
+location's scheme spells a path (:func:`spelt`): percent-encoded in an ``http(s)://`` or
+``file://`` URL, as it is in an ``s3://`` one, whose path is the object's key (botocore
+encodes it for the request).
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import posixpath
 import re
 from dataclasses import dataclass
 from typing import Literal
-from urllib.parse import quote, urlsplit, urlunsplit
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 from ..errors import NotFoundError
 from ..urls import without_credentials
@@ -69,7 +74,9 @@ class Place:
                         f"blob {location} is not under blobs/sha256/{found['sum'][:2]}/"
                     )
                 groups = found.groupdict()
-                return cls(cache, kind, groups.get("view"), groups.get("sum"))  # type: ignore[arg-type]
+                named = groups.get("view")
+                view = None if named is None else unspelt(location, named)
+                return cls(cache, kind, view, groups.get("sum"))  # type: ignore[arg-type]
         return cls(location, "cache")
 
     def join(self, path: str) -> str:
@@ -79,7 +86,7 @@ class Place:
     @property
     def manifest(self) -> str:
         """Where the index manifest of the cache (or of its view) is."""
-        folder = f"{INDEX_FOLDER}/{quote(self.view, safe='')}" if self.view else INDEX_FOLDER
+        folder = f"{INDEX_FOLDER}/{spelt(self.cache, self.view)}" if self.view else INDEX_FOLDER
         return self.join(f"{folder}/{MANIFEST_FILE}")
 
     @property
@@ -99,11 +106,24 @@ class Place:
         return f"{view} of {self.cache or '/'}"
 
 
+def spelt(base: str, path: str) -> str:
+    """``path`` as a location under ``base`` spells it: percent-encoded under an
+    ``http(s)://`` or ``file://`` URL (``+`` kept, as Spack writes it), as it is under an
+    ``s3://`` one, whose path is a key."""
+    return path if base.lower().startswith("s3://") else quote(path, safe="/~+")
+
+
+def unspelt(location: str, segment: str) -> str:
+    """A part of ``location``'s path as a name: :func:`spelt` undone."""
+    return segment if location.lower().startswith("s3://") else unquote(segment)
+
+
 def relative(base: str, path: str) -> str:
-    """``path`` (a relative path, ``/`` between its parts) under the URL ``base``,
-    percent-encoded, its ``.`` and ``..`` resolved (a folder's as a URL's)."""
+    """``path`` (a relative path, ``/`` between its parts) under the URL ``base``, spelt as
+    ``base`` spells a path (:func:`spelt`), its ``.`` and ``..`` resolved (a folder's as a
+    URL's)."""
     parts = urlsplit(base)
-    joined = posixpath.normpath(posixpath.join(parts.path or "/", quote(path, safe="/~")))
+    joined = posixpath.normpath(posixpath.join(parts.path or "/", spelt(base, path)))
     return urlunsplit(parts._replace(path=joined.rstrip("/") if joined != "/" else ""))
 
 

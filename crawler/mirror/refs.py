@@ -9,32 +9,37 @@ In this order, the first that applies:
    looked for.
 3. A plain build cache at the mirror (:mod:`.layout`): its top-level index is one ref, named
    by ``--branch`` or after the mirror (:func:`top_name`), and each index view is a ref named
-   after the view:
-   the views the config names (``views``) and those a listing finds, where the mirror can be
-   listed (a local folder; a transport with a listing). A ``--mirror`` naming an index itself
-   (``.../build_cache/index.json``, ``.../index.manifest.json``) is that cache.
+   after the view: the views the config names (``views``), those a listing finds where the
+   mirror can be listed (a folder, S3), and where it cannot (HTTP) the branches asked for,
+   each looked up where Spack reads a view (``v3/manifests/index/<view>/index.manifest.json``).
+   A ``--mirror`` naming an index itself (``.../build_cache/index.json``,
+   ``.../index.manifest.json``) is that cache.
 
 A ref whose index cannot be used (a manifest that is not JSON, lists no index blob, or only
-versions not read here; a view name that is no safe folder name) is kept with the reason in
+versions not read here; a view asked for that is not there; a name that cannot be a branch's,
+:func:`~crawler.files.branch_name_problem`) is kept with the reason in
 :attr:`Discovery.problems`, as the discovery document's bad refs are: syncing it fails, the
-others go on. A mirror that is none of the three fails as before (exit 3).
+others go on. A mirror that is none of the three fails naming every place looked at (exit 3,
+:class:`~crawler.errors.NotACacheError`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Awaitable, Sequence
 from typing import TypeVar
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
 from ..config import Config
 from ..config.model import DeclaredRef, IndexPlace
-from ..errors import CrawlerError, IndexFormatError, NotFoundError, shown
-from ..files import is_safe_name
+from ..errors import CrawlerError, IndexFormatError, NotACacheError, NotFoundError, shown
+from ..files import branch_name_problem
+from ..urls import file_path
 from .discovery import ROOT_LABEL, Discovery, Mirror, Source, parse_discovery
 from .fetch import Fetcher
-from .layout import MANIFEST_FILE, Place, absent, relative, resolve
+from .layout import MANIFEST_FILE, Place, absent, relative, resolve, unspelt
 
 log = logging.getLogger(__name__)
 
@@ -59,8 +64,6 @@ async def find_refs(
         body = await fetcher.read(url)
     except NotFoundError:
         found = await plain_cache(fetcher, mirror, config, asked)
-        if found is None:
-            raise  # as before: the discovery document is what the mirror lacks
         log.info("%s: no discovery document; a plain build cache", found.url)
         return found
     if config.views:
@@ -123,26 +126,71 @@ def _located(mirror: Mirror, given: str) -> str:
 
 async def plain_cache(
     fetcher: Fetcher, mirror: Mirror, config: Config, asked: Sequence[str] = ()
-) -> Discovery | None:
-    """The refs of a plain build cache at the mirror; None when the mirror has no index at
-    all (no top-level index, no view)."""
+) -> Discovery:
+    """The refs of a plain build cache at the mirror. Raises :class:`NotACacheError`, naming
+    every place looked at, when the mirror has no index at all (no top-level index, no view)."""
     place = Place.of(mirror.base)
-    # Not one index named by the mirror: the cache's views, too.
-    views = await _views(fetcher, place, config) if place.kind == "cache" and not place.view else []
+    views: list[str] = []
+    listed = True
+    if place.kind == "cache" and not place.view:  # not one index named: the views, too
+        views, listed = await _views(fetcher, place, config, asked)
     name = place.view or top_name(place.cache, asked, views)
     top = await _guarded(resolve(fetcher, name, ROOT_LABEL, place))
+    looked = [f"{mirror.discovery_url} (a discovery document)"]
+    found: list[tuple[str, Place, Source | str]] = []
     if isinstance(top, Source) and not await _there(fetcher, place, top):
-        found = []
+        looked += _top_places(place, top)
     else:
-        found = [(name, place, top)]
-    if views:
-        limit = asyncio.Semaphore(config.concurrency)
-        named = set(config.views)
-        of_views = [_bounded(limit, _view(fetcher, place, v, v in named)) for v in views]
-        for view, source in zip(views, await asyncio.gather(*of_views), strict=True):
-            if source is not None:
-                found.append((view, Place(place.cache, "cache", view), source))
-    return _plain(place, found) if found else None
+        found.append((name, place, top))
+    limit = asyncio.Semaphore(config.concurrency)
+    of_views = [_bounded(limit, _view(fetcher, place, v)) for v in views]
+    absent_named: list[tuple[str, Place, Source | str]] = []
+    for view, source in zip(views, await asyncio.gather(*of_views), strict=True):
+        where = Place(place.cache, "cache", view)
+        if isinstance(source, Source) and absent(source):  # a listed folder so is no view
+            looked.append(f"{source.location} (view {view!r})")
+            if view in config.views or view in asked:  # asked for: say it is not there
+                missing = f"view {view!r} not found: no {source.location}"
+                if not listed and view not in config.views:
+                    missing += _unlisted(place)
+                absent_named.append((view, where, missing))
+        else:
+            found.append((view, where, source))
+    if not found:
+        raise NotACacheError(mirror.base, tuple(looked), _no_folder(mirror))
+    if not listed and not config.views and not asked:  # crawler branches, sync --all
+        log.warning(
+            "%s: views cannot be listed over %s: only those named are read; name them in the "
+            "config (views: [<view>, ...]) or ask for one (--branch <view>)",
+            place.cache,
+            urlsplit(place.cache).scheme,
+        )
+    return _plain(place, found + absent_named)
+
+
+def _top_places(place: Place, top: Source) -> list[str]:
+    """Where the top-level index of ``place`` was looked for, found at none."""
+    if place.kind != "cache" or place.view is not None:
+        return [top.location]
+    return [
+        f"{top.location} (a build cache's index, Spack 1.0+)",
+        f"{place.v2_index} (a build cache's index, Spack 0.18-0.23)",
+    ]
+
+
+def _no_folder(mirror: Mirror) -> bool:
+    """Whether the mirror is a local path that is not there at all."""
+    return mirror.is_local and not os.path.lexists(file_path(mirror.base))
+
+
+def _unlisted(place: Place) -> str:
+    """What a view not found in a cache that cannot be listed was looked up as."""
+    scheme, top = urlsplit(place.cache).scheme, plain_name(place.cache)
+    return (
+        f" (views cannot be listed over {scheme}: a branch asked for is a view, looked up there,"
+        f" unless it is {top!r}, the top-level index's name; declare refs to name that index"
+        " otherwise)"
+    )
 
 
 async def _there(fetcher: Fetcher, place: Place, source: Source) -> bool:
@@ -153,28 +201,34 @@ async def _there(fetcher: Fetcher, place: Place, source: Source) -> bool:
     return not absent(source)
 
 
-async def _view(fetcher: Fetcher, place: Place, view: str, named: bool) -> Source | str | None:
-    """A view's source (or why it cannot be used); None when it has no manifest (a listed
-    folder that is no view). One whose name is no safe folder name is refused unread."""
-    if not is_safe_name(view):
-        return f"view name {view!r} is not a safe folder name"
-    source = await _guarded(resolve(fetcher, view, ROOT_LABEL, Place(place.cache, "cache", view)))
-    if isinstance(source, Source) and absent(source):
-        # One the config names is asked for: say it is not there. A listed one is no view.
-        return f"view {view!r} not found: no {source.location}" if named else None
-    return source
+async def _view(fetcher: Fetcher, place: Place, view: str) -> Source | str:
+    """A view's source (its manifest not found: :func:`absent`), or why it cannot be used. One
+    whose name cannot be a branch's is refused unread."""
+    refused = branch_name_problem(view, "view")
+    if refused is not None:
+        return refused
+    return await _guarded(resolve(fetcher, view, ROOT_LABEL, Place(place.cache, "cache", view)))
 
 
-async def _views(fetcher: Fetcher, place: Place, config: Config) -> list[str]:
-    """The views named in the config and those a listing of the cache finds."""
+async def _views(
+    fetcher: Fetcher, place: Place, config: Config, asked: Sequence[str]
+) -> tuple[list[str], bool]:
+    """The views of the cache at ``place`` to look up, and whether the cache could be listed:
+    those named in the config, and those a listing finds; where the cache cannot be listed
+    (HTTP), each branch asked for but the top-level index's name, each looked up where Spack
+    reads a view (never replaced by another index)."""
     folder = place.views_folder
-    listed = await fetcher.listdir(folder) or []
-    if len(listed) > MAX_VIEWS:  # the mirror's fault: exit 3
+    listed = await fetcher.listdir(folder)
+    if listed is None:
+        top = plain_name(place.cache)
+        found = [name for name in asked if name != top]
+    elif len(listed) > MAX_VIEWS:  # the mirror's fault: exit 3
         raise IndexFormatError(
             folder, f"lists {len(listed):,} entries: at most {MAX_VIEWS:,} views are read"
         )
-    found = [name for name in listed if name != MANIFEST_FILE]
-    return sorted({*config.views, *found})
+    else:
+        found = [name for name in listed if name != MANIFEST_FILE]
+    return sorted({*config.views, *found}), listed is not None
 
 
 def _plain(place: Place, found: list[tuple[str, Place, Source | str]]) -> Discovery:
@@ -182,11 +236,12 @@ def _plain(place: Place, found: list[tuple[str, Place, Source | str]]) -> Discov
     problems: dict[str, str] = {}
     how: dict[str, str] = {}
     for name, where, source in found:
+        refused = branch_name_problem(name, "view" if where.view else "ref")
         if name in refs or name in problems:  # a view named as the mirror is
             problems[name] = "the top-level index and a view share this name: declare refs"
             refs.pop(name, None)
-        elif isinstance(source, str):
-            problems[name] = source
+        elif refused is not None or isinstance(source, str):
+            problems[name] = refused or str(source)
         else:
             refs[name], how[name] = (source,), where.describe()
     return Discovery(place.cache, dict(sorted(refs.items())), dict(sorted(problems.items())), how)
@@ -194,7 +249,8 @@ def _plain(place: Place, found: list[tuple[str, Place, Source | str]]) -> Discov
 
 def top_name(cache: str, asked: Sequence[str], views: Sequence[str]) -> str:
     """The ref name of a plain cache's top-level index: the one branch asked for that is no
-    view's name (``crawler sync --mirror /srv/cache --branch site``), else :func:`plain_name`.
+    view's name (``crawler sync --mirror /srv/cache --branch site``; over HTTP, where views
+    cannot be listed, each name asked for but the cache's own is a view), else :func:`plain_name`.
     Two such names leave it at :func:`plain_name`, and both fail as unknown branches: one
     index under two names would be published twice."""
     others = [name for name in dict.fromkeys(asked) if name not in views]
@@ -205,8 +261,8 @@ def plain_name(cache: str) -> str:
     """The ref name of a plain cache's top-level index: the last part of its path (a folder's
     name: ``/srv/spack-cache`` is ``spack-cache``), else its host, else ``root``."""
     parts = urlsplit(cache)
-    for name in (unquote(parts.path.rstrip("/").rpartition("/")[2]), parts.hostname or ""):
-        if name and is_safe_name(name):
+    for name in (unspelt(cache, parts.path.rstrip("/").rpartition("/")[2]), parts.hostname or ""):
+        if name and branch_name_problem(name) is None:
             return name
     return FALLBACK_NAME
 

@@ -11,7 +11,8 @@ What happens to a branch, as ``status`` in its report and in :class:`BranchResul
 ``unchanged``
     every input is the same as for the published output, which is intact: nothing was written.
 ``skipped``
-    an immutable ref (``immutable_refs``, not ``mutable_refs``) that is already published.
+    an immutable ref (a discovery document's, ``immutable_refs``, not ``mutable_refs``)
+    that is already published.
 ``refused``
     the publish gate stopped it: an empty root, or fewer specs than
     ``(1 - publish.max_drop)`` times the last published count. ``--force`` lifts the gate.
@@ -154,7 +155,10 @@ class BranchSync:
         if branch in discovery.problems:  # asked for by name (--all skips it, see Syncer.run)
             raise BranchError(branch, discovery.problems[branch])
         sources = branch_sources(self.run.config, discovery, branch)
-        plan = await self.run.planner.plan(branch, self.reader.fetcher, sources)
+        immutable = discovery.is_immutable(branch, self.run.config)
+        plan = await self.run.planner.plan(
+            branch, self.reader.fetcher, sources, immutable=immutable
+        )
         if plan.previous is not None and plan.previous.stats is not None:
             self.report.stats = plan.previous.stats  # replaced below if the branch is rebuilt
         if plan.skip:

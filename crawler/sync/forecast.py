@@ -128,7 +128,8 @@ class Forecaster:
         if branch in discovery.problems:  # asked for by name
             raise BranchError(branch, discovery.problems[branch])
         sources = branch_sources(run.config, discovery, branch)
-        plan = await run.planner.plan(branch, self.fetcher, sources)
+        immutable = discovery.is_immutable(branch, run.config)
+        plan = await run.planner.plan(branch, self.fetcher, sources, immutable=immutable)
         if plan.skip:
             found.status, found.message = "skipped", "immutable and published"
             return

@@ -56,8 +56,12 @@ class Planner:
         self.force = force
         self._probing = True  # see missing_back
 
-    async def plan(self, branch: str, fetcher: Fetcher, sources: Sequence[Source]) -> BranchPlan:
-        """The plan for ``branch``, whose sources the mirror lists now are ``sources``."""
+    async def plan(
+        self, branch: str, fetcher: Fetcher, sources: Sequence[Source], *, immutable: bool
+    ) -> BranchPlan:
+        """The plan for ``branch``, whose sources the mirror lists now are ``sources``;
+        ``immutable``: held still once published
+        (:meth:`~crawler.mirror.discovery.Discovery.is_immutable`)."""
         previous = self.store.branch(branch)
         record = previous or self.store.branch(branch, any_version=True)
         asked: list[str] = list(self.config.formats)  # normalised by the config
@@ -65,7 +69,6 @@ class Planner:
         # A branch keeps the formats it was published in (a manual run without the pages
         # must not remove a site's pages): only prune_formats drops them, and never for an
         # immutable ref, which stays put.
-        immutable = self.config.is_immutable(branch)
         kept = normal_formats([*asked, *was])
         if not immutable and self.config.prune_formats:
             if kept != asked:

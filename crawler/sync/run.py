@@ -21,7 +21,7 @@ from pathlib import Path
 from ..build.consolidate import thawed_gc
 from ..config import Config
 from ..errors import IndexFormatError, OutputError, UsageError, counted, shown
-from ..files import is_safe_name
+from ..files import branch_name_problem
 from ..heap import trim
 from ..mirror.discovery import Discovery, Mirror
 from ..mirror.fetch import Fetcher
@@ -180,8 +180,9 @@ class Syncer:
 
 def _check_names(branches: Sequence[str] | None) -> None:
     for name in branches or ():
-        if not is_safe_name(name):
-            raise UsageError(f"branch name {name!r} is not a safe folder name")
+        refused = branch_name_problem(name)
+        if refused is not None:
+            raise UsageError(refused)
 
 
 def _usable(discovery: Discovery, wanted: list[str], output: Path) -> list[str]:

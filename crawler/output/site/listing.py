@@ -3,8 +3,8 @@ holding an ``index.json``, with its status, size and time from its ``report.json
 its site (``<branch>/site/index.html``) or, without one, to its ``index.json``.
 
 Written after a run that published a branch with a site (atomically: a reader sees the old
-page or the new one). It is the crawler's file, as ``.crawler/`` is: ``crawler verify`` checks
-branch folders, and a branch named ``index.html`` (a ref may be) gets no listing.
+page or the new one). It is the crawler's file, as ``.crawler/`` is (both are
+:data:`~crawler.files.OUTPUT_OWN`): no ref so named becomes a branch.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import msgspec
 
 from ...documents import IndexStats
 from ...errors import OutputError
-from ...files import is_safe_name, read_regular
+from ...files import branch_name_problem, read_regular
 from ..atomic import atomic_write
 from . import SITE, asset
 from .layout import href, table, text
@@ -81,7 +81,11 @@ def branch_folders(output: Path) -> list[Path]:
     """The published branch folders of ``output``, by name."""
     with os.scandir(output) as entries:
         names = sorted(e.name for e in entries if e.is_dir(follow_symlinks=False))
-    return [output / n for n in names if is_safe_name(n) and (output / n / "index.json").is_file()]
+    return [
+        output / n
+        for n in names
+        if branch_name_problem(n) is None and (output / n / "index.json").is_file()
+    ]
 
 
 def listing_page(output: Path) -> str:
@@ -108,6 +112,15 @@ def write_listing(output: Path) -> None:
         return
     target = output / LISTING
     if target.is_dir() or target.is_symlink():
-        log.warning("%s: not replaced by the list of branches: it is not the crawler's", target)
+        # A branch an older version published under this name: never removed unasked.
+        why = (
+            " (a branch so named, which is refused now)" if (target / "index.json").exists() else ""
+        )
+        log.warning(
+            "%s: not replaced by the list of branches: it is not the crawler's%s; remove it for "
+            "the list to be written",
+            target,
+            why,
+        )
         return
     atomic_write(target, listing_page(output).encode())
