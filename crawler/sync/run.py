@@ -211,4 +211,4 @@ def _usable(discovery: Discovery, wanted: list[str], output: Path) -> list[str]:
 def _published(output: Path, branch: str) -> bool:
     """Whether ``branch`` has an index published in ``output`` (a name no folder may have has
     none)."""
-    return is_safe_name(branch) and os.path.isfile(output / branch / "index.json")
+    return branch_name_problem(branch) is None and os.path.isfile(output / branch / "index.json")
