@@ -1,6 +1,6 @@
 """Take the screenshots of the sample's site shown in docs/site.md: its front page, one
-package page, one page of packages by first character and the output folder's list of
-branches, in Debian's Chromium driven by playwright (``.venv/bin/python
+package page, one page of packages by first character, the table of all packages and the
+output folder's list of branches, in Debian's Chromium driven by playwright (``.venv/bin/python
 sample/screenshots.py``; the sample must have been synced with html, as config/sample.yaml
 asks: ``crawler sync --all --config config/sample.yaml``, so that the list shows every
 branch)."""
@@ -30,6 +30,7 @@ def main(argv: list[str] | None = None) -> int:
         "site-front.png": args.site / "index.html",
         "site-package.png": args.site / "packages" / f"{args.package}.html",
         "site-letter.png": args.site / "letters" / f"{args.package[0]}.html",
+        "site-all.png": args.site / "all.html",
         "site-branches.png": args.site.parent.parent / "index.html",
     }
     with sync_playwright() as p:

@@ -17,8 +17,11 @@ import yaml
 from playwright.sync_api import Browser, Page, Route, sync_playwright
 
 from bench.synth import SynthRef, SynthSpec, build_mirror
+from crawler.documents import Changes, History, Index, PackageSummary, Report
 from crawler.output.site import listing
-from crawler.output.site.layout import script_json, search_keys
+from crawler.output.site.front import front_page, mirror_name, mirror_url
+from crawler.output.site.layout import Frame, natural_key, script_json, search_keys
+from crawler.output.site.package import download_link
 from tests.conftest import SAMPLE_MIRROR, cli_env, fast_config
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -54,6 +57,25 @@ def hostile_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
         SynthSpec("gcc-runtime", "13.2.0", stacks=("e4s",)),
     )
     build_mirror(root / "mirror", [SynthRef("develop", specs)])
+    _sync(root / "mirror", root / "out", "--branch", "develop", "--format", "html")
+    return root / "out"
+
+
+#: paraview's specs, in the order its page lists them: newest version first, then by target.
+PARAVIEW = (("develop", "x86_64_v3"), ("5.10", "x86_64_v3"), ("5.10", "zen3"), ("5.9", "zen3"))
+
+
+@pytest.fixture(scope="module")
+def many_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A v3 mirror of 131 packages (``pkg-1`` to ``pkg-130`` of 8 specs each, and paraview's
+    specs, given out of order), 1,044 specs in the stack ``data-vis-sdk``."""
+    root = tmp_path_factory.mktemp("many")
+    stacks = ("data-vis-sdk",)
+    specs = [SynthSpec("paraview", v, target=t, stacks=stacks) for v, t in sorted(PARAVIEW)]
+    specs += [
+        SynthSpec(f"pkg-{i}", f"1.{v}", stacks=stacks) for i in range(1, 131) for v in range(8)
+    ]
+    build_mirror(root / "mirror", [SynthRef("develop", tuple(specs), layout="v3")])
     _sync(root / "mirror", root / "out", "--branch", "develop", "--format", "html")
     return root / "out"
 
@@ -159,10 +181,15 @@ def test_links_reach_package_pages_and_branches(sample_site: Path, page: Page) -
     p.click('ul.letters a:text-is("z")')
     p.click('a:text-is("zlib-ng")')
     p.wait_for_url("**/packages/zlib-ng.html")
-    # Each spec's download locations are links; its dependencies are listed, folded.
+    # Each spec links its spec manifest in the root's cache, shows its size (unknown: "-"),
+    # and lists its dependencies, folded.
     p.goto(_url(sample_site / "develop" / "site" / "packages" / "petsc.html"))
     row = p.locator("#specs tbody tr").first
-    assert (row.locator('a:text-is("root")').get_attribute("href") or "").startswith("file:")
+    download = row.locator('a:text-is("spec manifest")')
+    assert download.get_attribute("title") == "root"
+    href = download.get_attribute("href") or ""
+    assert href.startswith("file:") and href.endswith(".spec.manifest.json")
+    assert row.locator("td").nth(8).text_content() == "-"
     row.locator("details.deps summary").click()
     assert "gcc-runtime/" in (row.locator("details.deps").text_content() or "")
 
@@ -174,6 +201,10 @@ def test_hostile_text_shows_as_text(hostile_site: Path, page: Page) -> None:
     assert p.evaluate("window.pwned") is None
     row = p.locator("#specs tbody tr").first.text_content() or ""
     assert HOSTILE_VARIANT in row and HOSTILE_VERSION in row
+    spec_file = p.locator('#specs a:text-is("spec file")')  # a v2 cache's
+    assert (spec_file.get_attribute("href") or "").endswith(".spec.json.sig")
+    p.goto(_url(hostile_site / "develop" / "site" / "packages" / "gcc-runtime.html"))
+    assert p.locator("main > p").first.text_content() == "1 spec of 1 version (13.2.0) in 1 stack."
     p.goto(_url(hostile_site / "develop" / "site" / "index.html"))
     p.fill("#search", "c++")
     p.locator("#results a").first.click()
@@ -290,3 +321,133 @@ def test_the_front_page_plots_specs_over_the_publishes(tmp_path: Path, page: Pag
     assert [t.rsplit(": ", 1)[1] for t in titles] == ["2 specs", "3 specs"]
     bars = page.locator('figure:has(figcaption:text-is("Specs per stack")) rect title')
     assert sorted(bars.all_text_contents()) == ["e4s: 2", "hep: 1", "root: 3"]
+
+
+@pytest.mark.slow
+def test_get_started_adds_this_branch_as_a_mirror_and_copies(sample_site: Path, page: Page) -> None:
+    p = page
+    p.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    p.goto(_url(sample_site / "develop" / "site" / "index.html"))
+    commands = p.locator("#commands").text_content()
+    cache = (SAMPLE_MIRROR / "develop").resolve().as_uri()
+    assert commands == (
+        f"spack mirror add local-develop {cache}\nspack buildcache keys --install --trust"
+    )
+    p.click("button.copy")
+    p.locator('button.copy:text-is("Copied")').wait_for()
+    assert p.evaluate("navigator.clipboard.readText()") == commands
+
+
+def _documents(folder: Path) -> tuple[Index[PackageSummary], Changes, Report, History]:
+    def read(name: str) -> bytes:
+        return (folder / name).read_bytes()
+
+    return (
+        msgspec.json.decode(read("index.json"), type=Index[PackageSummary]),
+        msgspec.json.decode(read("changes.json"), type=Changes),
+        msgspec.json.decode(read("report.json"), type=Report),
+        msgspec.json.decode(read("history.json"), type=History),
+    )
+
+
+@pytest.mark.slow
+def test_get_started_never_shows_credentials_or_a_query(sample_site: Path) -> None:
+    index, changes, report, history = _documents(sample_site / "develop")
+    secret = (
+        "https://user:secret@binaries.example.org/develop/v3/manifests/index/"
+        "index.manifest.json?X-Amz-Signature=abc#top"
+    )
+    sources = [msgspec.structs.replace(s, location=secret) for s in report.sources or []]
+    report = msgspec.structs.replace(report, sources=sources)
+    assert mirror_url(report) == "https://binaries.example.org/develop"
+    assert mirror_name("https://binaries.example.org/x", "rel/v1.0") == "binaries-rel-v1.0"
+    front = front_page(index, changes, report, history, Frame("develop", "now"))
+    assert "spack mirror add binaries-develop https://binaries.example.org/develop\n" in front
+    assert "secret" not in front and "Signature" not in front and "#top" not in front
+
+
+def test_a_download_link_says_what_it_links() -> None:
+    manifest = "https://h/c/v3/manifests/spec/zlib/zlib-1.3-abc.spec.manifest.json"
+    assert download_link(manifest, "root") == f'<a href="{manifest}" title="root">spec manifest</a>'
+    blob = "https://h/c/blobs/sha256/ab/ab12?x=<1>"  # a tarball's URL names no kind
+    assert download_link(blob, "e4s", "tarball") == (
+        '<a href="https://h/c/blobs/sha256/ab/ab12?x=&lt;1&gt;" title="e4s">tarball</a>'
+    )
+
+
+def test_names_sort_naturally() -> None:
+    names = ["paraview-10", "Paraview-3", "paraview-2", "paraview", "paraview-02", "py-a1b", "x1"]
+    assert sorted([*names, "x"], key=natural_key) == [
+        "paraview",
+        "paraview-02",
+        "paraview-2",
+        "Paraview-3",
+        "paraview-10",
+        "py-a1b",
+        "x",
+        "x1",
+    ]
+    assert natural_key("x" + "9" * 5000) > natural_key("x" + "9" * 4999)  # no int() limit
+
+
+@pytest.mark.slow
+def test_the_table_of_all_packages_pages_filters_and_sorts(many_site: Path, page: Page) -> None:
+    p = page
+    p.goto(_url(many_site / "develop" / "site" / "index.html"))
+    p.click('main a:text-is("All packages")')
+    p.wait_for_url("**/site/all.html")
+    rows = p.locator("#catalog tbody tr:visible")
+    shown = p.locator("#catalog-shown")
+    assert rows.count() == 100 and shown.text_content() == "1 to 100 of 131 packages"
+    names = p.locator("#catalog tbody tr:visible td:first-child").all_text_contents()
+    assert names[:4] == ["paraview", "pkg-1", "pkg-2", "pkg-3"] and names[-1] == "pkg-99"
+    assert p.locator("#catalog tbody tr").first.locator("td").all_text_contents() == [
+        "paraview",
+        "3",
+        "4",
+        "1",
+    ]
+    p.click("#next")
+    assert rows.count() == 31 and shown.text_content() == "101 to 131 of 131 packages"
+    assert p.locator("#next").is_disabled()
+    p.fill("#catalog-filter", "12")  # a word of the name: pkg-12, pkg-120 to pkg-129
+    assert rows.count() == 11 and shown.text_content() == "1 to 11 of 11 packages"
+    p.fill("#catalog-filter", "")
+    p.click('th[data-sort="2"]')  # specs, ascending: paraview's 4 before the others' 8
+    assert rows.first.locator("td").first.text_content() == "paraview"
+    rows.first.locator("a").click()
+    p.wait_for_url("**/packages/paraview.html")
+
+
+@pytest.mark.slow
+def test_pages_count_sort_and_frame_as_a_reader_expects(many_site: Path, page: Page) -> None:
+    p = page
+    p.goto(_url(many_site / "develop" / "site" / "index.html"))
+    totals = dict(zip(*[iter(p.locator("table.totals td").all_text_contents())] * 2, strict=True))
+    assert totals["Specs"] == "1,044" and totals["Packages"] == "131"
+    assert totals["Stacks read"] == "1"  # the root's cache is not a stack
+    more = p.locator('a:text-is("31 more")')
+    assert more.get_attribute("href") == "../changes.json"
+    report = json.loads((many_site / "develop" / "report.json").read_bytes())
+    p.goto(_url(many_site / "develop" / "site" / "packages" / "paraview.html"))
+    cells = p.locator("#specs tbody tr td:nth-child(2), #specs tbody tr td:nth-child(6)")
+    shown = cells.all_text_contents()
+    assert list(zip(shown[::2], shown[1::2], strict=True)) == list(PARAVIEW)
+    intro = "4 specs of 3 versions (develop, 5.10, 5.9) in 1 stack."
+    assert p.locator("main > p").first.text_content() == intro
+    assert f"crawled {report['finished_at']}" in (p.locator("header").text_content() or "")
+    footer = p.locator("footer")
+    assert f"Branch develop, crawled {report['finished_at']}" in (footer.text_content() or "")
+    elsewhere = footer.locator('a:text-is("paraview on packages.spack.io")')
+    assert elsewhere.get_attribute("href") == "https://packages.spack.io/package.html?name=paraview"
+    # A narrow window wraps the stacks and compilers between names, never inside one.
+    p.set_viewport_size({"width": 360, "height": 800})
+    p.goto(_url(many_site / "develop" / "site" / "packages" / "paraview.html"))
+    lines = p.evaluate(
+        """() => [...document.querySelectorAll("td.names span, td.name")].map((el) => {
+            const range = document.createRange();
+            range.selectNodeContents(el);
+            return range.getClientRects().length;
+        })"""
+    )
+    assert lines and set(lines) == {1}

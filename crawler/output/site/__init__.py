@@ -11,8 +11,9 @@ from collections.abc import Iterator
 from importlib.resources import files
 
 from ...documents import Changes, History, Index, PackageSummary, Report, SpecLinks
+from .catalog import catalog_page
 from .front import front_page, letter_pages, search_chunks
-from .layout import PACKAGES
+from .layout import ALL, PACKAGES, Frame
 from .package import PackagePages
 
 #: The folder of a branch that holds its site.
@@ -38,11 +39,13 @@ def site_files(
     """The files of the branch's site, ``site/...``, one at a time (the package pages last, in
     name order): the caller writes each and may pause between them. ``specs``: each spec's
     dependencies and locations, by hash."""
-    yield f"{SITE}/index.html", front_page(index, changes, report, history).encode()
+    frame = Frame(index.branch, report.finished_at or report.started_at)
+    yield f"{SITE}/index.html", front_page(index, changes, report, history, frame).encode()
+    yield f"{SITE}/{ALL}", catalog_page(index, frame).encode()
     for name in ASSETS:
         yield f"{SITE}/{name}", asset(name)
-    for relative, content in (*letter_pages(index), *search_chunks(index)):
+    for relative, content in (*letter_pages(index, frame), *search_chunks(index)):
         yield f"{SITE}/{relative}", content.encode()
-    pages = PackagePages(index, specs)
+    pages = PackagePages(index, specs, frame)
     for name, summary in index.packages.items():
         yield f"{SITE}/{PACKAGES}/{name}.html", pages.page(name, summary).encode()

@@ -13,12 +13,21 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from html import escape
+from typing import NamedTuple
 from urllib.parse import quote
+
+from ...consume.versions import version_key
 
 #: The folders of ``site/``: one page per package, one list per first character, the search
 #: index in chunks (see :func:`search_keys`).
 PACKAGES, LETTERS, SEARCH = "packages", "letters", "search"
+#: The page of the table of all packages, in ``site/``.
+ALL = "all.html"
+#: A package's page on packages.spack.io (its recipe, maintainers, versions).
+PACKAGES_SPACK_IO = "https://packages.spack.io/package.html?name="
+_DIGITS = re.compile(r"([0-9]+)")
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -65,16 +74,64 @@ def search_keys(name: str) -> set[str]:
     return {word[0] for word in words if word}
 
 
+def natural_key(name: str) -> tuple[tuple[tuple[int | str, ...], ...], str]:
+    """The key that sorts names naturally: runs of digits as numbers (``paraview-2`` before
+    ``paraview-10``), the rest case-folded, then the name itself, so that the order is total.
+    A number is keyed by its count of digits and its digits (leading zeros left out), not by
+    ``int()``, which refuses thousands of digits. Text and numbers alternate, text first, so
+    that two keys compare text with text and numbers with numbers."""
+    parts = _DIGITS.split(name.lower())
+    key = tuple(
+        (len(part.lstrip("0")), part.lstrip("0")) if i % 2 else (part,)
+        for i, part in enumerate(parts)
+    )
+    return key, name
+
+
+def newest_first(versions: list[str]) -> list[str]:
+    """Versions in Spack's order, the newest first."""
+    return sorted(versions, key=version_key, reverse=True)
+
+
+def number(n: int) -> str:
+    """A count as the CLI writes it: ``12,345``."""
+    return f"{n:,}"
+
+
 def script_json(value: object) -> str:
     """``value`` as JSON to put in a script, in ASCII: ``<`` escaped, so that ``</script>`` in
     the data cannot end the script block."""
     return json.dumps(value, separators=(",", ":")).replace("<", "\\u003c")
 
 
-def page(title: str, *body: str, root: str, scripts: bool = True) -> str:
+class Frame(NamedTuple):
+    """What the header and footer of every page of a branch's site say: the branch and when
+    it was crawled (the report's time: the same input gives the same bytes)."""
+
+    branch: str
+    crawled: str
+
+    def header(self, root: str) -> str:
+        """The header: the branch (its front page), the table of all packages, the crawl."""
+        return (
+            f'<header><a href="{root}index.html"><strong>{text(self.branch)}</strong></a> '
+            f'&middot; <a href="{root}{ALL}">All packages</a> &middot; '
+            f"crawled {text(self.crawled)}</header>"
+        )
+
+    def footer(self, package: str = "") -> str:
+        """The footer: the branch and the crawl, and a package's page on packages.spack.io."""
+        about = ""
+        if package:
+            link = PACKAGES_SPACK_IO + quote(package, safe="")
+            about = f' &middot; <a href="{link}">{text(package)} on packages.spack.io</a>'
+        return f"<footer>Branch {text(self.branch)}, crawled {text(self.crawled)}{about}</footer>"
+
+
+def page(title: str, *body: str, root: str, frame: Frame, package: str = "") -> str:
     """A whole page, its body the pieces ``body`` (joined once: a page of a large package is
-    megabytes); ``root`` is the relative path to ``site/`` (``""`` or ``"../"``)."""
-    script = f'<script src="{root}site.js"></script>' if scripts else ""
+    megabytes) between ``frame``'s header and footer (which links ``package`` to
+    packages.spack.io); ``root`` is the relative path to ``site/`` (``""`` or ``"../"``)."""
     head = (
         "<!DOCTYPE html>\n"
         '<html lang="en"><head><meta charset="utf-8">'
@@ -82,7 +139,8 @@ def page(title: str, *body: str, root: str, scripts: bool = True) -> str:
         f"<title>{text(title)}</title>"
         f'<link rel="stylesheet" href="{root}site.css"></head>\n<body>'
     )
-    return "".join([head, *body, f"{script}</body></html>\n"])
+    foot = f'{frame.footer(package)}<script src="{root}site.js"></script></body></html>\n'
+    return "".join([head, frame.header(root), "<main>", *body, "</main>", foot])
 
 
 def table(headers: list[str], rows: list[list[str]], *, cls: str = "") -> str:

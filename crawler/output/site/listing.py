@@ -21,7 +21,7 @@ from ...errors import OutputError
 from ...files import branch_name_problem, read_regular
 from ..atomic import atomic_write
 from . import SITE, asset
-from .layout import href, table, text
+from .layout import href, number, table, text
 
 log = logging.getLogger("crawler")
 
@@ -73,7 +73,7 @@ def _row(folder: Path) -> list[str]:
         link = f'{text(name)} (<a href="{href(name, "")}/index.json">index.json</a>)'
     summary = _summary(folder)
     stats = summary.stats
-    counts = [str(stats.packages), str(stats.specs)] if stats else ["", ""]
+    counts = [number(stats.packages), number(stats.specs)] if stats else ["", ""]
     return [link, kind(name, summary), text(summary.status), *counts, text(summary.finished_at)]
 
 

@@ -18,17 +18,47 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
+from ...consume.versions import version_key
 from ...documents import Index, PackageSummary, SpecDependency, SpecDetail, SpecLinks
-from .layout import LETTERS, Texts, href, html_ascii, letter_key, page, text
+from ...errors import counted
+from .catalog import stacks_of
+from .layout import (
+    LETTERS,
+    Frame,
+    Texts,
+    href,
+    html_ascii,
+    letter_key,
+    natural_key,
+    newest_first,
+    page,
+    text,
+)
 
 #: Characters of a hash shown, and naming a spec on its package's page (40 bits: two specs of
 #: one package that start alike are as likely as a collision of random 40-bit numbers).
 SHORT_HASH = 8
 #: Variants shown in full; more are folded behind the first few.
 UNFOLDED_VARIANTS = 4
-_COLUMNS = ("Hash", "Version", "Variants", "Platform", "OS", "Target", "Compiler", "Stacks")
+_COLUMNS = (
+    "Hash",
+    "Version",
+    "Variants",
+    "Platform",
+    "OS",
+    "Target",
+    "Compiler",
+    "Stacks",
+    "Size",
+)
 _HEAD = "".join(
     f'<th data-sort="{i}" aria-sort="none">{label}</th>' for i, label in enumerate(_COLUMNS)
+)
+#: What a download link is, by the end of its URL: Spack's names of a spec's files.
+_KINDS = (
+    (".spec.manifest.json", "spec manifest"),
+    (".spec.json.sig", "spec file"),
+    (".spec.json", "spec file"),
 )
 _TAB, _LINE = "\t", "\n"
 
@@ -39,9 +69,12 @@ class PackagePages:
     its platform, OS, target and compiler (a few dozen of them), its stacks (one of a few
     thousand sets), its version."""
 
-    def __init__(self, index: Index[PackageSummary], specs: dict[str, SpecLinks]) -> None:
+    def __init__(
+        self, index: Index[PackageSummary], specs: dict[str, SpecLinks], frame: Frame
+    ) -> None:
         self.index = index
         self.specs = specs
+        self.frame = frame
         self._texts = Texts()
         self._dependencies: dict[str, str] = {}  # hash -> its line
         self._names: dict[str, str] = {}  # line -> its package's name
@@ -54,21 +87,23 @@ class PackagePages:
         meta = summary.meta
         branch = self.index.branch
         depends: set[str] = set()
-        rows = [self._row(spec, depends) for spec in summary.spec_details]
+        rows = [self._row(spec, depends) for spec in ordered(summary.spec_details)]
         key = letter_key(name)
+        versions = text(", ".join(newest_first(meta.versions)))
         head = (
             f'<nav><a href="../index.html">{text(branch)}</a> &rsaquo; '
             f'<a href="../{LETTERS}/{href(key)}">{text(key)}</a></nav>'
             f"<h1>{text(name)}</h1>"
-            f"<p>{meta.num_specs} specs of {len(meta.versions)} versions "
-            f"({text(', '.join(meta.versions))}) in {len(meta.stacks)} stacks.</p>"
+            f"<p>{counted(meta.num_specs, 'spec')} of {counted(len(meta.versions), 'version')} "
+            f"({versions}) in {counted(stacks_of(summary), 'stack')}.</p>"
             f'<form class="filters" id="filters" hidden><output id="shown">{len(rows)} of '
             f"{len(rows)} specs</output></form>"
             f'<table id="specs" class="specs"><thead><tr>{_HEAD}<th>Download</th>'
             f"<th>Dependencies</th></tr></thead><tbody>"
         )
         tail = f"</tbody></table>{self._depends(depends)}"
-        return page(f"{name} — {branch}", head, *rows, tail, root="../")
+        title = f"{name} — {branch}"
+        return page(title, head, *rows, tail, root="../", frame=self.frame, package=name)
 
     def _row(self, spec: SpecDetail, depends: set[str]) -> str:
         """One spec's row; its dependencies' lines are added to ``depends``."""
@@ -86,7 +121,8 @@ class PackagePages:
         return (
             f'<tr id="{shown}"><td><code title="{ident}">{shown}</code></td>'
             f"<td>{self._texts[spec.versions[0]]}</td><td>{_variants(spec.variants)}</td>"
-            f"{cells}{stacks}<td>{location}</td><td>{deps}</td></tr>"
+            f"{cells}{stacks}<td>{self._texts[spec.size]}</td><td>{location}</td>"
+            f"<td>{deps}</td></tr>"
         )
 
     def _dependencies_of(self, edges: tuple[SpecDependency, ...], depends: set[str]) -> str:
@@ -111,14 +147,16 @@ class PackagePages:
         platform, os_, target, compiler, family = map(text, (*arch[:4], arch[4] or "unknown"))
         found = self._arch[arch] = (
             f'<td>{platform}</td><td>{os_}</td><td title="{family}">{target}</td>'
-            f"<td>{compiler}</td>"
+            f'<td class="name">{compiler}</td>'
         )
         return found
 
     def _stacks_of(self, stacks: tuple[str, ...]) -> str:
         """The stacks cell. Between two stacks a tab, shown as a space: ``site.js`` splits
-        the stacks at it (a label may hold a space, never a control character)."""
-        found = self._stacks[stacks] = f"<td>{_TAB.join(map(text, stacks))}</td>"
+        the stacks at it (a label may hold a space, never a control character); each stack
+        is one span, which does not wrap at its hyphens."""
+        names = _TAB.join(f"<span>{text(stack)}</span>" for stack in stacks)
+        found = self._stacks[stacks] = f'<td class="names">{names}</td>'
         return found
 
     def _depends(self, lines: set[str]) -> str:
@@ -126,7 +164,7 @@ class PackagePages:
         (``site.js`` links each spec's dependencies from these)."""
         if not lines:
             return ""
-        names = sorted(set(map(self._names.__getitem__, lines)))
+        names = sorted(set(map(self._names.__getitem__, lines)), key=natural_key)
         shown = ", ".join(map(self._packages.__getitem__, names))
         return f'<h2>Dependencies</h2><p id="depends">{shown}</p>'
 
@@ -161,11 +199,26 @@ def _variants(variants: tuple[str, ...]) -> str:
     return f"<details><summary>{first} &hellip; ({len(variants)})</summary>{rest}</details>"
 
 
+def ordered(specs: list[SpecDetail]) -> list[SpecDetail]:
+    """A package's specs as its page lists them: by version, the newest first (Spack's
+    order), then by target, then by hash (so that the order is total)."""
+    by_target = sorted(specs, key=lambda spec: (spec.target, spec.hash))
+    return sorted(by_target, key=lambda spec: version_key(spec.versions[0]), reverse=True)
+
+
 def _location(stacks: tuple[str, ...], locations: dict[str, str]) -> str:
     """Where the spec is downloaded from: its root's copy, else its first stack's (the same
-    file in each stack's cache; ``index.json`` has them all). One link, not one per stack: a
+    file in each stack's cache; ``links.json`` has them all). One link, not one per stack: a
     develop-sized site would be 30 MB larger."""
     label = "root" if "root" in locations else next((s for s in stacks if s in locations), None)
     if label is None:
         return ""
-    return f'<a href="{html_ascii(locations[label])}">{text(label)}</a>'
+    return download_link(locations[label], label)
+
+
+def download_link(url: str, stack: str, kind: str = "") -> str:
+    """A link to one of a spec's files in ``stack``'s cache (named in its title), shown as
+    ``kind`` (``tarball`` for a tarball, whose v3 blob URL does not say so), else as what the
+    URL's end names (``spec manifest``, ``spec file``)."""
+    kind = kind or next((k for end, k in _KINDS if url.endswith(end)), "download")
+    return f'<a href="{html_ascii(url)}" title="{text(stack)}">{text(kind)}</a>'

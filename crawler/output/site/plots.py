@@ -35,8 +35,8 @@ def bars(title: str, counts: Sequence[tuple[str, int]]) -> str:
         rows.append(
             f'<text x="{_LABEL - 6}" y="{y + 13}" text-anchor="end">{escape(shown)}</text>'
             f'<rect x="{_LABEL}" y="{y + 2}" width="{width}" height="{_ROW - 5}">'
-            f"<title>{escape(label)}: {count}</title></rect>"
-            f'<text x="{_LABEL + width + 4}" y="{y + 13}">{count}</text>'
+            f"<title>{escape(label)}: {count:,}</title></rect>"
+            f'<text x="{_LABEL + width + 4}" y="{y + 13}">{count:,}</text>'
         )
     return _figure(title, _WIDTH, height, "".join(rows))
 
@@ -60,12 +60,12 @@ def line(title: str, points: Sequence[tuple[str, int]]) -> str:
     coords = [xy(i, count) for i, (_, count) in enumerate(points)]
     path = " ".join(f"{x},{y}" for x, y in coords)
     dots = "".join(
-        f'<circle cx="{x}" cy="{y}" r="3"><title>{escape(when)}: {count} specs</title></circle>'
+        f'<circle cx="{x}" cy="{y}" r="3"><title>{escape(when)}: {count:,} specs</title></circle>'
         for (x, y), (when, count) in zip(coords, points, strict=True)
     )
     axis = (
-        f'<text x="{left - 6}" y="{top_pad + 4}" text-anchor="end">{high}</text>'
-        f'<text x="{left - 6}" y="{top_pad + inner_h + 4}" text-anchor="end">{low}</text>'
+        f'<text x="{left - 6}" y="{top_pad + 4}" text-anchor="end">{high:,}</text>'
+        f'<text x="{left - 6}" y="{top_pad + inner_h + 4}" text-anchor="end">{low:,}</text>'
         f'<text x="{left}" y="{height - 8}">{escape(points[0][0][:10])}</text>'
         f'<text x="{_WIDTH - right}" y="{height - 8}" text-anchor="end">'
         f"{escape(points[-1][0][:10])}</text>"

@@ -1,4 +1,5 @@
-// The crawler's site: search of the package names, filters and sorting of a package's table.
+// The crawler's site: search of the package names, filters and sorting of a package's table,
+// the pages and filter of the table of all packages, the copy button of "Get started".
 // Written for this project; no library, nothing fetched but the site's own scripts. Without it
 // the pages are plain tables and links.
 "use strict";
@@ -45,7 +46,7 @@
       link.href = "packages/" + encodeURIComponent(entry[0] + ".html");
       link.textContent = entry[0];
       item.appendChild(link);
-      item.appendChild(document.createTextNode(" (" + entry[1] + ")"));
+      item.appendChild(document.createTextNode(" (" + entry[1].toLocaleString("en-US") + ")"));
       list.appendChild(item);
     });
     if (!found.length) {
@@ -137,10 +138,83 @@
     var body = table.tBodies[0];
     var rows = Array.prototype.slice.call(body.rows);
     rows.sort(function (a, b) {
-      var order = collator.compare(a.cells[column].textContent, b.cells[column].textContent);
+      var order = collator.compare(sortText(a, column), sortText(b, column));
       return ascending ? order : -order;
     });
     rows.forEach(function (row) { body.appendChild(row); });
+  }
+
+  // A count is written with thousands separators (1,234), which the collator would read as
+  // two numbers.
+  function sortText(row, column) {
+    var value = row.cells[column].textContent;
+    return /^[0-9,]+$/.test(value) ? value.replace(/,/g, "") : value;
+  }
+
+  // The table of all packages: a page of rows at a time, of those a word of whose name starts
+  // with the filter (or whose name does).
+  function catalogPage() {
+    var table = document.getElementById("catalog");
+    var form = document.getElementById("catalog-filters");
+    if (!table || !form) return;
+    var size = Number(table.dataset.pageRows);
+    var input = document.getElementById("catalog-filter");
+    var shown = document.getElementById("catalog-shown");
+    var previous = document.getElementById("previous");
+    var next = document.getElementById("next");
+    var first = 0;
+    function show() {
+      var query = input.value.trim().toLowerCase();
+      var rows = Array.prototype.slice.call(table.tBodies[0].rows);
+      var matching = rows.filter(function (row) {
+        var name = row.cells[0].textContent;
+        return !query || name.toLowerCase().indexOf(query) === 0 ||
+          words(name).some(function (w) { return w.indexOf(query) === 0; });
+      });
+      if (first >= matching.length) first = Math.max(0, matching.length - size);
+      rows.forEach(function (row) { row.hidden = true; });
+      matching.slice(first, first + size).forEach(function (row) { row.hidden = false; });
+      var last = Math.min(first + size, matching.length);
+      shown.textContent = matching.length ? (first + 1) + " to " + last + " of " +
+        matching.length.toLocaleString("en-US") + " packages" : "no package matches";
+      previous.disabled = first === 0;
+      next.disabled = last >= matching.length;
+    }
+    input.addEventListener("input", function () { first = 0; show(); });
+    previous.addEventListener("click", function () { first = Math.max(0, first - size); show(); });
+    next.addEventListener("click", function () { first += size; show(); });
+    table.querySelectorAll("th[data-sort]").forEach(function (th) {
+      th.addEventListener("click", function () { sort(table, th); first = 0; show(); });
+    });
+    form.addEventListener("submit", function (event) { event.preventDefault(); });
+    form.hidden = false;
+    show();
+  }
+
+  // "Get started": copies the commands. The clipboard API may be refused (a page from
+  // file:// in some browsers): the selection and the copy command then do it.
+  function copyButtons() {
+    document.querySelectorAll("button[data-copy]").forEach(function (button) {
+      var source = document.getElementById(button.dataset.copy);
+      button.hidden = false;
+      button.addEventListener("click", function () {
+        var value = source.textContent;
+        var done = function () { button.textContent = "Copied"; };
+        var fallback = function () {
+          var range = document.createRange();
+          range.selectNodeContents(source);
+          var selection = window.getSelection();
+          selection.removeAllRanges();
+          selection.addRange(range);
+          if (document.execCommand("copy")) done();
+        };
+        if (navigator.clipboard && navigator.clipboard.writeText) {
+          navigator.clipboard.writeText(value).then(done, fallback);
+        } else {
+          fallback();
+        }
+      });
+    });
   }
 
   function packagePage() {
@@ -184,4 +258,6 @@
 
   packagePage();
   frontPage();
+  catalogPage();
+  copyButtons();
 })();
