@@ -1,7 +1,8 @@
 """Pool: the decoding jobs of a run, on a plain ``concurrent.futures.ProcessPoolExecutor``.
 
-Jobs run in the order they are submitted (interleaved A/B, a priority for the root's jobs
-bought no figure: see docs/performance.md). What befalls a job is what befalls its source:
+Jobs run in the order they are submitted: the priority the root's jobs had over the stacks
+bought no figure an interleaved A/B run could see (docs/performance.md). What befalls a job
+is what befalls its source:
 
 * a worker that dies (killed, out of memory, an index file cut short under its mapping)
   breaks the pool, and every job in it fails with :class:`WorkerError` naming its index: its

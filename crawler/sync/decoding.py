@@ -2,10 +2,10 @@
 the summary cached under the index's SHA-256.
 
 A stack is one job. The root is the largest index and everything waits for it: it is decoded
-on every worker at once, in parts while it
-downloads (:mod:`crawler.decode.progressive`) or in shards of the file, with rounds again when
-the pieces do not fit together (see :meth:`Decoding.root_shards`). Its records are read through
-the spec store (:mod:`crawler.decode.specstore`), updated with them once the branch is done.
+on every worker at once, in parts while it downloads (:mod:`crawler.decode.progressive`) or in
+shards of the file, with rounds again when the pieces do not fit together (see
+:meth:`Decoding.root_shards`). Its records are read through the spec store
+(:mod:`crawler.decode.specstore`), updated with them once the branch is done.
 """
 
 from __future__ import annotations
@@ -185,11 +185,11 @@ class Decoding:
         read through the spec store (not when read whole), how many of its records the store
         held.
 
-        A root downloaded from a server was cut into parts that were
-        decoding while it downloaded (:mod:`crawler.decode.progressive`); otherwise each worker
-        takes a shard. Parts or shards read in pieces are read again whole if a piece does not
-        decode or two pieces hold the same key, and again with the missing hashes if records
-        point at dependencies that none of them holds.
+        A root downloaded from a server was cut into parts that were decoding while it
+        downloaded (:mod:`crawler.decode.progressive`); otherwise each worker takes a shard.
+        Parts or shards read in pieces are read again whole if a piece does not decode or two
+        pieces hold the same key, and again with the missing hashes if records point at
+        dependencies that none of them holds.
         """
         parts = self.parts.pop(path, None)
         if parts is not None and not parts.complete(size):
