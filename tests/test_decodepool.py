@@ -11,13 +11,21 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from bench.synth import index_document
+from crawler.config import Config
 from crawler.decode.pool import DecodePool
 from crawler.decode.workers import running
 from crawler.errors import OutOfMemory, PoolError, WorkerError
+from crawler.mirror.discovery import Source
+from crawler.mirror.fetch import Fetcher
+from crawler.output.state import Store
+from crawler.sync.reporting import LogReporter
+from crawler.sync.sources import SourceReader
 
 from .conftest import dead_pid
 
@@ -95,6 +103,44 @@ async def test_a_worker_that_dies_fails_the_indexes_in_its_pool_and_the_next_job
     finally:
         pool.close()
     assert await _no_children()
+
+
+class _KillsOnce(DecodePool):
+    """The real pool; its first job kills the worker that takes it, as the OOM killer would."""
+
+    def __init__(self, workers: int) -> None:
+        super().__init__(workers)
+        self.killed = False
+
+    async def run(self, fn: Callable[..., bytes], path: str, url: str, /, *args: object) -> bytes:
+        if not self.killed:
+            self.killed = True
+            return await super().run(_die, path, url)
+        return await super().run(fn, path, url, *args)
+
+
+async def test_a_source_whose_worker_died_fails_and_is_read_again_next_time(
+    tmp_path: Path,
+) -> None:
+    """Its summary is not cached: the next read (the next run) decodes it, and succeeds."""
+    index = tmp_path / "index.json"
+    index.write_bytes(index_document([], 8))
+    config = Config(output=str(tmp_path / "out"), decode_workers=1)
+    source = Source("develop", "s1", index.as_uri(), index.as_uri(), "v2", None)
+    pool = _KillsOnce(1)
+    try:
+        async with Fetcher(config) as fetcher:
+            reader = SourceReader(config, fetcher, Store(tmp_path / "out"), LogReporter(), pool)
+            first = await reader.read("develop", source, tmp_path / "1.json", None)
+            again = await reader.read("develop", source, tmp_path / "2.json", None)
+    finally:
+        pool.close()
+    assert (first.status, first.decoded) == ("failed", False)
+    assert first.error == (
+        f"a decoding process died while {index.as_uri()} was being decoded (out of memory, "
+        "killed, or an index file cut short as it was read); the next run reads it again"
+    )
+    assert (again.status, again.decoded) == ("fetched", True), again.error
 
 
 async def test_a_worker_killed_while_idle_costs_no_job() -> None:
