@@ -17,8 +17,8 @@ carries the exit code the command line ends with when it stops a run (:class:`Ex
     │   └── ChecksumError            the bytes do not match the checksum the mirror promised
     ├── IndexFormatError          3  a discovery document or index not shaped as FORMAT.md says
     │   └── UnsupportedVersionError  an index whose Database version is not 6, 7, 8 or 9
-    ├── WorkerError                  a decoding process died twice on one index (url)
-    ├── OutOfMemory                  decoding an index ran out of memory twice (url)
+    ├── WorkerError                  a decoding process died while an index decoded (url)
+    ├── OutOfMemory                  decoding an index ran out of memory (url)
     ├── PoolError                    the decoding processes cannot be started (reason)
     ├── BranchError                  one branch could not be synced (branch, reason)
     ├── PublishRefused               the publish gate said no (reported as status "refused")
@@ -285,8 +285,9 @@ class UnsupportedVersionError(IndexFormatError):
 
 
 class WorkerError(CrawlerError):
-    """A decoding process died while reading an index (killed, or out of memory), and again
-    when that index was read alone on a new pool (see :meth:`.DecodeQueue.run`)."""
+    """A decoding process died (killed, out of memory) while an index was being decoded in
+    its pool, whichever index killed it (see :mod:`crawler.decode.pool`): the next run reads
+    the index again."""
 
     def __init__(self, url: str) -> None:
         self.url = url
@@ -294,14 +295,13 @@ class WorkerError(CrawlerError):
 
     def __str__(self) -> str:
         return (
-            f"the process decoding {self.url} died (out of memory, killed, or an index file cut "
-            "short as it was read)"
+            f"a decoding process died while {self.url} was being decoded (out of memory, "
+            "killed, or an index file cut short as it was read); the next run reads it again"
         )
 
 
 class OutOfMemory(CrawlerError):
-    """Decoding an index ran out of memory (a ``MemoryError``, under ``ulimit -v`` say), also
-    when it was read again alone."""
+    """Decoding an index ran out of memory (a ``MemoryError``, under ``ulimit -v`` say)."""
 
     def __init__(self, url: str) -> None:
         self.url = url

@@ -40,16 +40,11 @@ import crawler.sync.decoding
 import crawler.sync.sources
 from bench.synth import SynthRef, SynthSpec, build_mirror, index_document
 from crawler.cli.command import main_async
-from crawler.config import Config
-from crawler.decode.pool import DecodeQueue
-from crawler.mirror.discovery import Source
-from crawler.mirror.fetch import Fetcher
+from crawler.decode.pool import DecodePool
 from crawler.mirror.http import usable_etag
 from crawler.mirror.local import LocalFolder
 from crawler.ops.verify import verify_branch
 from crawler.output.state import Store
-from crawler.sync.reporting import LogReporter
-from crawler.sync.sources import SourceReader
 
 from .conftest import Fault, MirrorServer, fast_config, tree_bytes, undated_bytes
 
@@ -648,25 +643,6 @@ async def test_a_local_index_replaced_while_read_is_read_again(
         assert all(published[k] == cold[k] for k in cold)
 
 
-async def test_a_stack_read_again_stops_the_workers_it_started_again(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The first reading let the workers go; the second starts them again, and must let them
-    go too, or they stay up through the branch's merge and output."""
-    root = tmp_path / "mirror"
-    build_mirror(root, (SynthRef("aaa", SPECS),))
-    s1, s2 = (root / f"aaa/{label}/build_cache/index.json" for label in ("s1", "s2"))
-    write_after_hashing(monkeypatch, s1, s2.read_bytes(), times=1)
-    config = Config(output=str(tmp_path / "out"), decode_workers=1)
-    source = Source("aaa", "s1", s1.as_uri(), s1.resolve().as_uri(), "v2", None)
-    async with Fetcher(config) as fetcher:
-        reader = SourceReader(config, fetcher, Store(tmp_path / "out"), LogReporter())
-        outcome = await reader.read("aaa", source, tmp_path / "s1.json", None)
-        assert outcome.status == "fetched" and outcome.decoded, outcome.error
-        assert outcome.sha256 == hashlib.sha256(s1.read_bytes()).hexdigest()  # read again
-        assert not reader.decoding.pool.started
-
-
 def _half(target: Path) -> None:
     with target.open("r+b") as file:  # in place: the same file, half of it (``cp``)
         file.truncate(target.stat().st_size // 2)
@@ -1116,8 +1092,8 @@ async def test_summaries_cached_by_another_version_are_not_used(
     assert all(p.name.endswith(f".{made}.parts.msgpack") for p in cache.iterdir())
 
 
-class _WriterBetweenShards(DecodeQueue):
-    """A decoding queue that runs the jobs in this process, one after another, and rewrites the
+class _WriterBetweenShards(DecodePool):
+    """A decoding pool that runs the jobs in this process, one after another, and rewrites the
     root index in place after the first job of each of its first rounds: the race of a mirror
     being updated while its root is read, made certain. (The jobs are the real ones; only where
     they run differs.)"""
@@ -1132,7 +1108,7 @@ class _WriterBetweenShards(DecodeQueue):
     def close(self) -> None:
         pass
 
-    async def run(self, priority: int, job: Callable[..., bytes], *args: object) -> bytes:
+    async def run(self, job: Callable[..., bytes], *args: object) -> bytes:
         result = job(*args)
         if Path(str(args[0])).samefile(self.path):
             self.jobs += 1
@@ -1170,7 +1146,7 @@ async def test_a_local_root_rewritten_between_its_shards_is_read_again(
     assert len(installs) >= 3
     root.write_bytes(versions.pop(0))
     monkeypatch.setattr(
-        crawler.sync.sources, "DecodeQueue", lambda workers: _WriterBetweenShards(root, versions)
+        crawler.sync.sources, "DecodePool", lambda workers: _WriterBetweenShards(root, versions)
     )
 
     assert await site.sync() == 0

@@ -24,13 +24,11 @@ a whole read fails.
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import gzip
 import hashlib
 import itertools
 import json
-import multiprocessing
 import re
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
@@ -46,7 +44,7 @@ from bench.synth import make_hash as _hash
 from crawler.cli.command import main_async
 from crawler.config import Config
 from crawler.decode import chunks
-from crawler.decode.pool import DecodeQueue
+from crawler.decode.pool import DecodePool
 from crawler.decode.records import mend_surrogates
 from crawler.decode.root import (
     load_root_shard,
@@ -286,7 +284,7 @@ def _where(data: bytes, text: bytes) -> tuple[int, int]:
     return start, start + len(text)
 
 
-class _InProcess(DecodeQueue):
+class _InProcess(DecodePool):
     """Runs decoding jobs in the test process (where a patched PIECE_BYTES applies), in order,
     and records their arguments."""
 
@@ -297,7 +295,7 @@ class _InProcess(DecodeQueue):
     def start(self) -> None:
         """No processes to start."""
 
-    async def run(self, priority: int, fn: Callable[..., bytes], *args: object) -> bytes:
+    async def run(self, fn: Callable[..., bytes], *args: object) -> bytes:
         self.jobs.append(args)
         return fn(*args)
 
@@ -308,9 +306,9 @@ class _InProcess(DecodeQueue):
 class _DownloadsRemoved(_InProcess):
     """Removes each file before its job runs, as someone emptying ``.crawler/tmp`` would."""
 
-    async def run(self, priority: int, fn: Callable[..., bytes], *args: object) -> bytes:
+    async def run(self, fn: Callable[..., bytes], *args: object) -> bytes:
         Path(str(args[0])).unlink(missing_ok=True)
-        return await super().run(priority, fn, *args)
+        return await super().run(fn, *args)
 
 
 @pytest.mark.parametrize("label", ["root", "s1"])
@@ -332,73 +330,6 @@ async def test_a_download_removed_before_it_is_decoded_is_an_output_error(
         outcome = await reader.read("develop", source, dest, None)
     assert outcome.status == "failed"
     assert outcome.error == f"cannot read {dest}: No such file or directory"
-
-
-class _StacksHeld(_InProcess):
-    """Holds the stacks' jobs until ``let_go`` is set; counts the times the workers are
-    stopped."""
-
-    def __init__(self, workers: int) -> None:
-        super().__init__(workers)
-        self.let_go = asyncio.Event()
-        self.stopped = 0
-
-    async def run(self, priority: int, fn: Callable[..., bytes], *args: object) -> bytes:
-        if fn is summarize_stack:
-            await self.let_go.wait()
-        return await super().run(priority, fn, *args)
-
-    def close(self) -> None:
-        self.stopped += 1
-
-
-async def test_the_workers_stop_once_the_last_read_is_done_with_them(
-    tmp_path: Path, mirror_server: ServeMirror
-) -> None:
-    """Not once the branch is built: a develop branch's two workers hold 130-odd MB that the
-    root's merge and the output can use. Not before the last read either, and a read after
-    that counts again."""
-    index = tmp_path / "mirror" / "index.json"
-    index.parent.mkdir()
-    index.write_bytes(index_document([], 8))
-    index.with_name("other.json").write_bytes(index_document([], 9))
-    server = await mirror_server(index.parent)
-    config = Config(output=str(tmp_path / "out"), decode_workers=2)
-    work = tmp_path / "tmp"
-    work.mkdir()
-
-    def source(label: str, name: str = "index.json") -> Source:
-        return Source("develop", label, URL, f"{server.url}/{name}", "v2", None)
-
-    pool = _StacksHeld(2)
-    async with Fetcher(config) as fetcher:
-        reader = SourceReader(config, fetcher, Store(tmp_path / "out"), LogReporter(), pool)
-        stack = asyncio.create_task(reader.read("develop", source("s1"), work / "1.json", None))
-        root = await reader.read("develop", source("root"), work / "0.json", None)
-        assert root.status == "fetched"
-        assert pool.stopped == 0  # the stack still decodes
-        pool.let_go.set()
-        assert (await stack).status == "fetched"
-        assert pool.stopped == 1
-        await reader.read("develop", source("s2", "other.json"), work / "2.json", None)
-        assert pool.stopped == 2
-    assert [args[0] for args in pool.jobs].count(str(work / "2.json")) == 1
-
-
-async def test_a_read_leaves_no_worker_running(tmp_path: Path, mirror_server: ServeMirror) -> None:
-    """The same with the decoding processes themselves."""
-    index = tmp_path / "mirror" / "index.json"
-    index.parent.mkdir()
-    index.write_bytes(index_document([], 8))
-    server = await mirror_server(index.parent)
-    config = Config(output=str(tmp_path / "out"), decode_workers=2)
-    source = Source("develop", "s1", URL, f"{server.url}/index.json", "v2", None)
-    async with Fetcher(config) as fetcher:
-        reader = SourceReader(config, fetcher, Store(tmp_path / "out"), LogReporter())
-        outcome = await reader.read("develop", source, tmp_path / "s1.json", None)
-        assert outcome.status == "fetched"
-        assert not reader.decoding.pool.started
-        assert not multiprocessing.active_children()
 
 
 async def _read(tmp_path: Path, path: str, shards: int) -> tuple[SourceOutcome, list[Round]]:
@@ -924,17 +855,17 @@ async def test_a_dependency_absent_from_the_index_is_found_on_a_second_run(
     assert rounds == [((), False), (tuple(sorted([ghost, other_ghost])), False)]
 
 
-class _Watched(DecodeQueue):
-    """The real queue and processes; records the jobs handed to it and the times the
-    workers are stopped, in order (a stop that cancelled a job awaited would fail the read)."""
+class _Watched(DecodePool):
+    """The real pool and processes; records the jobs handed to it and the times the workers
+    are stopped, in order."""
 
     def __init__(self, workers: int, events: list[str]) -> None:
         super().__init__(workers)
         self.events = events
 
-    async def run(self, priority: int, fn: Callable[..., bytes], *args: object) -> bytes:
+    async def run(self, fn: Callable[..., bytes], path: str, url: str, /, *args: object) -> bytes:
         self.events.append("job")
-        return await super().run(priority, fn, *args)
+        return await super().run(fn, path, url, *args)
 
     def close(self) -> None:
         if self.started:
@@ -942,11 +873,12 @@ class _Watched(DecodeQueue):
         super().close()
 
 
+@pytest.mark.slow
 async def test_the_workers_stop_after_each_round_of_a_root_and_before_its_merge(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A root's round again holds the workers again: stopped after the first round, they
-    would otherwise stay through the merge and the output (when the root is read last)."""
+    """Once a root's pieces are back, the idle workers are stopped: they would otherwise hold
+    their memory through the merge (a nightly run's peak). A round again starts them again."""
     db = 8
     installs = _synthetic(db, packages=30)
     keys = _built(installs)

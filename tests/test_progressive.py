@@ -14,7 +14,6 @@ import asyncio
 import itertools
 import json
 import threading
-import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -29,19 +28,13 @@ from crawler.build import consolidate
 from crawler.build.consolidate import Consolidator
 from crawler.build.locations import Caches
 from crawler.cli.command import main, main_async
-from crawler.config import Config
 from crawler.decode import chunks, progressive
-from crawler.decode.pool import DecodeQueue
+from crawler.decode.pool import DecodePool
 from crawler.decode.progressive import RootParts
 from crawler.decode.root import merge_root
 from crawler.decode.validate import SourceSummary
-from crawler.mirror.discovery import Source
-from crawler.mirror.fetch import Fetcher
 from crawler.mirror.http import HTTPTransport
-from crawler.output.state import Store
 from crawler.sync import decoding
-from crawler.sync.reporting import LogReporter
-from crawler.sync.sources import SourceReader
 
 from .conftest import fast_config
 from .schema import assert_valid_index
@@ -204,7 +197,7 @@ def test_a_file_without_boundaries_is_searched_once(
     monkeypatch.setattr(chunks, "cut_after", spy)
     path = tmp_path / "index.json"
     head = b'{"database": {"version": "8", "installs": {"' + b"a" * 32 + b'": {"x": "'
-    parts = RootParts(DecodeQueue(1), path, "u")
+    parts = RootParts(DecodePool(1), path, "u")
     with path.open("wb") as out:
         out.write(head)
         parts.written(0)
@@ -224,15 +217,15 @@ def test_a_warm_sync_of_a_local_mirror_starts_no_decoding_process(
 ) -> None:
     mirror = tmp_path / "mirror"
     build_mirror(mirror, [SynthRef("develop", SPECS)])
-    started: list[DecodeQueue] = []
-    start = DecodeQueue.start
+    started: list[DecodePool] = []
+    start = DecodePool.start
 
-    def count(self: DecodeQueue) -> None:
+    def count(self: DecodePool) -> None:
         if not self.started:
             started.append(self)
         start(self)
 
-    monkeypatch.setattr(DecodeQueue, "start", count)
+    monkeypatch.setattr(DecodePool, "start", count)
     config = tmp_path / "local.yaml"
     config.write_text(yaml.safe_dump(fast_config(mirror.as_uri(), tmp_path / "out")))
     argv = ["sync", "--branch", "develop", "--config", str(config), "-q"]
@@ -251,14 +244,14 @@ def test_decoding_processes_stop_before_the_output_is_built(
     mirror = tmp_path / "mirror"
     build_mirror(mirror, [SynthRef("develop", SPECS), SynthRef("v1.0", SPECS[:5])])
     events: list[str] = []
-    start, close, finish = DecodeQueue.start, DecodeQueue.close, Consolidator.finish
+    start, close, finish = DecodePool.start, DecodePool.close, Consolidator.finish
 
-    def starting(self: DecodeQueue) -> None:
+    def starting(self: DecodePool) -> None:
         if not self.started:
             events.append("start")
         start(self)
 
-    def closing(self: DecodeQueue) -> None:
+    def closing(self: DecodePool) -> None:
         if self.started:
             events.append("close")
         close(self)
@@ -267,8 +260,8 @@ def test_decoding_processes_stop_before_the_output_is_built(
         events.append("finish")
         return finish(self, root, caches)
 
-    monkeypatch.setattr(DecodeQueue, "start", starting)
-    monkeypatch.setattr(DecodeQueue, "close", closing)
+    monkeypatch.setattr(DecodePool, "start", starting)
+    monkeypatch.setattr(DecodePool, "close", closing)
     monkeypatch.setattr(Consolidator, "finish", finishing)
     config = tmp_path / "local.yaml"
     config.write_text(yaml.safe_dump(fast_config(mirror.as_uri(), tmp_path / "out")))
@@ -301,51 +294,3 @@ async def test_the_root_is_merged_and_prepared_off_the_event_loop(
 
     assert index["stats"]["specs"] == len(SPECS)
     assert ran == [("merge_root", False), ("prepare_root", False)]
-
-
-def _slowly(fn: Callable[..., bytes], *args: object) -> bytes:
-    time.sleep(0.5)
-    return fn(*args)
-
-
-class _Slow(DecodeQueue):
-    """The real queue and processes; each job takes half a second more, so that a read's
-    parts are still running when it ends."""
-
-    async def run(self, priority: int, fn: Callable[..., bytes], *args: object) -> bytes:
-        return await super().run(priority, _slowly, fn, *args)
-
-
-async def test_the_workers_stop_after_a_read_whose_parts_it_abandoned(
-    aiohttp_server: Callable[[web.Application], Awaitable[TestServer]],
-    tmp_path: Path,
-    parts_seen: dict[str, list[Any]],
-) -> None:
-    """A root downloaded again (no ETag to ask with) and found cached: its parts, still
-    decoding, are abandoned, and their jobs unwind after the read has let the workers go. The
-    workers stayed up, decoding what nobody wanted, until the run's end (found by review)."""
-    mirror = tmp_path / "mirror"
-    build_mirror(mirror, [SynthRef("develop", SPECS)])
-    url = await _trickling(aiohttp_server, mirror)
-    location = f"{url}/develop/build_cache/index.json"
-    source = Source("develop", "root", location, location, "v3", None)
-    config = Config(output=str(tmp_path / "out"), decode_workers=2)
-    store = Store(tmp_path / "out")
-    async with Fetcher(config) as fetcher:
-        cold = await SourceReader(config, fetcher, store, LogReporter()).read(
-            "develop", source, tmp_path / "cold.json", None
-        )
-        assert cold.status == "fetched" and cold.decoded
-        pool = _Slow(2)
-        reader = SourceReader(config, fetcher, store, LogReporter(), pool)
-        try:
-            again = await reader.read("develop", source, tmp_path / "again.json", None)
-            assert again.status == "fetched" and not again.decoded  # its summary was cached
-            assert parts_seen["abandoned"][-1]  # parts in use, dropped
-            for _ in range(100):
-                if not pool.started:
-                    break
-                await asyncio.sleep(0.02)
-            assert not pool.started
-        finally:
-            pool.close()

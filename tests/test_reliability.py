@@ -1077,10 +1077,12 @@ async def test_sigkill_leaves_no_decoding_processes_behind(site: MakeSite, tmp_p
     workers running: they would live forever, holding memory and the run's stdout and stderr
     (a cron job whose output pipe never closes never ends)."""
     s = await site((ref("a"),), timeouts=SLOW)
-    s.server.delay(s.path("a", "s2"), 30)  # root and s1 are decoded meanwhile
+    # The stacks are decoded meanwhile; the workers stay up for the root (they are stopped
+    # once its pieces are back).
+    s.server.delay(s.path("a"), 30)
     proc = await start_cli(*s.argv("a"), cwd=tmp_path)
-    await until(lambda: s.server.arrivals(s.path("a", "s2")) > 0, "the download of s2")
-    # give the decoding of root and s1 (and so the worker processes) time to start
+    await until(lambda: s.server.arrivals(s.path("a")) > 0, "the download of the root")
+    # give the decoding of the stacks (and so the worker processes) time to start
     with contextlib.suppress(AssertionError):
         await until(lambda: len(session_members(proc.pid)) >= 4, "decoding workers", 3)
 
@@ -1100,7 +1102,7 @@ async def test_sigkill_leaves_no_decoding_processes_behind_before_it_is_reaped(
     a zombie until its pipes close. The workers, which only asked whether its pid existed,
     waited for ever holding those pipes, and the parent with them."""
     s = await site((ref("a"),), timeouts=SLOW)
-    s.server.delay(s.path("a", "s2"), 30)  # root and s1 are decoded meanwhile
+    s.server.delay(s.path("a"), 30)  # the stacks are decoded meanwhile (see above)
     command = [sys.executable, "-m", "crawler", *s.argv("a")]
     pipes = subprocess.PIPE
     # subprocess, not asyncio: asyncio's child watcher would reap the crawler as it dies
@@ -1109,7 +1111,7 @@ async def test_sigkill_leaves_no_decoding_processes_behind_before_it_is_reaped(
     )
     _GROUPS.append(proc.pid)
     try:
-        await until(lambda: s.server.arrivals(s.path("a", "s2")) > 0, "the download of s2")
+        await until(lambda: s.server.arrivals(s.path("a")) > 0, "the download of the root")
         await until(lambda: len(session_members(proc.pid)) >= 4, "decoding workers", 10)
 
         os.kill(proc.pid, signal.SIGKILL)

@@ -30,3 +30,34 @@ def path(text: str) -> Path:
     if not text.strip():
         raise argparse.ArgumentTypeError("must not be empty or blank")
     return Path(text)
+
+
+class FileArgument(argparse.Action):
+    """Stores its value, as argparse's default action does; the completion script completes
+    it with a file name."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        setattr(namespace, self.dest, values)
+
+    @property
+    def complete(self) -> object:
+        """What shtab completes the value with (read only as a script is written)."""
+        import shtab
+
+        return shtab.FILE
+
+
+class FolderArgument(FileArgument):
+    """:class:`FileArgument` for a folder."""
+
+    @property
+    def complete(self) -> object:
+        import shtab
+
+        return shtab.DIRECTORY

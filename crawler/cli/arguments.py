@@ -13,7 +13,7 @@ from ..errors import UsageError
 from . import completion, configcmd, find
 from . import diff as branch_diff
 from . import log as history_log
-from .argtypes import int_between, path
+from .argtypes import FileArgument, FolderArgument, int_between, path
 from .logformat import FORMATS
 
 
@@ -70,6 +70,7 @@ def _common(sub: argparse.ArgumentParser) -> None:
     sub.add_argument(
         "--config",
         type=path,
+        action=FileArgument,
         help="YAML config file (default: ./config/crawler.yaml if present)",
     )
     sub.add_argument("--mirror", help="mirror URL or folder (overrides the config)")
@@ -91,7 +92,7 @@ def _common(sub: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_sync(commands: argparse._SubParsersAction[_Parser]) -> None:
+def _add_sync(commands: Any) -> None:
     sync = commands.add_parser(
         "sync",
         help="sync branches into the output folder",
@@ -106,7 +107,9 @@ def _add_sync(commands: argparse._SubParsersAction[_Parser]) -> None:
     )
     sync.add_argument("--all", action="store_true", help="sync every ref the mirror lists")
     _common(sync)
-    sync.add_argument("--output", help="output folder (overrides the config)")
+    sync.add_argument(
+        "--output", action=FolderArgument, help="output folder (overrides the config)"
+    )
     sync.add_argument(
         "--format",
         type=_formats,
@@ -140,7 +143,12 @@ def _add_sync(commands: argparse._SubParsersAction[_Parser]) -> None:
         action="store_true",
         help="lift the publish gate and re-sync immutable refs that are already published",
     )
-    sync.add_argument("--metrics", metavar="FILE", help="write an OpenMetrics file after the run")
+    sync.add_argument(
+        "--metrics",
+        action=FileArgument,
+        metavar="FILE",
+        help="write an OpenMetrics file after the run",
+    )
     sync.add_argument(
         "--dry-run",
         action="store_true",
@@ -173,7 +181,7 @@ def _add_filters(sync: argparse.ArgumentParser) -> None:
         group.add_argument(flag, dest=dest, action="append", metavar="GLOB", help=text)
 
 
-def _add_branches(commands: argparse._SubParsersAction[_Parser]) -> None:
+def _add_branches(commands: Any) -> None:
     branches = commands.add_parser(
         "branches",
         help="list the refs of the mirror and their stacks",
@@ -186,7 +194,7 @@ def _add_branches(commands: argparse._SubParsersAction[_Parser]) -> None:
     branches.add_argument("--json", action="store_true", help="JSON Lines: one object a ref")
 
 
-def _add_verify(commands: argparse._SubParsersAction[_Parser]) -> None:
+def _add_verify(commands: Any) -> None:
     verify = commands.add_parser(
         "verify",
         help="re-check a published branch folder",
@@ -197,7 +205,12 @@ def _add_verify(commands: argparse._SubParsersAction[_Parser]) -> None:
         epilog="exit codes: 0 all checks hold, 1 internal error, 2 usage error (no branch "
         "folder), 8 problems found (one per line on stdout)",
     )
-    verify.add_argument("path", type=path, help="a published branch folder, e.g. output/develop")
+    verify.add_argument(
+        "path",
+        type=path,
+        action=FolderArgument,
+        help="a published branch folder, e.g. output/develop",
+    )
     verify.add_argument("-q", "--quiet", action="store_true", help="print problems only")
     verify.add_argument(
         "--json", action="store_true", help="one JSON object on stdout: the verdict, its problems"

@@ -1,9 +1,10 @@
 """``crawler completion bash|zsh``: a shell completion script, generated from the parser.
 
 shtab writes the script from the command line's own parser, so it offers exactly the commands
-and flags ``crawler`` takes; the paths it completes (config and metrics files, output and
-branch folders) are marked here, by each option's ``dest``. shtab is imported only here, when a
-script is asked for (importing it takes longer than printing the script).
+and flags ``crawler`` takes; an option that takes a path (config and metrics files, output and
+branch folders) is declared with :class:`.argtypes.FileArgument` or
+:class:`.argtypes.FolderArgument`, whose ``complete`` shtab reads. shtab is imported only when
+a script is asked for (importing it takes longer than printing the script).
 """
 
 from __future__ import annotations
@@ -20,9 +21,6 @@ EPILOG = (
     'zsh)" in ~/.zshrc after compinit, or save it as _crawler in a folder of $fpath. exit '
     "codes: 0 printed, 2 usage error, 4 it could not be written, 141 its reader closed the pipe"
 )
-
-#: What each path-valued option completes to (shtab's FILE or DIRECTORY), by its ``dest``.
-_PATHS = {"config": "FILE", "metrics": "FILE", "output": "DIRECTORY", "path": "DIRECTORY"}
 
 
 def add_parser(commands: Any) -> argparse.ArgumentParser:
@@ -41,21 +39,9 @@ def script(parser: argparse.ArgumentParser, shell: str) -> str:
     """The completion script of ``parser`` (the whole command line's) for ``shell``."""
     import shtab
 
-    _mark_paths(parser, {"FILE": shtab.FILE, "DIRECTORY": shtab.DIRECTORY})
     return shtab.complete(parser, shell=shell)
 
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """``crawler completion SHELL``: the exit code."""
     return printed(script(parser, args.shell), f"the {args.shell} completion script")
-
-
-def _mark_paths(parser: argparse.ArgumentParser, kinds: dict[str, object]) -> None:
-    """Have shtab complete file and folder names where an option takes a path (``verify``'s
-    ``path`` is a branch folder)."""
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for sub in action.choices.values():
-                _mark_paths(sub, kinds)
-        elif action.dest in _PATHS:
-            action.complete = kinds[_PATHS[action.dest]]  # type: ignore[attr-defined]  # shtab's

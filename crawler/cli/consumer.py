@@ -12,7 +12,7 @@ from typing import Any, TextIO
 
 from ..consume.load import branch_path
 from ..errors import CrawlerError, ExitCode, UsageError, printable
-from .argtypes import path
+from .argtypes import FolderArgument, path
 from .streams import tell, write_whole
 
 DEFAULT_OUTPUT = "output"
@@ -39,6 +39,7 @@ def add_branch_arguments(parser: argparse.ArgumentParser) -> None:
     where.add_argument(
         "--output",
         type=path,
+        action=FolderArgument,
         metavar="DIR",
         help=f"output folder (default: ./{DEFAULT_OUTPUT})",
     )

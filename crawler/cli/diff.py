@@ -22,7 +22,7 @@ import msgspec
 from ..consume.diff import Change, IndexDiff, diff_indexes
 from ..consume.load import branch_path, no_gc
 from ..errors import ExitCode
-from .argtypes import path
+from .argtypes import FolderArgument, path
 from .consumer import aligned, rich_table, run_alone
 from .streams import printed, tell, write_whole
 
@@ -57,7 +57,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             f" ({'the older' if which == 'A' else 'the newer'})",
         )
     parser.add_argument(
-        "--output", type=path, metavar="DIR", help="A and B are branches of this output folder"
+        "--output",
+        type=path,
+        action=FolderArgument,
+        metavar="DIR",
+        help="A and B are branches of this output folder",
     )
     parser.add_argument(
         "--any-mirror",

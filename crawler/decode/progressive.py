@@ -3,8 +3,8 @@
 The root index is the largest file of a ref, and everything else waits for it. Rather than
 decode it once it is all on disk, :class:`RootParts` cuts it into parts of about
 :data:`PART_BYTES` as the download writes it (:mod:`crawler.decode.chunks` finds record boundaries
-in what is already written) and hands each part to a decoding worker at once, ahead of any stack
-still queued; when the last byte lands, most of the file is decoded already.
+in what is already written) and hands each part to the decoding workers at once; when the last
+byte lands, most of the file is decoded already.
 
 Parts are only kept from the first attempt that writes any bytes (an attempt answered 503
 writes none): when another attempt starts writing (a retry), its bytes may differ, so the
@@ -24,7 +24,7 @@ import os
 from pathlib import Path
 
 from . import chunks
-from .pool import ROOT_FIRST, DecodeQueue
+from .pool import DecodePool
 from .records import SUPPORTED_VERSIONS
 from .root import summarize_root_part
 
@@ -39,9 +39,7 @@ class RootParts:
     once the download is done (or :meth:`abandon` if it is not used).
     """
 
-    def __init__(
-        self, decoder: DecodeQueue, path: Path, url: str, store: str | None = None
-    ) -> None:
+    def __init__(self, decoder: DecodePool, path: Path, url: str, store: str | None = None) -> None:
         self._decoder = decoder
         self._store = store  # the spec store's folder (see :mod:`.specstore`)
         self._path = path
@@ -137,7 +135,6 @@ class RootParts:
         assert self._version is not None
         job = asyncio.ensure_future(
             self._decoder.run(
-                ROOT_FIRST,
                 summarize_root_part,
                 str(self._path),
                 self._url,

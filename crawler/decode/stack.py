@@ -76,7 +76,7 @@ def summarize_stack(path: str, url: str, limit: int = DEFAULT_INDEX_LIMIT) -> by
     A stack index only contributes which hashes it holds and what it says they are, so its
     records' edges and parameters are not read. ``limit`` bounds a gunzipped index.
     """
-    forget_known()  # stacks come after the root (by priority): its store is of no more use
+    forget_known()  # the root's store, of no use to a stack (a root part after reloads it)
     with open(open_regular(path), "rb") as file:
         span = chunks.layout(file.fileno())
         if span is not None:

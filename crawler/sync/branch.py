@@ -205,7 +205,7 @@ class BranchSync:
     async def _rebuild(self, plan: BranchPlan, failed: list[SourceOutcome]) -> BranchResult:
         branch, report = self.branch, self.report
         root, stacks = await self._summaries()
-        self.reader.close()  # a backstop: the last read done with the workers stopped them
+        self.reader.close()  # the workers, idle now, free their memory for the output
         inputs = self._fingerprint(plan.formats)  # a source read again may have other bytes
         status: BranchStatus = "partial" if failed else "published"
         with paused_gc():  # everything up to the publish builds acyclic data

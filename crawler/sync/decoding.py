@@ -1,11 +1,11 @@
 """Decoding: a fetched index turned into its summary by the pool of worker processes, and
 the summary cached under the index's SHA-256.
 
-A stack is one job. The root is the largest index and everything waits for it: its jobs go
-ahead of any stack still queued, and it is decoded on every worker at once, in parts while it
-downloads (:mod:`crawler.decode.progressive`) or in shards of the file, with rounds again when
-the pieces do not fit together (see :meth:`Decoding.root_shards`). Its records are read through
-the spec store (:mod:`crawler.decode.specstore`), updated with them once the branch is done.
+A stack is one job. The root is the largest index and everything waits for it: it is decoded
+on every worker at once, in parts while it downloads (:mod:`crawler.decode.progressive`) or in
+shards of the file, with rounds again when the pieces do not fit together (see
+:meth:`Decoding.root_shards`). Its records are read through the spec store
+(:mod:`crawler.decode.specstore`), updated with them once the branch is done.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import msgspec
 
 from ..build.consolidate import paused_gc
 from ..decode.chunks import BadCut
-from ..decode.pool import ROOT_FIRST, STACKS_AFTER, DecodeQueue, PoolUse
+from ..decode.pool import DecodePool
 from ..decode.progressive import RootParts
 from ..decode.root import load_root_shard, merge_root, root_gaps, summarize_root_shard, summary_of
 from ..decode.shard import RootShard
@@ -86,7 +86,7 @@ class _PendingRoot(NamedTuple):
 class Decoding:
     """Summarises the indexes of a run on one pool of decoding processes."""
 
-    def __init__(self, pool: DecodeQueue, store: Store, limit: int) -> None:
+    def __init__(self, pool: DecodePool, store: Store, limit: int) -> None:
         self.pool = pool
         self.store = store
         self.limit = limit  # max_index_bytes
@@ -133,12 +133,9 @@ class Decoding:
             return
         self.store.save_specs(pending.db_version, data)
 
-    async def decode(self, fetched: Fetched, outcome: SourceOutcome, workers: PoolUse) -> None:
+    async def decode(self, fetched: Fetched, outcome: SourceOutcome) -> None:
         """Summarise a fetched index and cache the summary under its SHA-256; raises
-        :class:`SourceChanged` when a local file changed meanwhile (nothing is cached).
-        ``workers`` is released once the workers have done their part: for a root, as its
-        pieces come back, before they are loaded and merged (and held again for a round
-        again, seldom needed)."""
+        :class:`SourceChanged` when a local file changed meanwhile (nothing is cached)."""
         started = time.monotonic()
         # Errors name where the bytes came from, as fetch errors do (not the listed s3:// URL).
         kind, url, path = outcome.kind, outcome.source.location, fetched.path
@@ -146,13 +143,9 @@ class Decoding:
         shards: list[RootShard] | None = None
         try:
             if kind == "root":
-                parts, shards, outcome.known = await self.root_shards(
-                    path, url, outcome.size or 0, workers
-                )
+                parts, shards, outcome.known = await self.root_shards(path, url, outcome.size or 0)
             else:
-                job = self.pool.run(STACKS_AFTER, summarize_stack, str(path), url, self.limit)
-                parts = [await job]
-                workers.release()
+                parts = [await self.pool.run(summarize_stack, str(path), url, self.limit)]
                 summary = summary_of(kind, parts)
         except Exception as err:
             # Bytes half written meanwhile, or shards of a root that read two versions of it
@@ -185,25 +178,24 @@ class Decoding:
         return self.store.save(outcome.kind, sha256, size, parts)
 
     async def root_shards(
-        self, path: Path, url: str, size: int, workers: PoolUse
+        self, path: Path, url: str, size: int
     ) -> tuple[list[bytes], list[RootShard], int | None]:
         """Summarise a root index on every worker at once (see :mod:`crawler.decode.root`);
         returns what the workers encoded, its shards (for :func:`_merged`), and, when it was
         read through the spec store (not when read whole), how many of its records the store
         held.
 
-        The root is the largest index and everything waits for it: its jobs go ahead of any
-        stack still queued. A root downloaded from a server was cut into parts that were
-        decoding while it downloaded (:mod:`crawler.decode.progressive`); otherwise each worker
-        takes a shard. Parts or shards read in pieces are read again whole if a piece does not
-        decode or two pieces hold the same key, and again with the missing hashes if records
-        point at dependencies that none of them holds.
+        A root downloaded from a server was cut into parts that were decoding while it
+        downloaded (:mod:`crawler.decode.progressive`); otherwise each worker takes a shard.
+        Parts or shards read in pieces are read again whole if a piece does not decode or two
+        pieces hold the same key, and again with the missing hashes if records point at
+        dependencies that none of them holds.
         """
         parts = self.parts.pop(path, None)
         if parts is not None and not parts.complete(size):
             parts = None
         try:
-            return await self._root_rounds(path, url, parts, workers)
+            return await self._root_rounds(path, url, parts)
         finally:
             if parts is not None:
                 parts.abandon()  # parts still running after a failure are of no use
@@ -213,21 +205,18 @@ class Decoding:
         path: Path,
         url: str,
         parts: RootParts | None,
-        workers: PoolUse,
     ) -> tuple[list[bytes], list[RootShard], int | None]:
         """The rounds of :meth:`root_shards`: parts or shards, then again if need be."""
         shards = self.pool.workers
         whole = False
         missing: tuple[str, ...] = ()
         while True:
-            workers.hold()  # again, for a round again
             try:
                 if parts is not None and not whole:
                     results = await parts.results(missing)
                 else:
                     results = await _all_or_none(
                         self.pool.run(
-                            ROOT_FIRST,
                             summarize_root_shard,
                             str(path),
                             url,
@@ -251,8 +240,10 @@ class Decoding:
                     parts.abandon()
                 whole = True
                 continue
-            # Most roots take one round: the workers go before the shards are loaded.
-            workers.release()
+            # Done, the workers still hold 60-100 MB each: not through the root's merge (the
+            # run's peak, in a nightly run), unless a stack's job still needs them. A round
+            # again, or a stack read after, starts new ones.
+            self.pool.close_if_idle()
             loaded, gaps = await asyncio.to_thread(_load_shards, results)
             if gaps is None:
                 if whole:  # shards of one decoded document cannot share a key

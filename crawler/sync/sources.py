@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from ..config import Config
-from ..decode.pool import DecodeQueue
+from ..decode.pool import DecodePool
 from ..decode.validate import Kind, SourceSummary
 from ..errors import (
     ChecksumError,
@@ -59,7 +59,7 @@ class SourceReader:
         fetcher: Fetcher,
         store: Store,
         reporter: Reporter,
-        pool: DecodeQueue | None = None,
+        pool: DecodePool | None = None,
     ):
         """``pool``: the decoding processes (by default ``decode_workers`` of them)."""
         self.config = config
@@ -68,7 +68,7 @@ class SourceReader:
         self.reporter = reporter
         self._slot = asyncio.Semaphore(config.concurrency)
         if pool is None:
-            pool = DecodeQueue(config.decode_workers or min(os.cpu_count() or 1, 8))
+            pool = DecodePool(config.decode_workers or min(os.cpu_count() or 1, 8))
         self.decoding = Decoding(pool, store, config.max_index_bytes)
         #: The SHA-256 of every index read in this run (their cached summaries are kept).
         self.read_sha256: set[str] = set()
@@ -88,17 +88,15 @@ class SourceReader:
         fetcher = self.fetcher
         outcome = SourceOutcome(source)
         started = time.monotonic()
-        workers = self.decoding.pool.use()
         try:
             for attempt in range(1, _CHANGING_ATTEMPTS + 1):
-                workers.hold()  # again, for a file read again
                 async with self._slot:
                     fetched = await self._fetch(fetcher, outcome, dest, previous, branch)
                 outcome.fetch_seconds = time.monotonic() - started
                 if fetched is None:
                     break
                 try:
-                    await self.decoding.decode(fetched, outcome, workers)
+                    await self.decoding.decode(fetched, outcome)
                     break
                 except SourceChanged as err:  # a local file: read it again, hashing first
                     if attempt == _CHANGING_ATTEMPTS:
@@ -116,7 +114,6 @@ class SourceReader:
                 outcome.status, outcome.error = "failed", f"internal error: {err!r}"
         finally:
             self.decoding.abandon(dest)
-            workers.release()
             dest.unlink(missing_ok=True)  # noqa: ASYNC240 - one unlink, not worth a thread hop
             outcome.retries = fetcher.retries.get(source.location, 0)
             if outcome.sha256 is not None:
