@@ -47,12 +47,12 @@ def branch_name_problem(name: str, what: str = "branch") -> str | None:
     return None
 
 
-def open_regular(path: Path | str, *, follow: bool = True) -> int:
-    """A descriptor of ``path`` opened to read; ``IsADirectoryError`` for a folder and
-    ``OSError`` for anything else that is not a regular file (a symbolic link too, not
-    ``follow``)."""
+def open_regular(path: Path | str, *, follow: bool = True, dir_fd: int | None = None) -> int:
+    """A descriptor of ``path`` (relative to the folder ``dir_fd``, if given) opened to read;
+    ``IsADirectoryError`` for a folder and ``OSError`` for anything else that is not a regular
+    file (a symbolic link too, not ``follow``)."""
     flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
-    fd = os.open(path, flags)
+    fd = os.open(path, flags, dir_fd=dir_fd)
     try:
         mode = os.fstat(fd).st_mode
         if stat.S_ISDIR(mode):
@@ -66,10 +66,12 @@ def open_regular(path: Path | str, *, follow: bool = True) -> int:
     return fd
 
 
-def read_regular(path: Path | str, limit: int | None = None, *, follow: bool = True) -> bytes:
+def read_regular(
+    path: Path | str, limit: int | None = None, *, follow: bool = True, dir_fd: int | None = None
+) -> bytes:
     """The bytes of ``path``, a regular file (see :func:`open_regular`); with ``limit``, an
     ``OSError`` (``EFBIG``) for one of more bytes than that, also if it grows while read."""
-    with open(open_regular(path, follow=follow), "rb") as file:
+    with open(open_regular(path, follow=follow, dir_fd=dir_fd), "rb") as file:
         if limit is None:
             return file.read()
         if os.fstat(file.fileno()).st_size > limit:

@@ -41,6 +41,7 @@ from crawler.cli.command import main, main_async
 from crawler.errors import OutputError
 from crawler.ops.verify import verify_branch
 from crawler.output.atomic import FSYNC_EACH_UP_TO, flush_tree
+from crawler.output.kept import LINKED
 from crawler.output.stage import BranchStage
 from crawler.urls import redacted
 
@@ -980,38 +981,40 @@ def elsewhere(tmp_path: Path) -> Iterator[Path]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def test_a_crawler_folder_on_another_filesystem_is_refused_before_any_work(
+def test_a_crawler_folder_linked_to_another_filesystem_is_refused_before_any_work(
     tmp_path: Path, elsewhere: Path
 ) -> None:
     """``.crawler`` on its own volume: every publish used to fail after all the downloading
-    and decoding, as "cannot write out/develop: Invalid cross-device link"."""
+    and decoding, as "cannot write out/develop: Invalid cross-device link". As a link, it is
+    refused as any link under the output (a ``.crawler`` mounted elsewhere is refused as on
+    another filesystem)."""
     output = tmp_path / "out"
     output.mkdir()
     (output / ".crawler").symlink_to(elsewhere)
     config = sample_config(tmp_path)
     done = run_cli("sync", "--branch", "develop", "--config", str(config), cwd=tmp_path)
     assert (done.code, done.out) == (4, "")
-    assert done.err.endswith(
-        f"error: cannot write {output / '.crawler' / 'staging'}: on another filesystem than "
-        f"{output}, and a branch is swapped in by a rename, which cannot cross filesystems: "
-        "keep .crawler/ on the output's filesystem (.crawler/cache may be a link to another)\n"
-    ), done.err
+    assert done.err.endswith(f"error: cannot write {output / '.crawler'}: {LINKED}\n"), done.err
     assert "develop" not in done.err  # refused before the branch was read
     assert sorted(p.name for p in output.iterdir()) == [".crawler"]
+    assert not any(elsewhere.iterdir())
 
 
 @pytest.mark.parametrize(
     ("name", "what"),
     [
-        *[(name, "file") for name in ("staging", "state", "reports", "tmp", "cache")],
-        *[(name, "dangling link") for name in ("staging", "state", "reports", "tmp")],
+        *[(name, "file") for name in ("staging", "state", "reports", "tmp", "cache", "specs")],
+        *[(name, "dangling link") for name in ("staging", "state", "reports", "tmp", "cache")],
     ],
 )
 def test_a_file_where_a_work_folder_goes_is_removed(tmp_path: Path, name: str, what: str) -> None:
     """At ``staging`` it failed every publish, night after night ("cannot write
     .../staging/new-develop.<hex>: File exists"); at ``state`` no run could record what it
     read, so each read everything again and warned that the next would do better; at
-    ``cache``, none could use the cache, and each warned twice about every source."""
+    ``cache``, none could use the cache, and each warned twice about every source. A link,
+    even one leading nowhere, is refused instead (anyone who may write in the output may have
+    put it there): the run fails before any work, naming it (at ``cache``, a volume not
+    mounted yet used to be a warning: ``cache_dir`` names such a folder now)."""
     config = sample_config(tmp_path)
     folder = tmp_path / "out" / ".crawler" / name
     folder.parent.mkdir(parents=True)
@@ -1020,6 +1023,11 @@ def test_a_file_where_a_work_folder_goes_is_removed(tmp_path: Path, name: str, w
     else:
         folder.symlink_to(tmp_path / "gone")
     done = run_cli("sync", "--branch", "develop", "--config", str(config), cwd=tmp_path)
+    if what == "dangling link":
+        assert (done.code, done.out) == (4, "")
+        assert done.err.endswith(f"error: cannot write {folder}: {LINKED}\n"), done.err
+        assert folder.is_symlink() and not (tmp_path / "gone").exists()
+        return
     assert done.code == 0, done.err
     assert f"WARNING removed {folder}, which was not a folder" in done.err
     again = run_cli("sync", "--branch", "develop", "--config", str(config), cwd=tmp_path)
@@ -1027,42 +1035,6 @@ def test_a_file_where_a_work_folder_goes_is_removed(tmp_path: Path, name: str, w
     assert folder.is_dir() or name == "reports"  # made when a branch fails
     if name == "cache":
         assert any(folder.iterdir())
-
-
-@pytest.mark.parametrize("name", ["state", "reports", "tmp", "cache"])
-def test_a_work_folder_linked_elsewhere_is_kept(tmp_path: Path, name: str) -> None:
-    """Only what is not a folder is removed: a link to a folder elsewhere is used."""
-    config = sample_config(tmp_path)
-    elsewhere = tmp_path / "elsewhere"
-    elsewhere.mkdir()
-    link = tmp_path / "out" / ".crawler" / name
-    link.parent.mkdir(parents=True)
-    link.symlink_to(elsewhere)
-    done = run_cli("sync", "--branch", "develop", "--config", str(config), cwd=tmp_path)
-    assert done.code == 0, done.err
-    assert "WARNING" not in done.err
-    assert link.is_symlink()
-    if name in ("state", "cache"):
-        assert any(elsewhere.iterdir())
-
-
-def test_a_cache_linked_to_a_folder_not_there_is_kept(tmp_path: Path) -> None:
-    """A volume not mounted yet, say: the run goes on without the cache, and says so once,
-    naming the link and where it leads (each source used to warn "File exists")."""
-    config = sample_config(tmp_path)
-    link = tmp_path / "out" / ".crawler" / "cache"
-    link.parent.mkdir(parents=True)
-    target = tmp_path / "not-mounted" / "cache"
-    link.symlink_to(target)
-    done = run_cli("sync", "--branch", "develop", "--config", str(config), cwd=tmp_path)
-    assert done.code == 0, done.err
-    warnings = [line for line in done.err.splitlines() if " WARNING " in line]
-    assert len(warnings) == 1, done.err
-    assert warnings[0].endswith(
-        f"WARNING cannot cache summaries (the next run decodes them again): {link} is a link "
-        f"to {target}, which does not exist (a volume not mounted?)"
-    )
-    assert link.is_symlink() and not link.exists()
 
 
 def test_a_cache_that_cannot_be_written_warns_for_each_summary(tmp_path: Path) -> None:
@@ -1096,17 +1068,18 @@ def test_a_crawler_folder_that_cannot_be_listed_is_named(tmp_path: Path) -> None
     assert done.err.endswith(f"error: cannot write {staging}: Permission denied\n"), done.err
 
 
-def test_a_staging_folder_mounted_elsewhere_since_the_check_names_the_cause(
+def test_a_staging_folder_linked_elsewhere_is_not_staged_in(
     tmp_path: Path, elsewhere: Path
 ) -> None:
+    """Staged through, it failed at the swap (another filesystem), or published what was
+    built in the folder the link led to."""
     (tmp_path / ".crawler").mkdir()
-    (tmp_path / ".crawler" / "staging").symlink_to(elsewhere)
-    stage = BranchStage(tmp_path, "develop")
-    stage.write("index.json", b"{}")
-    with pytest.raises(OutputError, match=r"on another filesystem than .*cannot cross"):
-        stage.publish()
-    stage.discard()
-    assert not (tmp_path / "develop").exists()
+    staging = tmp_path / ".crawler" / "staging"
+    staging.symlink_to(elsewhere)
+    with pytest.raises(OutputError) as caught:
+        BranchStage(tmp_path, "develop")
+    assert str(caught.value) == f"cannot write {staging}: {LINKED}"
+    assert not (tmp_path / "develop").exists() and not any(elsewhere.iterdir())
 
 
 def test_yaml_syntax_error(tmp_path: Path) -> None:

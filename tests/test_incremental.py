@@ -44,6 +44,7 @@ from crawler.decode.pool import DecodePool
 from crawler.mirror.http import usable_etag
 from crawler.mirror.local import LocalFolder
 from crawler.ops.verify import verify_branch
+from crawler.output.kept import WRITTEN
 from crawler.output.state import Store
 
 from .conftest import Fault, MirrorServer, fast_config, tree_bytes, undated_bytes
@@ -994,7 +995,7 @@ async def test_a_branch_that_keeps_being_refused_does_not_grow_the_cache(
     for night in range(3):
         site.rebuild((SynthSpec(f"tool{night}", "1.0", stacks=("s1", "s2")),))
         assert await site.sync() == 4  # refused by the gate: 1 spec against 3
-        cached = {p.name.split("-", 1)[1].split(".", 1)[0] for p in cache.iterdir()}
+        cached = {p.name.split("-", 1)[1].split(".", 1)[0] for p in cache.glob("*-*")}
         assert {s["sha256"] for s in site.report()["sources"]} <= cached  # for the next try
         counts.append(len(cached))
     assert counts[0] == counts[1] == counts[2], counts
@@ -1003,15 +1004,15 @@ async def test_a_branch_that_keeps_being_refused_does_not_grow_the_cache(
 async def test_a_cache_that_cannot_be_written_or_read_costs_no_publish(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The cache is expendable: when it cannot be written (a full disk) or read (here its
-    folder is a link to one that is not there), the run goes on without it. It used to fail
-    the branch, blaming the mirror ("root index unusable: cannot write .../cache/..."), or to
-    end in an internal error when an unreadable summary could not be deleted either."""
+    """The cache is expendable: when it cannot be written (a full disk) or read (here
+    ``cache_dir`` names a folder that is not there), the run goes on without it. It used to
+    fail the branch, blaming the mirror ("root index unusable: cannot write .../cache/..."), or
+    to end in an internal error when an unreadable summary could not be deleted either."""
     site = await make_site(tmp_path, None)
     await site.start()
-    cache = site.out / ".crawler" / "cache"
-    shutil.rmtree(cache)
-    cache.symlink_to(tmp_path / "not-mounted" / "cache")
+    settings = yaml.safe_load(site.config.read_text())
+    settings["cache_dir"] = str(tmp_path / "not-mounted" / "cache")
+    site.config.write_text(yaml.safe_dump(settings))
     site.rebuild(MORE_SPECS)
     capsys.readouterr()
 
@@ -1038,27 +1039,33 @@ async def test_cache_files_of_another_version_are_neither_read_nor_kept(
     """0.1 cached a summary as ``<kind>-<sha256>.msgpack``; later versions cache the workers'
     bytes as ``<kind>-<sha256>.<version>.parts.msgpack``. An old file for the very bytes the
     mirror serves is not read (no warning, nothing dropped), and the next prune deletes it with
-    a temporary file a crash left; a file the crawler did not name is not its to delete."""
+    a temporary file a crash left, when recorded as written; a file the crawler did not record
+    writing is not its to delete, however it is named."""
     site = await make_site(tmp_path, None)
     await site.start()
     cache = site.out / ".crawler" / "cache"
-    current = sorted(p.name for p in cache.iterdir())
+    current = sorted(p.name for p in cache.glob("*-*"))
     assert current and all(name.endswith(".parts.msgpack") for name in current)
     (s1_sha,) = [s["sha256"] for s in site.report()["sources"] if s["label"] == "s1"]
     old = cache / f"stack-{s1_sha}.msgpack"  # s1 stays unchanged: its summary is needed
     old.write_bytes(b"\x82\xa4size\x01\xa7summary\xc0")  # a 0.1-style map
-    stray = cache / f".root-{s1_sha}.0.3.0.parts.msgpack.k3x9_a.tmp"
+    stray = cache / f".root-{s1_sha}.0.3.0.parts.msgpack.0badc0de.tmp"
     stray.write_bytes(b"")
-    foreign = cache / "notes.txt"  # .crawler/cache may be a link to a shared folder
+    with (cache / WRITTEN).open("a") as written:
+        written.write(f"{old.name}\n{stray.name}\n")
+    foreign = cache / "notes.txt"
     foreign.write_text("mine")
+    unrecorded = cache / f"stack-{'0' * 64}.0.1.0.parts.msgpack"
+    unrecorded.write_text("mine")
 
     site.rebuild(MORE_SPECS)
     assert await site.sync() == 0
     assert site.outcomes() == only_s2_changed(("fetched", False))
     assert "dropping unreadable cached summary" not in capsys.readouterr().err
     assert not old.exists() and not stray.exists()
-    assert foreign.read_text() == "mine"
-    assert all(p.name.endswith(".parts.msgpack") for p in cache.iterdir() if p != foreign)
+    assert foreign.read_text() == unrecorded.read_text() == "mine"
+    kept = [p for p in cache.iterdir() if p not in (foreign, cache / WRITTEN)]
+    assert all(p.name.endswith(".parts.msgpack") for p in kept)
 
 
 @pytest.mark.parametrize("upgrade", ["version", "rules"])
@@ -1072,7 +1079,7 @@ async def test_summaries_cached_by_another_version_are_not_used(
     site = await make_site(tmp_path, None)
     await site.start()
     cache = site.out / ".crawler" / "cache"
-    older = sorted(cache.iterdir())
+    older = sorted(cache.glob("*-*"))
     if upgrade == "version":
         monkeypatch.setattr(crawler, "__version__", "99.0")
         monkeypatch.setattr(crawler.output.state, "__version__", "99.0")
@@ -1089,7 +1096,7 @@ async def test_summaries_cached_by_another_version_are_not_used(
     assert made == (
         f"99.0+rules{rules}" if upgrade == "version" else f"{crawler.__version__}+rules99"
     )
-    assert all(p.name.endswith(f".{made}.parts.msgpack") for p in cache.iterdir())
+    assert all(p.name.endswith(f".{made}.parts.msgpack") for p in cache.glob("*-*"))
 
 
 class _WriterBetweenShards(DecodePool):

@@ -15,6 +15,7 @@ import pytest
 from crawler.errors import LockBusyError, OutputError
 from crawler.output.atomic import atomic_write
 from crawler.output.folder import REPLACED, held_folder
+from crawler.output.kept import LINKED
 from crawler.output.lock import Holder, RunLock
 from crawler.output.stage import BranchStage
 
@@ -231,22 +232,28 @@ def test_bad_arguments_and_double_acquire(output: Path) -> None:
         lock.acquire()
 
 
-@pytest.mark.parametrize("kind", ["file", "dangling link"])
+@pytest.mark.parametrize("kind", ["file", "dangling link", "link to a folder"])
 def test_a_crawler_folder_that_is_not_one_is_named(output: Path, kind: str) -> None:
-    """A file, or a link that leads nowhere, at ``.crawler``: the error names it and says why,
-    where it said ``cannot write .../.crawler/lock: File exists``."""
+    """A file or a link at ``.crawler``: the error names it and says why, where it said
+    ``cannot write .../.crawler/lock: File exists`` (and a link to a folder was followed: the
+    lock, and everything after it, went where the link led)."""
     output.mkdir()
     folder = output / ".crawler"
+    elsewhere = output.with_name("elsewhere")
     if kind == "file":
         folder.write_text("")
-    else:
+    elif kind == "dangling link":
         folder.symlink_to(output / "not-there")
+    else:
+        elsewhere.mkdir()
+        folder.symlink_to(elsewhere)
     with pytest.raises(OutputError) as caught, RunLock(output, wait=0):
         pass
-    assert str(caught.value) == (
-        f"cannot write {folder}: not a folder (a file, or a link that leads nowhere): move it away"
-    )
+    reason = "not a folder (a file, or a link that leads nowhere): move it away"
+    assert str(caught.value) == f"cannot write {folder}: {LINKED if 'link' in kind else reason}"
+    assert caught.value.exit_code == 4
     assert not (output / "not-there").exists()
+    assert not elsewhere.exists() or not any(elsewhere.iterdir())
 
 
 # --- the folder the lock protects (issue 25, item 3) ----------------------------------------

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import re
+import shutil
 from pathlib import Path
 
 import msgspec
@@ -28,6 +29,7 @@ from crawler.decode.specstore import (
     today,
 )
 from crawler.decode.validate import SourceSummary
+from crawler.output.kept import WRITTEN
 from tests.conftest import fast_config, undated_bytes
 
 SPECS = generate_specs(27, 60, stacks=["e4s", "ml"], specs_per_package=(1, 4))
@@ -131,17 +133,17 @@ def test_a_deleted_or_damaged_store_gives_a_cold_reading_and_the_same_output(
 def test_a_store_that_cannot_be_kept_leaves_the_run_cold_and_its_output_the_same(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], blocked: str
 ) -> None:
-    """Only a cache: a folder the crawler cannot make, or a store it cannot replace, is a
-    warning, the root is decoded whole and the branch is published as a cold sync would."""
+    """Only a cache: a file where its folder goes (removed, as at the other folders of
+    ``.crawler``), or a store it cannot replace, is a warning, the root is decoded whole and the
+    branch is published as a cold sync would."""
     output = _published_before(tmp_path, capsys)
     folder = output / ".crawler" / "specs"
     path = store_path(str(folder), "8")
     if blocked == "its folder is a file":
-        path.unlink()
-        folder.rmdir()
+        shutil.rmtree(folder)
         folder.write_text("not a folder")
-        told = "cannot keep a spec store (every record is decoded)"
-        read = []  # not read through a store
+        told = f"removed {folder}, which was not a folder"
+        read = [0]  # read through an empty store
     else:
         path.unlink()
         path.mkdir()
@@ -240,14 +242,19 @@ def test_a_store_of_another_crawler_version_is_not_read_and_is_pruned(
     older = folder / "0.3.9-db8.msgpack"
     older.write_bytes(path.read_bytes())
     path.write_bytes(encode_store(msgspec.structs.replace(store, crawler="0.3.9")))
-    foreign = folder / "notes.msgpack"  # not a name the crawler gives: left alone
-    foreign.write_bytes(b"x")
     left = folder / f".{path.name}.0badc0de.tmp"  # what a run killed while writing leaves
     left.write_bytes(b"x")
+    with (folder / WRITTEN).open("a") as written:  # as that version recorded them
+        written.write(f"{older.name}\n{left.name}\n")
+    # Named as the crawler names its files, but not recorded as written: left alone.
+    foreign = [folder / "notes.msgpack", folder / "0.3.8-db8.msgpack", folder / ".x.0badc0de.tmp"]
+    for file in foreign:
+        file.write_bytes(b"x")
     after = _mirror(tmp_path / "after", ("develop", _night(SPECS, 29)))
     assert _known(_sync(after, output, "develop", capsys))[0] == 0
     assert _store(output).crawler == made_by()
-    assert not older.exists() and not left.exists() and foreign.exists()
+    assert not older.exists() and not left.exists()
+    assert [file.read_bytes() for file in foreign] == [b"x"] * 3
     _same_as_cold(after, output, "develop", tmp_path, capsys)
 
 

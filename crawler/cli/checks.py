@@ -32,7 +32,8 @@ def check_output(config: Config) -> None:
     its parent folder does not exist (the crawler makes the output folder, not the folders
     above it: a mistyped path fails rather than publishing somewhere nobody looks).
     Anything else the filesystem refuses, a folder this user may not look into among them,
-    fails the run when it happens, naming the path."""
+    fails the run when it happens, naming the path. The ``cache_dir`` is checked too
+    (:func:`_check_cache_dir`)."""
     where = config.where("output")
     output = config.output_dir.resolve()
     system = _system_folder(output)
@@ -40,6 +41,7 @@ def check_output(config: Config) -> None:
         reason = f"{output} is {system}: give a folder for the crawler's output alone"
         raise ConfigError(where, reason, "output")
     root = _local_mirror(config)
+    _check_cache_dir(config, output, root)
     if root is not None and output.is_relative_to(root):
         inside = "the mirror folder" if output == root else f"inside the mirror {root}"
         raise _in_the_mirror(config, f"{output} is {inside}")
@@ -68,6 +70,31 @@ def check_output(config: Config) -> None:
             "not the folders above it)"
         )
         raise ConfigError(where, reason, "output")
+
+
+def _check_cache_dir(config: Config, output: Path, mirror: Path | None) -> None:
+    """Refuse a ``cache_dir`` inside the output folder (where anyone who may write there
+    could replace it by a link: the output's cache is ``.crawler/cache``, with ``cache_dir``
+    null), inside a branch folder or the ``.crawler`` of another output folder, or inside the
+    mirror; or one that is a file."""
+    if config.cache_folder is None:
+        return
+    where, cache = config.where("cache_dir"), config.cache_folder
+    try:
+        resolved = cache.resolve()
+    except (RuntimeError, OSError) as err:
+        raise ConfigError(where, f"cannot resolve {cache}: {err}", "cache_dir") from None
+    reason = None
+    if resolved.is_relative_to(output):
+        reason = f"{cache} is inside the output folder {output} (null keeps it in .crawler/)"
+    elif (other := _other_output_around(resolved)) is not None:
+        reason = f"{cache} is inside a branch folder or the .crawler of the output folder {other}"
+    elif mirror is not None and resolved.is_relative_to(mirror):
+        reason = f"{cache} is inside the mirror {mirror}"
+    elif resolved.exists() and not resolved.is_dir():
+        reason = f"{cache} is not a folder"
+    if reason is not None:
+        raise ConfigError(where, reason, "cache_dir")
 
 
 _OS = "a folder of the operating system, which its package manager owns"

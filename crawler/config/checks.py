@@ -51,7 +51,7 @@ _SECTIONS = ("timeouts", "retry", "publish", "rewrites", "s3", "refs", "views")
 
 #: The keys whose values are paths: they may hold bytes that are not UTF-8 (given on the
 #: command line, which Python decodes with ``surrogateescape``), as file names may.
-_PATH_KEYS = frozenset({"mirror", "output", "metrics"})
+_PATH_KEYS = frozenset({"mirror", "output", "metrics", "cache_dir"})
 _NOT_TEXT = "not UTF-8 text (a byte that is not UTF-8, or a lone surrogate escape such as \\ud800)"
 
 
@@ -260,13 +260,17 @@ def build_config(data: object, origin: str = "<defaults>", base: Path | None = N
     for i, rewrite in enumerate(config.rewrites):
         _check_mirror(origin, rewrite.replacement, f"rewrites[{i}].replacement")
     _check_refs(origin, config)
+    if config.cache_dir is not None and "://" in config.cache_dir:
+        raise ConfigError(origin, "must name a folder, not a URL", "cache_dir")
     if base is not None:
         metrics = _resolve(base, config.metrics, origin, "metrics") if config.metrics else None
+        cache = _resolve(base, config.cache_dir, origin, "cache_dir") if config.cache_dir else None
         config = msgspec.structs.replace(
             config,
             mirror=_resolve(base, config.mirror, origin, "mirror"),
             output=_resolve(base, config.output, origin, "output"),
             metrics=metrics,
+            cache_dir=cache,
         )
     return config
 

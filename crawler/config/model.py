@@ -44,6 +44,8 @@ lock_wait              0                          seconds to wait for another ru
 deadline               14400                      seconds a run may take in all (at most a week):
                                                   then it stops as if interrupted (exit 9)
 metrics                null                       OpenMetrics file written after each run
+cache_dir              null                       folder of the cached summaries, outside the
+                                                  output (null: ``<output>/.crawler/cache``)
 max_index_mb           2048                       largest index a source may have, in MiB, as
                                                   served and once gunzipped (a bigger one fails
                                                   that source: a runaway or hostile body cannot
@@ -68,13 +70,14 @@ s3.addressing_style    auto                       ``path`` (most S3-compatible s
                                                   ``virtual`` or ``auto`` (botocore decides)
 =====================  =========================  ==============================================
 
-Relative paths in a config file (``mirror``, ``output``, ``metrics``) are resolved against the
-folder that holds the file, so a config works from any working directory; relative paths given as
-flags are resolved against the working directory. ``.inf`` is taken for ``timeouts.*``,
-``retry.max_wait`` and ``lock_wait``, and means no limit but the run's ``deadline``, which must
-be finite: every wait of a run ends with it. ``s3://<bucket>/<path>`` source URLs map onto
-``<mirror>/<path>`` unless a rewrite's ``prefix`` matches first. Numbers are read as YAML 1.2
-reads them: ``1e3`` is 1000.0, not the string "1e3" (YAML 1.1, PyYAML's, wants ``1.0e+3``).
+Relative paths in a config file (``mirror``, ``output``, ``metrics``, ``cache_dir``) are resolved
+against the folder that holds the file, so a config works from any working directory; relative
+paths given as flags are resolved against the working directory. ``.inf`` is taken for
+``timeouts.*``, ``retry.max_wait`` and ``lock_wait``, and means no limit but the run's
+``deadline``, which must be finite: every wait of a run ends with it. ``s3://<bucket>/<path>``
+source URLs map onto ``<mirror>/<path>`` unless a rewrite's ``prefix`` matches first. Numbers
+are read as YAML 1.2 reads them: ``1e3`` is 1000.0, not the string "1e3" (YAML 1.1, PyYAML's,
+wants ``1.0e+3``).
 """
 
 from __future__ import annotations
@@ -251,6 +254,7 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=Tr
     lock_wait: Annotated[float, msgspec.Meta(ge=0)] = 0.0
     deadline: Annotated[float, msgspec.Meta(gt=0, le=MAX_DEADLINE)] = DEFAULT_DEADLINE
     metrics: Annotated[str, msgspec.Meta(min_length=1)] | None = None
+    cache_dir: Annotated[str, msgspec.Meta(min_length=1)] | None = None
     max_index_mb: Annotated[int, msgspec.Meta(ge=1, le=1 << 20)] = DEFAULT_MAX_INDEX_MB
     refs: tuple[DeclaredRef, ...] = ()
     views: tuple[Annotated[str, msgspec.Meta(min_length=1)], ...] = ()
@@ -281,6 +285,11 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=Tr
     def output_dir(self) -> Path:
         """The output folder as a path."""
         return Path(self.output)
+
+    @property
+    def cache_folder(self) -> Path | None:
+        """``cache_dir`` as a path (None: the cache is ``<output>/.crawler/cache``)."""
+        return Path(self.cache_dir) if self.cache_dir else None
 
     @property
     def max_index_bytes(self) -> int:

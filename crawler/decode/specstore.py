@@ -36,6 +36,7 @@ from pathlib import Path
 
 import msgspec
 
+from ..files import read_regular
 from .records import made_by
 
 log = logging.getLogger(__name__)
@@ -138,7 +139,7 @@ def load_known(folder: str | None, db_version: str) -> Known | None:
         return None
     path = store_path(folder, db_version)
     try:
-        stat = os.stat(path)
+        stat = os.stat(path, follow_symlinks=False)  # a link there is not read (see below)
     except OSError:
         return None
     identity = (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
@@ -165,9 +166,10 @@ def encode_store(store: SpecStore) -> bytearray:
 
 
 def store_payload(path: Path) -> bytes | None:
-    """The msgpack of the store in ``path`` if its checksum holds, else None (logged)."""
+    """The msgpack of the store in ``path`` if its checksum holds, else None (logged): a
+    regular file, not a link (see :mod:`crawler.output.kept`)."""
     try:
-        data = path.read_bytes()
+        data = read_regular(path, follow=False)
     except FileNotFoundError:
         return None
     except OSError as err:

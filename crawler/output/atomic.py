@@ -58,7 +58,7 @@ def atomic_write(
     try:
         parent = _open_parent(path, make_folder)
         try:
-            _replace_at(parent, path.name, data, durable, mode)
+            replace_at(parent, path.name, data, durable=durable, mode=mode)
         finally:
             os.close(parent)
     except OSError as err:
@@ -98,10 +98,24 @@ def makedirs_at(fd: int, relative: str) -> None:
             os.mkdir(relative, dir_fd=fd)
 
 
-def _replace_at(folder: int, name: str, data: bytes | bytearray, durable: bool, mode: int) -> None:
-    """Write ``data`` to a temporary file in ``folder`` and rename it to ``name`` there. The
-    temporary name is the one ``mkstemp`` would give (``recover`` removes those left)."""
-    tmp = f".{name}.{secrets.token_hex(4)}.tmp"
+def temp_name(name: str) -> str:
+    """A new name for the temporary file that becomes ``name``: ``.<name>.<8 hex>.tmp``."""
+    return f".{name}.{secrets.token_hex(4)}.tmp"
+
+
+def replace_at(
+    folder: int,
+    name: str,
+    data: bytes | bytearray,
+    *,
+    durable: bool = True,
+    mode: int = 0o644,
+    tmp: str | None = None,
+) -> None:
+    """Write ``data`` to a temporary file in ``folder`` (named ``tmp``, else by
+    :func:`temp_name`) and rename it to ``name`` there: a link at ``name`` is replaced, never
+    written through."""
+    tmp = tmp or temp_name(name)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600, dir_fd=folder)
     try:
         with os.fdopen(fd, "wb") as out:

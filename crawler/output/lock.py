@@ -40,14 +40,13 @@ How it works, and why:
 
 * The lock is in the folder the run opened: :class:`RunLock` opens the output folder once (by
   its resolved path, never through a link, :mod:`crawler.output.folder`), makes and locks
-  ``.crawler/lock`` relative to that descriptor, and keeps it open. A branch is staged and
-  swapped in relative to it (:mod:`crawler.output.stage`); the run's other writes into the
-  output (states, reports, caches, clean-ups) ask
-  :func:`~crawler.output.folder.held_folder` first, which refuses, with an
-  :class:`~crawler.errors.OutputError`, once the output's path no longer leads to that folder
-  (moved, or replaced by a link or another folder during the run), and then act by path: a
-  swap between the check and the write is not caught. A second run started after such a swap
-  locks the folder the path now leads to.
+  ``.crawler/lock`` relative to that descriptor (``.crawler`` not a link either), and keeps
+  it open. A branch is staged and swapped in relative to it (:mod:`crawler.output.stage`),
+  and so are the run's states, reports, caches and clean-ups (:mod:`crawler.output.kept`),
+  once :func:`~crawler.output.folder.held_folder` says that the output's path still leads to
+  that folder: it refuses, with an :class:`~crawler.errors.OutputError`, once it does not
+  (moved, or replaced by a link or another folder during the run). A second run started
+  after such a swap locks the folder the path now leads to.
 
 The lock can be used with ``async with`` (waiting with ``asyncio.sleep``, so the event loop
 keeps running), with ``with``, or with :meth:`RunLock.acquire` / :meth:`RunLock.release`. Locks
@@ -81,6 +80,7 @@ from types import TracebackType
 from ..errors import LockBusyError, OutputError, shown
 from ..files import read_regular
 from .folder import OutputFolder, hold, let_go
+from .kept import open_below
 
 log = logging.getLogger(__name__)
 
@@ -283,12 +283,9 @@ class RunLock:
         """The lock file, made if missing, opened relative to the folder's descriptor: the lock
         is in the folder the run works in, whatever the path leads to later."""
         state = self.path.parent
-        try:
-            with contextlib.suppress(FileExistsError):
-                os.mkdir(LOCK_FILE.parent, dir_fd=folder.fd)
-            if not stat.S_ISDIR(os.stat(LOCK_FILE.parent, dir_fd=folder.fd).st_mode):
-                raise NotADirectoryError
-        except (FileNotFoundError, NotADirectoryError):  # a file, or a link leading nowhere
+        try:  # .crawler, never through a link (see crawler.output.kept)
+            crawler = open_below(folder.fd, self.output, LOCK_FILE.parent.parts, make=True)
+        except (FileExistsError, NotADirectoryError):  # a file
             raise OutputError(str(state), _NOT_A_FOLDER) from None
         except OSError as err:
             raise OutputError(str(state), err.strerror or str(err)) from None
@@ -297,11 +294,13 @@ class RunLock:
         # there could then be joined by another one.
         flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
         try:
-            fd = os.open(LOCK_FILE, flags, 0o644, dir_fd=folder.fd)
+            fd = os.open(LOCK_FILE.name, flags, 0o644, dir_fd=crawler)
         except OSError as err:
             not_a_file = err.errno in (errno.ELOOP, errno.EISDIR)
             reason = _NOT_A_FILE if not_a_file else err.strerror or str(err)
             raise OutputError(str(self.path), reason) from None
+        finally:
+            os.close(crawler)
         try:
             info = os.fstat(fd)
         except OSError as err:

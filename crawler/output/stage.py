@@ -30,8 +30,9 @@ from pathlib import Path
 from ..errors import OutputError
 from .atomic import FOLDER_FLAGS, exchange, flush_tree, makedirs_at
 from .folder import OutputFolder, held_folder
+from .kept import open_below
 from .published import check_replaceable, foreign_entries
-from .workdir import apart_reason, staging_dir
+from .workdir import apart_reason, staging_dir, work_folder
 
 log = logging.getLogger("crawler")
 
@@ -72,13 +73,14 @@ class BranchStage:
         try:
             self._folder = OutputFolder.open(output) if held is None else held
             self._folder.check()
-            staging = str(staging_dir(Path()))
-            makedirs_at(self._folder.fd, staging)
-            self._staging = os.open(staging, FOLDER_FLAGS, dir_fd=self._folder.fd)
+            parts = work_folder(Path(), "staging").parts
+            self._staging = open_below(self._folder.fd, output, parts, make=True)
             os.mkdir(self.name, dir_fd=self._staging)
             self._fd = os.open(self.name, FOLDER_FLAGS | os.O_NOFOLLOW, dir_fd=self._staging)
-        except OSError as err:
-            raise OutputError(str(self.path), err.strerror or str(err)) from None
+        except OSError as err:  # naming the folder that failed (a link there), else the branch's
+            named = isinstance(err.filename, str) and os.path.isabs(err.filename)
+            where = err.filename if named else self.path
+            raise OutputError(str(where), err.strerror or str(err)) from None
 
     def write(self, relative: str, data: bytes | bytearray) -> None:
         """Add one file to the staged branch (no fsync: :meth:`publish` flushes them all)."""

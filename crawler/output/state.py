@@ -7,7 +7,8 @@ Next to the output, under ``<output>/.crawler/``:
   made it, :func:`~crawler.decode.records.made_by`: the tool's version and the revision of its
   rules, so it can be reused whenever the same bytes come back to the same build),
   stored as the decoding workers returned it (the parts of a root index, the
-  :class:`~crawler.decode.validate.SourceSummary` of a stack), so that saving it costs no encoding;
+  :class:`~crawler.decode.validate.SourceSummary` of a stack), so that saving it costs no encoding
+  (in the folder ``cache_dir`` names instead, if the config names one);
 * ``specs/``: the spec store (:mod:`crawler.decode.specstore`), written by :meth:`Store.save_specs`,
   pruned of other versions' files by :meth:`Store.prune`;
 * ``state/<branch>.json``: per source of the last published sync, its URL, SHA-256, size, ETag
@@ -20,6 +21,8 @@ Modified`` answer to ``If-None-Match`` with the ETag of the last download. A mis
 validator means a fresh download; even then, bytes whose SHA-256 has a cached summary are not
 decoded again. State and summaries written by another tool version are ignored (another
 version may check or render records differently), and the next prune deletes those summaries.
+A prune deletes only files the crawler recorded writing (:mod:`crawler.output.kept`), and every
+one of these folders and files is reached without following a symbolic link.
 """
 
 from __future__ import annotations
@@ -27,8 +30,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import re
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 import msgspec
@@ -40,11 +42,10 @@ from ..decode.specstore import store_path
 from ..decode.validate import Kind, SourceSummary
 from ..documents import IndexFilters, IndexSource, IndexStats
 from ..errors import OutputError
-from ..files import read_regular
-from .atomic import atomic_write
 from .folder import REPLACED, held_folder
+from .kept import KeptFolder
 from .render import encode_json
-from .workdir import state_dir
+from .workdir import state_dir, work_folder
 
 log = logging.getLogger(__name__)
 
@@ -124,18 +125,6 @@ class BranchState(msgspec.Struct, frozen=True, gc=False):
 _DECODE_CACHED = msgspec.msgpack.Decoder(_Cached)
 
 
-#: A cached summary's name, of any version (0.1: ``<kind>-<sha256>.msgpack``), or a temporary
-#: file of one that a crash left (``.<name>.<random>.tmp``, see :func:`atomic_write`).
-_CACHE_FILE = re.compile(r"\.?(?:root|stack)-[0-9a-f]{64}\.")
-
-
-#: A spec store's name, of any version (see :func:`crawler.decode.specstore.store_path`).
-#: A temporary one (``.<name>.<hex>.tmp``, see :func:`atomic_write`) is named ``tmp``.
-_SPEC_STORE = re.compile(
-    r"(?P<tmp>\.)?[0-9][0-9A-Za-z.+_-]*-db[0-9]+\.msgpack(?(tmp)\.[0-9a-f]+\.tmp)"
-)
-
-
 def _cache_suffix() -> str:
     """How this version's cache files end: another version's are not read, and
     :meth:`Store.prune` deletes them (0.1 named them ``<kind>-<sha256>.msgpack``)."""
@@ -176,24 +165,32 @@ class PagesDigest:
 
 
 class Store:
-    """The cache and branch states under one output folder."""
+    """The cache and branch states under one output folder (the cache in ``cache_dir``
+    instead, when the config names one), each reached as a
+    :class:`~crawler.output.kept.KeptFolder`: never through a symbolic link."""
 
-    def __init__(self, output: Path) -> None:
+    def __init__(self, output: Path, cache_dir: Path | None = None) -> None:
         self.root = state_dir(output)
-        self.cache = self.root / "cache"
-        self.states = self.root / "state"
-        self.specs = self.root / "specs"  # the spec store (crawler.decode.specstore)
-        self._cache_gone_told = False  # warned that the cache's link leads nowhere
+        #: Where the summaries are kept: ``.crawler/cache``, or the folder ``cache_dir`` names
+        #: (the operator's: not made, since a volume not mounted would be written under it).
+        self.kept = KeptFolder(cache_dir) if cache_dir else work_folder(output, "cache")
+        self.cache = self.kept.path
+        self._states = work_folder(output, "state")
+        self.states = self._states.path
+        self._specs = work_folder(output, "specs")
+        self.specs = self._specs.path  # the spec store (crawler.decode.specstore)
+        self._cache_gone_told = False  # warned that cache_dir does not exist
 
-    def _summary_path(self, kind: Kind, sha256: str) -> Path:
-        return self.cache / f"{kind}-{sha256}{_cache_suffix()}"
+    @staticmethod
+    def _summary_name(kind: Kind, sha256: str) -> str:
+        return f"{kind}-{sha256}{_cache_suffix()}"
 
     def has(self, kind: Kind, sha256: str | None) -> bool:
         """True when the summary of these bytes is cached (and the cache can be looked at)."""
         if sha256 is None:
             return False
         try:
-            return self._summary_path(kind, sha256).is_file()
+            return self.kept.is_file(self._summary_name(kind, sha256))
         except OSError:  # a folder that cannot be searched: only a cache, go without it
             return False
 
@@ -208,7 +205,7 @@ class Store:
         except (OSError, msgspec.DecodeError, ValueError, IndexError, KeyError) as err:
             log.warning("dropping unreadable cached summary %s-%s: %s", kind, sha256, err)
             try:
-                self._summary_path(kind, sha256).unlink(missing_ok=True)
+                self.kept.remove(self._summary_name(kind, sha256))
             except OSError as gone:  # only a cache: the next prune tries again
                 log.warning("cannot remove %s-%s: %s", kind, sha256, gone)
             return None
@@ -225,7 +222,7 @@ class Store:
             return None
 
     def _read(self, kind: Kind, sha256: str) -> _Cached:
-        return _DECODE_CACHED.decode(read_regular(self._summary_path(kind, sha256)))
+        return _DECODE_CACHED.decode(self.kept.read(self._summary_name(kind, sha256)))
 
     def save(self, kind: Kind, sha256: str, size: int, parts: list[bytes]) -> bool:
         """Cache the summary of bytes with this SHA-256, as the workers returned it; True
@@ -234,49 +231,28 @@ class Store:
         Only a cache: when it cannot be written (a full disk, say), the run goes on without it
         and the next one decodes those bytes again. The summary itself is sound, and the source
         must not fail for the cache's sake."""
+        data = msgspec.msgpack.encode(_Cached(size, parts))
         try:
-            atomic_write(
-                self._summary_path(kind, sha256),
-                msgspec.msgpack.encode(_Cached(size, parts)),
-                durable=False,
-            )
+            self.kept.write(self._summary_name(kind, sha256), data, durable=False, record=True)
             return True
         except OutputError as err:
-            gone = self._cache_link_target_gone()
-            if gone is None:
+            if self.kept.parts or self.kept.root.exists():
                 log.warning("cannot cache a summary (the next run decodes it again): %s", err)
             elif not self._cache_gone_told:  # said once: every source would say the same
                 self._cache_gone_told = True
                 log.warning(
-                    "cannot cache summaries (the next run decodes them again): %s is a link to "
-                    "%s, which does not exist (a volume not mounted?)",
+                    "cannot cache summaries (the next run decodes them again): cache_dir "
+                    "%s does not exist (a volume not mounted?)",
                     self.cache,
-                    gone,
                 )
             return False
-
-    def _prune_specs(self) -> None:
-        """Delete the spec stores of other versions, and temporary files a killed run left
-        (named as the crawler names them: another file is left alone)."""
-        try:
-            stores = sorted(self.specs.glob("*"))
-        except OSError as err:
-            log.warning("cannot prune the spec store: %s", err)
-            return
-        for path in stores:
-            found = _SPEC_STORE.fullmatch(path.name)
-            if found and (found["tmp"] or not path.name.startswith(f"{made_by()}-db")):
-                try:
-                    path.unlink(missing_ok=True)
-                except OSError as err:
-                    log.warning("cannot remove %s: %s", path, err)
 
     def specs_folder(self) -> str | None:
         """The spec store's folder, made if need be; None when it cannot be (the run then goes
         without the store)."""
         try:
-            self.specs.mkdir(parents=True, exist_ok=True)
-        except OSError as err:
+            os.close(self._specs.open(make=True))
+        except (OSError, OutputError) as err:
             log.warning("cannot keep a spec store (every record is decoded): %s", err)
             return None
         return str(self.specs)
@@ -284,25 +260,18 @@ class Store:
     def save_specs(self, db_version: str, data: bytes | bytearray) -> None:
         """Replace the spec store of a Database version (only a cache, as :meth:`save`)."""
         try:
-            atomic_write(store_path(str(self.specs), db_version), data, durable=False)
+            name = store_path(".", db_version).name
+            self._specs.write(name, data, durable=False, record=True)
         except OutputError as err:
             log.warning("cannot update the spec store (the next run decodes more): %s", err)
-
-    def _cache_link_target_gone(self) -> str | None:
-        """Where the cache's link leads, when it is a link that leads nowhere (else None)."""
-        try:
-            if self.cache.is_symlink() and not self.cache.exists():
-                return os.readlink(self.cache)
-        except OSError:
-            pass
-        return None
 
     def branch(self, branch: str, any_version: bool = False) -> BranchState | None:
         """The state of a branch's last publish, if usable by this version (``any_version``:
         whichever version wrote it, for what it says of the published files)."""
         path = self.states / f"{branch}.json"
         try:
-            state = msgspec.json.decode(read_regular(path), type=BranchState)
+            data = self._states.read(path.name)
+            state = msgspec.json.decode(data, type=BranchState)
         except FileNotFoundError:
             return None
         except (OSError, msgspec.DecodeError, msgspec.ValidationError) as err:
@@ -313,12 +282,14 @@ class Store:
 
     def save_branch(self, branch: str, state: BranchState) -> None:
         """Record a branch's publish (or what a run found out about its sources)."""
-        atomic_write(self.states / f"{branch}.json", encode_json(state))
+        self._states.write(f"{branch}.json", encode_json(state))
 
     def prune(self, read: Collection[str] = ()) -> None:
         """Delete cached summaries that no branch state refers to, but for those of the bytes
-        ``read`` in this run (the SHA-256 of each index read). Only files named as the crawler
-        names them are deleted: ``.crawler/cache`` may be a link to a folder that holds others.
+        ``read`` in this run (the SHA-256 of each index read), and the spec stores of other
+        versions. Only files the crawler recorded writing are deleted
+        (:meth:`~crawler.output.kept.KeptFolder.prune`): a file merely named like one of its
+        own is left alone.
 
         Run at the end of each run: a branch that keeps failing (or being refused) caches the
         summaries of what it read each time, and only its latest are worth keeping, for the
@@ -329,24 +300,28 @@ class Store:
             return
         keep: set[str] = set(read)
         try:
-            states = sorted(self.states.glob("*.json"))
-            cached = sorted(self.cache.glob("*"))
+            states = [n for n in self._states.names() if n.endswith(".json")]
         except OSError as err:  # only a cache: the next prune tries again
             log.warning("cannot prune the cache: %s", err)
             return
-        for path in states:
-            state = self.branch(path.stem)
+        for name in states:
+            state = self.branch(name.removesuffix(".json"))
             if state is not None:
                 keep.update(s.sha256 for s in state.sources if s.sha256)
-        self._prune_specs()
-        suffix = _cache_suffix()
-        for path in cached:
-            name = path.name
-            if not _CACHE_FILE.match(name):  # not the crawler's: a foreign file is left alone
-                continue
-            current = name.endswith(suffix)  # else another version's file, or a leftover
-            if not current or name.removesuffix(suffix).partition("-")[2] not in keep:
-                try:
-                    path.unlink(missing_ok=True)
-                except OSError as err:  # only a cache: the next prune tries again
-                    log.warning("cannot remove %s: %s", path, err)
+        suffix, current = _cache_suffix(), f"{made_by()}-db"
+
+        def kept(name: str) -> bool:  # this version's, and of a source still referred to
+            return name.endswith(suffix) and name.removesuffix(suffix).partition("-")[2] in keep
+
+        for folder, keeps in ((self.kept, kept), (self._specs, _starting(current))):
+            try:
+                problems = folder.prune(keeps)
+            except (OSError, OutputError) as err:
+                problems = [str(err)]
+            for problem in problems:  # only a cache: the next prune tries again
+                log.warning("cannot prune %s: %s", folder.path, problem)
+
+
+def _starting(prefix: str) -> Callable[[str], bool]:
+    """Whether a name starts with ``prefix``."""
+    return lambda name: name.startswith(prefix)

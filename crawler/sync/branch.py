@@ -64,12 +64,11 @@ from ..documents import (
 from ..errors import BranchError, CrawlerError, PublishRefused
 from ..files import is_safe_name
 from ..mirror.discovery import Discovery, Mirror, Source
-from ..output.atomic import atomic_write
 from ..output.folder import replaced_error
 from ..output.published import PublishedBranch, check_replaceable
 from ..output.render import encode_json
 from ..output.state import BranchState, Store, fingerprint
-from ..output.workdir import report_path
+from ..output.workdir import work_folder
 from .collect import EarlyConsolidation, check_sources, read_all
 from .outcome import SourceOutcome
 from .plan import BranchPlan, Planner
@@ -360,7 +359,8 @@ class BranchSync:
 
     def _save_report(self) -> None:
         if is_safe_name(self.branch):
-            atomic_write(report_path(self.run.output, self.branch), encode_json(self.report))
+            reports = work_folder(self.run.output, "reports")
+            reports.write(f"{self.branch}.json", encode_json(self.report))
 
     def _keep_report(self) -> None:
         """Save the run report of a branch that publishes nothing. It only tells what happened

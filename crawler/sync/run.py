@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import shutil
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -20,7 +19,7 @@ from pathlib import Path
 
 from ..build.consolidate import thawed_gc
 from ..config import Config
-from ..errors import IndexFormatError, OutputError, UsageError, counted, shown
+from ..errors import IndexFormatError, UsageError, counted, shown
 from ..files import branch_name_problem
 from ..heap import trim
 from ..mirror.discovery import Discovery, Mirror
@@ -30,7 +29,7 @@ from ..mirror.retry import Sleep
 from ..output.lock import RunLock
 from ..output.site.listing import write_listing
 from ..output.state import Store
-from ..output.workdir import check_work_folders, recover, run_folder
+from ..output.workdir import check_work_folders, recover, run_workspace
 from .branch import BranchResult, BranchSync, RunContext
 from .forecast import BranchForecast, Forecaster
 from .plan import Planner
@@ -73,7 +72,7 @@ class Syncer:
         self._sleep = sleep
         #: Branches finished so far (also readable after the run was cancelled).
         self.results: list[BranchResult] = []
-        self.store = Store(self.output)
+        self.store = Store(self.output, config.cache_folder)
         self.planner = Planner(config, self.output, self.store, force=force)
 
     async def discover(self, fetcher: Fetcher, asked: Sequence[str] = ()) -> Discovery:
@@ -98,7 +97,8 @@ class Syncer:
         async with RunLock(self.output, wait=self.config.lock_wait) as lock:
             if lock.broken:
                 log.warning("%s", lock.broken)
-            for line in [*recover(self.output), *check_work_folders(self.output)]:
+            kept = [self.store.kept]  # the cache, wherever it is
+            for line in [*recover(self.output, kept), *check_work_folders(self.output, kept)]:
                 log.warning("%s", line)
             async with Fetcher(self.config, sleep=self._sleep) as fetcher:
                 discovery = await self.discover(fetcher, branches or ())
@@ -163,16 +163,13 @@ class Syncer:
 
     @contextlib.contextmanager
     def _workspace(self, reader: SourceReader) -> Iterator[Path]:
-        work = run_folder(self.output)
         try:
-            work.mkdir(parents=True, exist_ok=True)
-        except OSError as err:
-            raise OutputError(str(work), err.strerror or str(err)) from None
-        try:
-            yield work
+            with run_workspace(self.output) as work:
+                try:
+                    yield work
+                finally:
+                    reader.close()
         finally:
-            reader.close()
-            shutil.rmtree(work, ignore_errors=True)
             # Also when the run fails or is stopped (a time limit killing it every night
             # would otherwise let the cache grow); what this run read is kept.
             self.store.prune(reader.read_sha256)
