@@ -101,7 +101,7 @@ def check_work_folders(output: Path, kept: Iterable[KeptFolder] = ()) -> list[st
                 done += _not_a_file(fd, crawler.path / name)
         finally:
             os.close(fd)
-        for folder in [*(work_folder(output, n) for n in _FILE_FOLDERS), *kept]:
+        for folder in _file_folders(output, kept):
             folder.refuse_links()
         staging = work_folder(output, "staging").open(make=True)
         try:
@@ -113,6 +113,11 @@ def check_work_folders(output: Path, kept: Iterable[KeptFolder] = ()) -> list[st
     if apart:
         raise OutputError(str(staging_dir(output)), apart_reason(output))
     return done
+
+
+def _file_folders(output: Path, kept: Iterable[KeptFolder]) -> list[KeptFolder]:
+    """The folders of ``.crawler/`` that hold files, and ``kept``, each once."""
+    return list(dict.fromkeys([*(work_folder(output, n) for n in _FILE_FOLDERS), *kept]))
 
 
 def _not_a_file(fd: int, path: Path) -> list[str]:
@@ -168,7 +173,7 @@ def recover(output: Path, kept: Iterable[KeptFolder] = ()) -> list[str]:
         with _opened(work_folder(output, "staging")) as staging:
             for name in _ours(staging, _STAGED_BRANCH):
                 done.append(_recovered(output, staging, name))
-        for folder in [*(work_folder(output, n) for n in _FILE_FOLDERS), *kept]:
+        for folder in _file_folders(output, kept):
             done += folder.prune(lambda name: not is_temporary(name))
     except OSError as err:  # naming what could not be listed or moved, not only .crawler
         raise failed(err, state_dir(output)) from None
