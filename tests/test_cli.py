@@ -41,7 +41,7 @@ from crawler.cli.command import main, main_async
 from crawler.errors import OutputError
 from crawler.ops.verify import verify_branch
 from crawler.output.atomic import FSYNC_EACH_UP_TO, flush_tree
-from crawler.output.kept import LINKED
+from crawler.output.kept import LINKED, WRITTEN
 from crawler.output.stage import BranchStage
 from crawler.urls import redacted
 
@@ -2009,22 +2009,27 @@ def test_a_run_report_that_cannot_be_written_stops_nothing(here: RunHere, tmp_pa
 
 
 def test_files_half_written_by_a_killed_run_are_removed(here: RunHere, tmp_path: Path) -> None:
-    """A run killed while it wrote a branch's state or run report left ``.<name>.XXXXXXXX.tmp``
-    there, for ever. The next run removes those (and only those) as it recovers."""
+    """A run killed while it wrote a branch's state or run report left ``.<name>.<hex>.tmp``
+    there, for ever. The next run removes those (and only those: recorded as written, see
+    :mod:`crawler.output.kept`) as it recovers."""
     config = sample_config(tmp_path)
     assert here("sync", "--branch", "develop", "--config", str(config)).code == 0
     crawler_files = tmp_path / "out" / ".crawler"
-    left = [crawler_files / "state" / ".develop.json.k3x_9a2b.tmp"]
+    left = [crawler_files / "state" / ".develop.json.9a2b3c4d.tmp"]
     left.append(crawler_files / "reports" / ".develop.json.00aa11bb.tmp")
     kept = [crawler_files / "reports" / "notes.tmp", crawler_files / "state" / ".a.b.tmp"]
+    kept.append(crawler_files / "state" / ".develop.json.0badc0de.tmp")  # not recorded
     for path in left + kept:
         path.write_text("{")
+    for path in left:  # as the killed run recorded them, before making them
+        with (path.parent / WRITTEN).open("a") as written:
+            written.write(f"{path.name}\n")
 
     done = here("sync", "--branch", "develop", "--config", str(config))
 
     assert done.code == 6, done.err
-    assert [path.exists() for path in left + kept] == [False, False, True, True]
-    assert "WARNING removed state/.develop.json.k3x_9a2b.tmp left by an interrupted run" in done.err
+    assert [path.exists() for path in left + kept] == [False, False, True, True, True]
+    assert f"WARNING removed {left[0]} left by an interrupted run" in done.err
 
 
 def test_a_state_that_cannot_be_saved_does_not_republish_every_run(

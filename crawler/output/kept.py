@@ -33,7 +33,7 @@ import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from ..errors import OutputError
 from ..files import is_safe_name, read_regular
@@ -63,6 +63,13 @@ _TEMPORARY = re.compile(r"\.[A-Za-z0-9][A-Za-z0-9._+-]{0,199}\.[0-9a-f]{8}\.tmp"
 def is_temporary(name: str) -> bool:
     """Whether ``name`` is one a temporary file of :func:`replace_at` is given."""
     return _TEMPORARY.fullmatch(name) is not None
+
+
+class Pruned(NamedTuple):
+    """What :meth:`KeptFolder.prune` deleted, and what it could not do (for the log)."""
+
+    removed: list[str]
+    problems: list[str]
 
 
 def failed(err: OSError, path: Path) -> OutputError:
@@ -185,33 +192,36 @@ class KeptFolder:
         finally:
             os.close(fd)
 
-    def prune(self, keep: Callable[[str], bool]) -> list[str]:
+    def prune(self, keep: Callable[[str], bool]) -> Pruned:
         """Delete the files the crawler recorded writing here but for those ``keep`` keeps,
-        and record the rest anew; returns what could not be done, for the log."""
+        and record the rest anew."""
+        pruned = Pruned([], [])
         try:
             recorded = self.read(WRITTEN, _MAX_WRITTEN).decode("utf-8", "replace").splitlines()
         except MISSING:
-            return []
+            return pruned
         except OSError as err:
-            return [f"cannot read {self.path / WRITTEN}: {err.strerror or err}"]
-        kept, problems = set(), []
+            pruned.problems.append(f"cannot read {self.path / WRITTEN}: {err.strerror or err}")
+            return pruned
+        kept = set()
+        present = set(self.names())
         for name in dict.fromkeys(recorded):
             if name == WRITTEN or not (is_safe_name(name) or is_temporary(name)):
                 continue  # not a name the crawler writes: never deleted
-            if keep(name):
+            if keep(name) or name not in present:
                 kept.add(name)
                 continue
             try:
                 self.remove(name)
+                pruned.removed.append(name)
             except OSError as err:
-                problems.append(f"cannot remove {err.filename}: {err.strerror or err}")
+                pruned.problems.append(f"cannot remove {err.filename}: {err.strerror or err}")
                 kept.add(name)
-        present = set(self.names())
         try:
             self.write(WRITTEN, "".join(f"{n}\n" for n in sorted(kept & present)).encode())
         except OutputError as err:
-            problems.append(str(err))
-        return problems
+            pruned.problems.append(str(err))
+        return pruned
 
     def _record(self, fd: int, names: list[str]) -> None:
         """Append ``names`` to the record of what was written in the folder ``fd`` (this

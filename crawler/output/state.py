@@ -315,7 +315,7 @@ class Store:
 
         for folder, keeps in ((self.kept, kept), (self._specs, _starting(current))):
             try:
-                problems = folder.prune(keeps)
+                problems = folder.prune(keeps).problems
             except (OSError, OutputError) as err:
                 problems = [str(err)]
             for problem in problems:  # only a cache: the next prune tries again

@@ -174,7 +174,11 @@ def recover(output: Path, kept: Iterable[KeptFolder] = ()) -> list[str]:
             for name in _ours(staging, _STAGED_BRANCH):
                 done.append(_recovered(output, staging, name))
         for folder in _file_folders(output, kept):
-            done += folder.prune(lambda name: not is_temporary(name))
+            pruned = folder.prune(lambda name: not is_temporary(name))
+            done += [
+                f"removed {folder.path / n} left by an interrupted run" for n in pruned.removed
+            ]
+            done += pruned.problems
     except OSError as err:  # naming what could not be listed or moved, not only .crawler
         raise failed(err, state_dir(output)) from None
     return done
