@@ -16,11 +16,10 @@ work.
 Each folder also holds ``.written``: the names of the files the crawler wrote there, one a line,
 appended before each file (and its temporary file) is made. :meth:`KeptFolder.prune` deletes
 only names found there: a file the crawler did not record writing, however it is named, is
-never deleted (a file written by a version that kept no record among them: delete the folder by
-hand once). The record is only read for names to delete in its own folder, each one a single
-safe name (:func:`~crawler.files.is_safe_name`, or a temporary file's), so one written by
-someone else can make a prune delete nothing but files of the folder named as the crawler names
-them.
+never deleted (those of a version that kept no record stay: delete them by hand once). The
+record is only read for names to delete in its own folder, each a single safe name
+(:func:`~crawler.files.is_safe_name`) or a temporary file's: a record written by someone else
+can make a prune delete nothing but files of that folder named as the crawler names its own.
 """
 
 from __future__ import annotations
