@@ -4,9 +4,10 @@
 Nothing here writes, locks or records anything: a consumer may read while a sync publishes. A
 publish swaps the whole branch folder in with one rename, and never rewrites a file in place;
 each document is mapped with one ``open`` (:func:`read_document`), so a document is always one
-publish's, whole; two documents read one after the other
-may be of two publishes (compare their ``branch`` and the report's ``finished_at`` if it
-matters).
+publish's, whole; two documents read one after the other may be of two publishes (compare
+their ``branch`` and the report's ``finished_at`` if it matters). (A copy of a branch that is
+rewritten in place while a reader maps it may end that reader with ``SIGBUS``: replace a copy
+as a publish does, by a rename.)
 
 Every function takes a published branch folder (``output/develop``) or the document's own file
 (``output/develop/index.json``, a copy elsewhere). A path that is neither is a
