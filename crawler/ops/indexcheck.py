@@ -95,6 +95,7 @@ class IndexCheck:
         self.names: list[str] = []
         self.tally = Tally()
         self.broken: set[str] = set()
+        self._reading = Pass(data)
 
     def run(self) -> list[str]:
         """The problems of the index: schema, then consistency (raises ``ValueError`` or
@@ -102,10 +103,10 @@ class IndexCheck:
         errors = SchemaErrors("index.json")
         try:
             top = _TOP.decode(self.data)
-        except msgspec.ValidationError:  # JSON, but no object: its schema says what it is
+        except msgspec.ValidationError as err:  # JSON, but no object: the schema says what
             if self.schema:
                 errors.add(validator("index.json").iter_errors(msgspec.json.decode(self.data)))
-            return [*errors.problems(), "index.json: consistency checks skipped: not an object"]
+            return [*errors.problems(), f"index.json: consistency checks skipped: {err}"]
         skeleton: dict[str, Any] = {
             k: msgspec.json.decode(v) for k, v in top.items() if k != "packages"
         }
@@ -134,9 +135,8 @@ class IndexCheck:
         problems: list[str] = []
         readable = set() if self.index is None else _readable(self.index)
         check = part_validator("index.json", "/properties/packages") if self.schema else None
-        reading = Pass(self.data)
         for name in sorted(self.raw):
-            raw = reading.read(self.raw[name])
+            raw = self._reading.read(self.raw[name])
             if check is not None:
                 errors.add(check.iter_errors({name: msgspec.json.decode(raw)}), ["packages"])
             if self.index is None:
@@ -158,7 +158,7 @@ class IndexCheck:
         """Package ``name`` decoded again, None if it is none or does not decode."""
         if self.index is None or name in self.broken or name not in self.raw:
             return None
-        return _PACKAGE.decode(self.raw[name])
+        return _PACKAGE.decode(self._reading.read(self.raw[name]))
 
     def _top_problems(self) -> list[str]:
         index, tally = self.index, self.tally

@@ -25,9 +25,12 @@ What is checked, in this order:
    * ``stats.packages`` and ``stats.specs`` count the packages and specs, and the root source's
      ``in_buildcache`` equals the number of specs.
 
-   These checks read the document through typed records; a document too broken for them (a
-   list where an object belongs...) is reported once and the checks are skipped, the schema
-   errors saying why.
+   These checks read the document through typed records, a package at a time
+   (:mod:`.indexcheck`: the memory verify needs is in ``docs/consumers.md``); a top level too
+   broken for them (a list where an object belongs...) is reported once and the checks are
+   skipped, the schema errors saying why; a package too broken is named, the others still
+   checked, and the counts over all specs (``stats.specs``, ``in_buildcache``, step 5) left
+   out.
 4. When ``pages/`` exists: exactly one ``pages/<package>/specs.md`` per package, each
    byte-identical to what :func:`crawler.output.render.render_page` makes of the index's
    package, and no other file. A folder of ``pages/`` that cannot be listed is reported as
