@@ -27,7 +27,8 @@ carries the exit code the command line ends with when it stops a run (:class:`Ex
     ├── NotABranchError         11  a consumer was given no published branch (path, reason)
     ├── SchemaVersionError      12  an index.json of a schema_version this version does not read
     ├── UnknownTargetError      13  a query names a host or family archspec does not know
-    └── MirrorsDifferError      15  crawler diff of two branches published from two mirrors
+    ├── MirrorsDifferError      15  crawler diff of two branches published from two mirrors
+    └── MemoryExhausted         16  a command ran out of memory (what it was doing)
 
 Fetch and format errors stop a run only when they concern the mirror itself (its discovery
 document); an index's errors fail its source, and a branch's its branch, which the run reports
@@ -66,6 +67,7 @@ class ExitCode(enum.IntEnum):
     UNKNOWN_TARGET = 13  # a query names a host or target family archspec does not know
     DIFFERENT = 14  # crawler diff --exit-code: the two branches differ
     MIRRORS_DIFFER = 15  # crawler diff: the two branches were published from two mirrors
+    OUT_OF_MEMORY = 16  # the command ran out of memory (a MemoryError: under ulimit -v, say)
 
 
 #: The most characters of a server's text (a header, an error's body) a message quotes.
@@ -326,6 +328,23 @@ def out_of_memory(err: BaseException) -> bool:
     """Whether an exception says memory ran out: a ``MemoryError``, or an ``OSError`` of
     ``ENOMEM`` (a failed ``mmap`` under an address-space limit)."""
     return isinstance(err, MemoryError) or (isinstance(err, OSError) and err.errno == errno.ENOMEM)
+
+
+class MemoryExhausted(CrawlerError):
+    """A command ran out of memory (a ``MemoryError``, or a mapping refused for ``ENOMEM``:
+    under ``ulimit -v``, say), outside the sync's decoding, whose sources fail alone
+    (:class:`OutOfMemory`). ``doing`` says what it was doing, ``hint`` how much it needs."""
+
+    exit_code = ExitCode.OUT_OF_MEMORY
+
+    def __init__(self, doing: str, hint: str = "") -> None:
+        self.doing = doing
+        self.hint = hint
+        super().__init__(doing, hint)
+
+    def __str__(self) -> str:
+        hint = f" ({self.hint})" if self.hint else ""
+        return f"out of memory: {self.doing}{hint}"
 
 
 class BranchError(CrawlerError):

@@ -11,6 +11,7 @@ refused unless they are regular files (or links to one).
 from __future__ import annotations
 
 import errno
+import mmap
 import os
 import re
 import stat
@@ -80,6 +81,38 @@ def read_regular(
     if len(data) > limit:
         raise OSError(errno.EFBIG, too_large(limit), str(path))
     return data
+
+
+def map_regular(path: Path | str) -> mmap.mmap | bytes:
+    """The bytes of ``path``, a regular file (see :func:`open_regular`), memory-mapped: its
+    pages are the page cache's, read as they are touched, and given back first when memory is
+    short, rather than a copy in the process's own memory. A published document is replaced,
+    never rewritten in place (see :mod:`crawler.consume.load`), so its mapping stays whole."""
+    with open(open_regular(path), "rb") as file:
+        return map_descriptor(file.fileno())
+
+
+def map_descriptor(fd: int) -> mmap.mmap | bytes:
+    """The whole file ``fd`` mapped to read (an empty one, which cannot be, as no bytes). A
+    mapping refused for want of memory (``ENOMEM``, under ``ulimit -v``) is a ``MemoryError``,
+    as a copy that could not be had would be."""
+    try:
+        return mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+    except ValueError:  # an empty file cannot be mapped
+        return b""
+    except OSError as err:
+        if err.errno == errno.ENOMEM:
+            raise MemoryError(f"cannot map a file of {os.fstat(fd).st_size:,} bytes") from err
+        raise
+
+
+def release(data: mmap.mmap | bytes) -> None:
+    """Let the pages of a mapped file go from the process's memory: they stay in the page
+    cache, and a page touched again is mapped again, without being read from the disk. A pass
+    over a document that does so as it goes holds a few of its pages, not the whole file (in
+    its RSS). Nothing for bytes, or where the system has no ``MADV_DONTNEED``."""
+    if isinstance(data, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED"):
+        data.madvise(mmap.MADV_DONTNEED)
 
 
 def too_large(limit: int) -> str:

@@ -25,6 +25,7 @@ from crawler.errors import (
     SchemaVersionError,
     UnknownTargetError,
 )
+from crawler.targets import Targets
 
 from .conftest import CLI_TIMEOUT, SAMPLE_MIRROR, cli_env
 
@@ -142,7 +143,24 @@ def test_load_packages_decodes_only_what_is_looked_up(sample: Path) -> None:
     packages = load_packages(sample / "develop")
     assert len(packages) == 30 and "zlib" in packages and "nope" not in packages
     assert packages["zlib"] == crawler.load_index(sample / "develop").packages["zlib"]
-    assert list(packages._decoded) == ["zlib"]
+
+
+@pytest.mark.damages_output
+def test_a_query_reads_one_package_at_a_time(sample: Path, tmp_path: Path) -> None:
+    """The matches of the first package come before the last one, broken, is decoded; and
+    nothing of a package is kept once looked up (each lookup decodes it anew)."""
+    branch = tmp_path / "develop"
+    shutil.copytree(sample / "develop", branch)
+    document = json.loads((branch / "index.json").read_bytes())
+    first, *_, last = document["packages"]
+    document["packages"][last]["meta"]["num_specs"] = "three"
+    (branch / "index.json").write_text(json.dumps(document))
+    packages = load_packages(branch)
+    matches = crawler.Query().each(packages, Targets())
+    assert next(matches).name == first
+    with pytest.raises(NotABranchError, match=f"package '{last}': Expected `int`, got `str`"):
+        list(matches)
+    assert packages[first] == packages[first] and packages[first] is not packages[first]
 
 
 @pytest.mark.parametrize(

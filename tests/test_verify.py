@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,11 +18,13 @@ import yaml
 import crawler.ops.verify
 from bench.synth import SynthRef, SynthSpec, build_mirror
 from crawler.cli.command import main_async
-from crawler.ops.verify import MAX_SCHEMA_ERRORS, verify_branch
+from crawler.errors import ExitCode
+from crawler.ops.indexcheck import MAX_SCHEMA_ERRORS
+from crawler.ops.verify import verify_branch
 from crawler.output.lock import RunLock
 from crawler.output.render import encode_json
 
-from .conftest import SAMPLE_MIRROR, fast_config
+from .conftest import CLI_TIMEOUT, SAMPLE_MIRROR, cli_env, fast_config
 
 Index = dict[str, Any]
 
@@ -248,6 +253,29 @@ def test_shape_too_broken_for_consistency_checks(branch: Path) -> None:
     assert problems[2:] and all(
         p.endswith(": not a page of any package in index.json") for p in problems[2:]
     )
+
+
+def test_a_package_too_broken_to_check_is_named_and_the_others_are_checked(
+    branch: Path,
+) -> None:
+    """The index is checked a package at a time: the last one, of the wrong shape, is named
+    alone, and an inconsistency of the first is still found."""
+    last = ""
+
+    def change(index: Index) -> None:
+        nonlocal last
+        first, *_, last = index["packages"]
+        index["packages"][first]["meta"]["num_specs"] = 9
+        index["packages"][last]["spec_details"][0]["hash"] = 7
+
+    edit(branch, change)
+    drop_pages(branch)
+    problems = verify_branch(branch, schema=False)
+    assert problems == [
+        "index.json: package adios2: meta.num_specs is 9 but spec_details has 2 entries",
+        f"index.json: package {last}: not as a publish writes it: Expected `str`, got `int`"
+        " - at `$.spec_details[0].hash`",
+    ]
 
 
 def test_schema_errors_are_capped(branch: Path) -> None:
@@ -538,3 +566,30 @@ def test_a_companion_its_reader_refuses_is_a_problem_though_its_schema_allows_it
         "history.json: not a history.json as a publish writes it: "
         "Expected `int`, got `float` - at `$.publishes[0].changes.by_stack[...].added`"
     ]
+
+
+def _limited() -> None:
+    """In the child: at most 2 GiB of address space, as ``ulimit -v`` sets it."""
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", [["verify"], ["find", "zlib", "--in"]])
+def test_out_of_memory_is_an_error_not_a_traceback(branch: Path, command: list[str]) -> None:
+    """An index larger than the memory the process may have (8 GiB, sparse, under a limit of
+    2 GiB): one line and exit 16, whether verify or find reads it."""
+    os.truncate(branch / "index.json", 8 << 30)
+    done = subprocess.run(
+        [sys.executable, "-m", "crawler", *command, str(branch)],
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=CLI_TIMEOUT,
+        preexec_fn=_limited,
+        check=False,
+    )
+    assert done.returncode == ExitCode.OUT_OF_MEMORY, done.stderr
+    assert done.stderr.startswith(f"error: out of memory: crawler {command[0]} (docs/consumers.md")
+    assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1

@@ -203,7 +203,7 @@ def _add_verify(commands: Any) -> None:
         "index.json, the branch named in its files, and that it holds nothing a publish does "
         "not write.",
         epilog="exit codes: 0 all checks hold, 1 internal error, 2 usage error (no branch "
-        "folder), 8 problems found (one per line on stdout)",
+        "folder), 8 problems found (one per line on stdout), 16 out of memory",
     )
     verify.add_argument(
         "path",

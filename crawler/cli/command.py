@@ -36,6 +36,7 @@ from . import diff as branch_diff
 from . import log as history_log
 from .arguments import build_parser, settings
 from .checks import check_metrics, check_output, leave_a_deleted_working_folder
+from .consumer import out_of_memory
 from .display import LiveReporter, wants_live
 from .logformat import setup_logging
 from .records import Verified, json_lines, listed, synced
@@ -207,6 +208,8 @@ async def main_async(
         stopper = held.enter_context(Stopper(config.deadline, hard=hard).installed())
         code, result = await _command(args, config, stopper, sleep)
         return code
+    except MemoryError:  # no bug: the machine's or ulimit's, and the answer is to give more
+        code = out_of_memory(f"crawler {command or ''}".rstrip())
     except CrawlerError as err:  # each class carries its exit code
         tell(f"error: {err.headline}{err}")
         code = err.exit_code

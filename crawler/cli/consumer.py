@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..consume.load import branch_path
-from ..errors import CrawlerError, ExitCode, UsageError, printable
+from ..errors import CrawlerError, ExitCode, MemoryExhausted, UsageError, printable
 from .argtypes import FolderArgument, path
 from .streams import tell, write_whole
 
@@ -121,6 +121,8 @@ def run_alone(
         except SystemExit as done:  # --help
             return int(done.code or 0)
         return command(args)
+    except MemoryError:
+        return out_of_memory(prog)
     except CrawlerError as err:  # each class carries its exit code
         tell(f"error: {err.headline}{err}")
         return err.exit_code
@@ -131,3 +133,15 @@ def run_alone(
 
         tell(f"internal error (a bug in crawler {__version__}):\n{traceback.format_exc()}")
         return ExitCode.INTERNAL
+
+
+#: Where a user who ran out of memory learns how much a command needs.
+MEMORY_HINT = "docs/consumers.md, section Memory, says how much each command needs"
+
+
+def out_of_memory(doing: str) -> int:
+    """Say that ``doing`` (``crawler find``) ran out of memory, in one line; its exit code.
+    What held the memory is freed by now: the error unwound past it."""
+    err = MemoryExhausted(doing, MEMORY_HINT)
+    tell(f"error: {err}")
+    return err.exit_code

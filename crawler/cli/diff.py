@@ -34,7 +34,7 @@ _TEXTS = {
     "error, 2 usage error, 4 the changes could not be written, 11 A or B is no published "
     "branch, 12 an index.json of a schema_version this crawler does not read (newer), "
     "14 with --exit-code: A and B differ, 15 A and B were published from two mirrors "
-    "(see --any-mirror), 141 its reader closed the pipe",
+    "(see --any-mirror), 16 out of memory, 141 its reader closed the pipe",
 }
 
 

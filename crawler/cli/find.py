@@ -13,7 +13,8 @@ import argparse
 import difflib
 import gc
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
+from itertools import islice
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -23,6 +24,7 @@ from ..consume.load import Packages, load_packages, no_gc
 from ..consume.query import Found, Match, Query
 from ..documents import SpecLinks
 from ..errors import ExitCode, UsageError, shown
+from ..targets import Targets
 from .consumer import add_branch_arguments, aligned, branch_folder, rich_table, run_alone
 from .streams import printed, tell, write_whole
 
@@ -30,8 +32,8 @@ EPILOG = (
     "exit codes: 0 found, 1 internal error, 2 usage error (a bad flag, or a malformed spec, "
     "version, compiler or variant), 4 the results could not be written, 10 no spec matches, 11 no "
     "published branch there, 12 its index.json has a schema_version this crawler does not read "
-    "(newer), 13 an unknown --runs-on host, --family or bound of a target range, 141 its "
-    "reader closed the pipe"
+    "(newer), 13 an unknown --runs-on host, --family or bound of a target range, 16 out of "
+    "memory, 141 its reader closed the pipe"
 )
 
 
@@ -121,33 +123,70 @@ def run(args: argparse.Namespace) -> int:
     with no_gc():  # a short run over one acyclic document: a collection would only walk it
         # A table shows no variants: unless a criterion tests them, they are not even read.
         packages = load_packages(folder, variants=args.json or query.asks_variants)
+        if args.json:
+            return _stream(query, packages, folder, links=args.links)
         found = query.select(packages)
         _KEPT[:] = [packages, found]
-        return _answer(query, packages, found, folder, as_json=args.json, links=args.links)
+        return _answer(query, packages, found, folder)
 
 
-def _answer(
-    query: Query, packages: Packages, found: Found, folder: Path, *, as_json: bool, links: bool
-) -> int:
-    """Print what was found (or say why nothing was); the exit code."""
-    if found.unknown_targets:
+def _answer(query: Query, packages: Packages, found: Found, folder: Path) -> int:
+    """Print what was found as a table (or say why nothing was); the exit code."""
+    _unknown_targets(found.unknown_targets, folder)
+    if not found:
+        tell(_nothing(query, packages, folder))
+        return ExitCode.NO_MATCH
+    return printed(lambda: _write(found, folder), "the results")
+
+
+#: How many JSON lines :func:`_stream` encodes at once.
+_BATCH = 1000
+
+
+def _stream(query: Query, packages: Packages, folder: Path, *, links: bool) -> int:
+    """``--json``: the matches written as they are found, a batch at a time, so that only one
+    package's specs and a batch's lines are held beside the index (its targets that archspec
+    does not know said last, once all are known); the exit code."""
+    targets = Targets()
+    matches = query.each(packages, targets)
+    batch = list(islice(matches, _BATCH))
+    if not batch:
+        _unknown_targets(targets.unknown, folder)
+        tell(_nothing(query, packages, folder))
+        return ExitCode.NO_MATCH
+    if links:
+        _no_links_warning(packages, folder)
+    lookup = packages.links if links else _no_links
+
+    def write() -> None:
+        rest = batch
+        while rest:
+            write_whole(json_lines(rest, lookup))
+            rest = list(islice(matches, _BATCH))
+
+    code = printed(write, "the results")
+    _unknown_targets(targets.unknown, folder)
+    return code
+
+
+def _unknown_targets(unknown: Collection[str], folder: Path) -> None:
+    """Warn of the targets of the index that archspec does not know, if a query met any."""
+    if unknown:
         from ..targets import archspec_version
 
         tell(
             f"warning: {folder} holds targets archspec {archspec_version()} does not know: "
-            f"{', '.join(sorted(found.unknown_targets))} (their specs match no --family, "
+            f"{', '.join(sorted(unknown))} (their specs match no --family, "
             "--runs-on or target range; a newer archspec may know them)"
         )
-    if not found:
-        tell(_nothing(query, packages, folder))
-        return ExitCode.NO_MATCH
-    linked = packages if links else None
-    if linked is not None and linked.links_file is None:
+
+
+def _no_links_warning(packages: Packages, folder: Path) -> None:
+    if packages.links_file is None:
         tell(
             f"warning: {folder} has no links (no links.json beside its index, or an index "
             "of schema 1, before them): the lines have no dependencies or locations"
         )
-    return printed(lambda: _write(found, linked, folder, as_json=as_json), "the results")
 
 
 def _nothing(query: Query, packages: Packages, folder: Path) -> str:
@@ -162,14 +201,12 @@ def _nothing(query: Query, packages: Packages, folder: Path) -> str:
     return f"no spec of {folder} meets the criteria (it has {packages.index.stats.specs:,}){why}"
 
 
-def _write(found: Found, linked: Packages | None, folder: Path, *, as_json: bool) -> None:
-    """The results on stdout; with ``linked``, each match's links from its index's."""
+def _write(found: Found, folder: Path) -> None:
+    """The results on stdout, as a table."""
     out = sys.stdout
     if out is None:  # closed when the process started (>&-): on purpose
         return
-    if as_json:
-        write_whole(json_lines(found.matches, linked.links if linked else _no_links))
-    elif out.isatty():
+    if out.isatty():
         _rich_table(found, folder, out)
     else:
         write_whole(plain_table(found.matches))

@@ -21,7 +21,7 @@ _TEXTS = {
     "each changed. Reads <output>/<branch>/history.json; writes nothing.",
     "epilog": "exit codes: 0 listed, 1 internal error, 2 usage error, 4 the list could not be "
     "written, 11 no published branch there (or one published without a history: "
-    "history: 0), 141 its reader closed the pipe",
+    "history: 0), 16 out of memory, 141 its reader closed the pipe",
 }
 
 

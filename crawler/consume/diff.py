@@ -202,7 +202,7 @@ def diff_indexes(before: Side, after: Side, *, any_mirror: bool = False) -> Inde
 
 def _read(side: Side) -> tuple[Index[Any], Mapping[str, PackageSummary]]:
     """The index (for its ``branch`` and ``mirror``) and its packages, those of a path
-    decoded when first looked up."""
+    decoded when looked up."""
     if isinstance(side, Index):
         return side, side.packages
     packages = load_packages(side)
@@ -264,7 +264,7 @@ def _differing(
     the entries of a spec whose bytes are. (Other bytes may still say the same, written
     another way: a copy pretty-printed by hand; the caller compares what they say.)"""
     if isinstance(old, Packages) and isinstance(new, Packages):
-        raw_old, raw_new = old.index.packages[name], new.index.packages[name]
+        raw_old, raw_new = old.raw(name), new.raw(name)
         if raw_old == raw_new:
             return None
         try:

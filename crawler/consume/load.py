@@ -2,10 +2,12 @@
 :mod:`crawler.documents`.
 
 Nothing here writes, locks or records anything: a consumer may read while a sync publishes. A
-publish swaps the whole branch folder in with one rename, and each document is read with one
-``open``, so a document is always one publish's, whole; two documents read one after the other
-may be of two publishes (compare their ``branch`` and the report's ``finished_at`` if it
-matters).
+publish swaps the whole branch folder in with one rename, and never rewrites a file in place;
+each document is mapped with one ``open`` (:func:`read_document`), so a document is always one
+publish's, whole; two documents read one after the other may be of two publishes (compare
+their ``branch`` and the report's ``finished_at`` if it matters). (A copy of a branch that is
+rewritten in place while a reader maps it may end that reader with ``SIGBUS``: replace a copy
+as a publish does, by a rename.)
 
 Every function takes a published branch folder (``output/develop``) or the document's own file
 (``output/develop/index.json``, a copy elsewhere). A path that is neither is a
@@ -16,6 +18,7 @@ Every function takes a published branch folder (``output/develop``) or the docum
 from __future__ import annotations
 
 import gc
+import mmap
 import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -36,12 +39,14 @@ from ..documents import (
     SpecLinks,
 )
 from ..errors import NotABranchError, SchemaVersionError, UsageError, decode_reason
-from ..files import is_safe_name, read_regular
+from ..files import is_safe_name, map_regular, release
 from ..output.workdir import STATE_DIR
 
 _EXAMPLE = "give a published branch folder, such as output/develop"
 
 PathLike = str | os.PathLike[str]
+#: A document's bytes as read: mapped (or, empty, bytes).
+Buffer = bytes | mmap.mmap
 D = TypeVar("D")
 P = TypeVar("P")
 
@@ -57,10 +62,10 @@ def branch_path(output: PathLike, branch: str) -> Path:
 def load_index(path: PathLike) -> Index[PackageSummary]:
     """The ``index.json`` of a published branch folder (or that file itself), typed."""
     file = _document(path, "index.json")
-    return _decode_index(file, _read(file), PackageSummary)
+    return _decode_index(file, read_document(file), PackageSummary)
 
 
-def _decode_index(file: Path, data: bytes, kind: type[P]) -> Index[P]:
+def _decode_index(file: Path, data: Buffer, kind: type[P]) -> Index[P]:
     """``index.json``'s bytes as an index of ``kind`` packages, of a schema version read."""
     try:
         index = _decode(file, data, Index[kind], "an index.json")  # type: ignore[valid-type]
@@ -89,34 +94,41 @@ class _BriefPackage(PackageSummary, frozen=True, gc=False):
 
 
 class Packages(Mapping[str, PackageSummary]):
-    """The packages of a published ``index.json``, each decoded when first looked up: a query
-    by name decodes one package of a 60,000-spec index, not all of them (``crawler find``).
-    ``index`` is the rest of the document (``branch``, ``sources``, ``stats``), decoded.
+    """The packages of a published ``index.json``, each decoded when looked up: a query by
+    name decodes one package of a 60,000-spec index, not all of them (``crawler find``). None
+    is kept once looked up (each lookup decodes it again), so that a reader going through
+    them all holds one package at a time, beside the mapped file (see docs/consumers.md,
+    Memory). ``index`` is the rest of the document (``branch``, ``sources``, ``stats``).
     Without ``variants``, its specs' ``variants`` are left empty (and read three times
     faster). :meth:`links` gives a spec's entry of ``links.json``."""
 
-    def __init__(self, file: Path, index: Index[msgspec.Raw], *, variants: bool = True) -> None:
+    def __init__(
+        self, file: Path, data: Buffer, index: Index[msgspec.Raw], *, variants: bool = True
+    ) -> None:
         self.file = file
         self.index = index
+        release(data)  # the decoding went over it all: what is touched next is what counts
+        self._pass = Pass(data)
         kind = PackageSummary if variants else _BriefPackage
         self._decoder = msgspec.json.Decoder(kind)
-        self._decoded: dict[str, PackageSummary] = {}
         self._links: dict[str, msgspec.Raw] | None = None
         self._links_path = file.with_name("links.json")
 
+    def raw(self, name: str) -> msgspec.Raw:
+        """The bytes of package ``name`` (a ``KeyError`` for a name that is none), read as a
+        lookup reads them: they count towards the pages let go."""
+        return self._pass.read(self.index.packages[name])
+
     def __getitem__(self, name: str) -> PackageSummary:
-        package = self._decoded.get(name)
-        if package is None:
-            try:
-                with no_gc():
-                    package = self._decoder.decode(self.index.packages[name])
-            except (msgspec.DecodeError, RecursionError) as err:  # ValidationError included
-                raise NotABranchError(
-                    str(self.file),
-                    f"not an index.json as a publish writes it: package {name!r}: "
-                    f"{decode_reason(err)} (crawler verify says more)",
-                ) from None
-            self._decoded[name] = package
+        try:
+            with no_gc():
+                package: PackageSummary = self._decoder.decode(self.raw(name))
+        except (msgspec.DecodeError, RecursionError) as err:  # ValidationError included
+            raise NotABranchError(
+                str(self.file),
+                f"not an index.json as a publish writes it: package {name!r}: "
+                f"{decode_reason(err)} (crawler verify says more)",
+            ) from None
         return package
 
     def __iter__(self) -> Iterator[str]:
@@ -140,61 +152,71 @@ class Packages(Mapping[str, PackageSummary]):
         without that file, or for a hash that is no spec of it). The first call reads it, its
         entries kept undecoded until looked up."""
         if self._links is None:
-            file = self.links_file
-            self._links = (
-                _decode(file, _read(file), _RawLinks, "a links.json").specs if file else {}
-            )
+            self._links = load_raw_links(self.links_file).specs if self.links_file else {}
         found = self._links.get(key)
         if found is None:
             return None
         return _decode(self._links_path, found, SpecLinks, f"spec {key} of links")
 
 
-class _RawLinks(msgspec.Struct, gc=False):
+class RawLinks(msgspec.Struct, gc=False):
+    """``links.json`` with each spec's entry left as its bytes (:func:`load_raw_links`)."""
+
     specs: dict[str, msgspec.Raw]
+    branch: str = ""
+
+
+def load_raw_links(file: Path) -> RawLinks:
+    """The ``links.json`` ``file``, each spec's entry left undecoded; its pages let go once
+    read (:func:`~crawler.files.release`), so that looking up an entry maps only its own."""
+    data = read_document(file)
+    links = _decode(file, data, RawLinks, "a links.json")
+    release(data)
+    return links
 
 
 def load_packages(path: PathLike, *, variants: bool = True) -> Packages:
     """The packages of a published ``index.json`` (as :func:`load_index` finds and checks
-    it), each decoded when first looked up; without ``variants``, faster (see
+    it), each decoded when looked up; without ``variants``, faster (see
     :class:`Packages`)."""
     file = _document(path, "index.json")
-    return Packages(file, _decode_index(file, _read(file), msgspec.Raw), variants=variants)
+    data = read_document(file)
+    return Packages(file, data, _decode_index(file, data, msgspec.Raw), variants=variants)
 
 
 def load_links(path: PathLike) -> Links:
     """The ``links.json`` of a published branch folder (or that file itself), typed: each
     spec's dependencies and locations, by hash (a branch of ``schema_version`` 2)."""
     file = _document(path, "links.json")
-    return _decode(file, _read(file), Links, "a links.json")
+    return _decode(file, read_document(file), Links, "a links.json")
 
 
 def load_report(path: PathLike) -> Report:
     """The ``report.json`` of a published branch folder (or that file itself), typed: the
     last publish's statistics, sources and findings."""
     file = _document(path, "report.json")
-    return _decode(file, _read(file), Report, "a report.json")
+    return _decode(file, read_document(file), Report, "a report.json")
 
 
 def load_history(path: PathLike) -> History:
     """The ``history.json`` of a published branch folder (or that file itself), typed: its
     last publishes, newest first, each with what it changed."""
     file = _document(path, "history.json")
-    return _decode(file, _read(file), History, "a history.json")
+    return _decode(file, read_document(file), History, "a history.json")
 
 
 def load_changes(path: PathLike) -> Changes:
     """The ``changes.json`` of a published branch folder (or that file itself), typed: what
     the last publish added and removed."""
     file = _document(path, "changes.json")
-    return _decode(file, _read(file), Changes, "a changes.json")
+    return _decode(file, read_document(file), Changes, "a changes.json")
 
 
 class _Versioned(msgspec.Struct):
     schema_version: object = None
 
 
-def _schema_version(file: Path, data: bytes) -> object:
+def _schema_version(file: Path, data: Buffer) -> object:
     try:
         return msgspec.json.decode(data, type=_Versioned).schema_version
     except msgspec.DecodeError as err:  # ValidationError included: not an object
@@ -283,14 +305,38 @@ def _such(output: Path) -> str:
     return f": {', '.join(branches)}" if branches else ": none yet"
 
 
-def _read(file: Path) -> bytes:
+#: How many bytes of a mapped document a pass reads before it lets their pages go.
+RELEASE_EVERY = 32 << 20
+
+
+class Pass:
+    """A pass over the pieces of the mapped document ``data``: every :data:`RELEASE_EVERY`
+    bytes of them read, the pages of the file are let go (:func:`~crawler.files.release`),
+    so that the pass holds a few MB of the file at a time rather than all it went over."""
+
+    def __init__(self, data: Buffer) -> None:
+        self.data = data
+        self._read = 0
+
+    def read(self, piece: msgspec.Raw) -> msgspec.Raw:
+        """``piece``, counted as read."""
+        self._read += len(piece)
+        if self._read >= RELEASE_EVERY:
+            release(self.data)
+            self._read = 0
+        return piece
+
+
+def read_document(file: Path) -> Buffer:
+    """The bytes of a published document, mapped (:func:`~crawler.files.map_regular`): a
+    reader holds only the pages it touches, and those are the page cache's."""
     try:
-        return read_regular(file)
+        return map_regular(file)
     except OSError as err:
         raise NotABranchError(str(file), f"cannot be read: {err.strerror or err}") from None
 
 
-def _decode(file: Path, data: bytes | msgspec.Raw, kind: type[D], what: str) -> D:
+def _decode(file: Path, data: Buffer | msgspec.Raw, kind: type[D], what: str) -> D:
     try:
         with no_gc():
             return msgspec.json.decode(data, type=kind)

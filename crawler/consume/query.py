@@ -148,14 +148,17 @@ class Query:
         """The specs of ``packages`` (an index's, or :func:`~.load.load_packages`' which
         decodes only those looked up) that meet every criterion."""
         targets = Targets()
+        return Found(list(self.each(packages, targets)), frozenset(targets.unknown))
+
+    def each(self, packages: Mapping[str, PackageSummary], targets: Targets) -> Iterator[Match]:
+        """The matches of :meth:`select` one by one, a package looked up at a time (of
+        :func:`~.load.load_packages`', only that one is decoded meanwhile); ``targets`` learns
+        the unknown ones as they come."""
         test = _all([test for _, test in self._tests(targets)])
-        matches = [
-            Match(name, spec)
-            for name in self.names(packages)
-            for spec in packages[name].spec_details
-            if test(spec)
-        ]
-        return Found(matches, frozenset(targets.unknown))
+        for name in self.names(packages):
+            for spec in packages[name].spec_details:
+                if test(spec):
+                    yield Match(name, spec)
 
     def narrowing(self, packages: Mapping[str, PackageSummary]) -> list[tuple[int, str]]:
         """How many specs meet the criteria taken in turn, each with what it asks (``named

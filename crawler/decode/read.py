@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import gzip
-import mmap
 import zlib
 from array import array
 from collections.abc import Callable, Iterator
@@ -27,7 +26,7 @@ import msgspec
 
 from ..config import DEFAULT_MAX_INDEX_MB
 from ..errors import IndexFormatError, UnsupportedVersionError
-from ..files import open_regular
+from ..files import map_descriptor, open_regular
 from . import chunks
 from .records import (
     SUPPORTED_VERSIONS,
@@ -91,10 +90,7 @@ def _body(path: str, url: str, limit: int) -> Buffer:
         if file.read(2) == b"\x1f\x8b":
             file.seek(0)
             return _gunzip(file, url, limit)
-        try:
-            return mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
-        except ValueError:  # an empty file cannot be mapped
-            return b""
+        return map_descriptor(file.fileno())
 
 
 def read_whole(

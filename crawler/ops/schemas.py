@@ -42,3 +42,12 @@ def validator(document: str, *, formats: bool = False) -> Any:
     ``format`` (``date-time``), where the libraries for it are installed."""
     checker = Draft202012Validator.FORMAT_CHECKER if formats else None
     return Draft202012Validator(schema(document), registry=registry(), format_checker=checker)
+
+
+@cache
+def part_validator(document: str, pointer: str) -> Any:
+    """The validator of the part at the JSON pointer ``pointer`` (``/properties/packages``) of
+    the schema of ``document``, its references resolved as in the whole schema: a document
+    checked a part at a time (a package of ``index.json``) is never a tree whole."""
+    part = {"$ref": f"{schema(document)['$id']}#{pointer}"}
+    return Draft202012Validator(part, registry=registry())

@@ -10,7 +10,7 @@ What is checked, in this order:
 1. ``index.json`` exists and is JSON. Without it nothing else can be checked.
 2. It matches its JSON Schema, ``crawler/schema/index.schema.json`` (types, required
    and unknown keys, hash and name patterns, ``root`` first and read). At most
-   :data:`MAX_SCHEMA_ERRORS` schema errors are listed.
+   :data:`.indexcheck.MAX_SCHEMA_ERRORS` schema errors are listed.
 3. Consistency, which a schema cannot express:
 
    * ``branch`` is the folder's name;
@@ -25,9 +25,12 @@ What is checked, in this order:
    * ``stats.packages`` and ``stats.specs`` count the packages and specs, and the root source's
      ``in_buildcache`` equals the number of specs.
 
-   These checks read the document through typed records; a document too broken for them (a
-   list where an object belongs...) is reported once and the checks are skipped, the schema
-   errors saying why.
+   These checks read the document through typed records, a package at a time
+   (:mod:`.indexcheck`: the memory verify needs is in ``docs/consumers.md``); a top level too
+   broken for them (a list where an object belongs...) is reported once and the checks are
+   skipped, the schema errors saying why; a package too broken is named, the others still
+   checked, and the counts over all specs (``stats.specs``, ``in_buildcache``, step 5) left
+   out.
 4. When ``pages/`` exists: exactly one ``pages/<package>/specs.md`` per package, each
    byte-identical to what :func:`crawler.output.render.render_page` makes of the index's
    package, and no other file. A folder of ``pages/`` that cannot be listed is reported as
@@ -47,41 +50,23 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import msgspec
-from msgspec import UnsetType
 
-from ..documents import Changes, History, Index, Links, PackageSummary, Report
-from ..errors import counted, decode_reason
-from ..files import read_regular
+from ..consume.load import Pass, RawLinks
+from ..documents import Changes, History, PackageSummary, Report, SpecLinks
+from ..errors import decode_reason
+from ..files import map_regular, read_regular, release
 from ..output.published import COMPANIONS, OS_LITTER, companion_problem, foreign_entries
 from ..output.render import render_page
+from .indexcheck import IndexCheck, SchemaErrors, short
 from .schemas import validator
 
-MAX_SCHEMA_ERRORS = 20
 #: How many times a branch replaced while it is verified is verified (see verify_branch).
 VERIFY_ATTEMPTS = 3
-_MAX_MESSAGE = 200
 _HASH = re.compile(r"[a-z2-7]{32}")
-
-
-def _short(text: str) -> str:
-    return text if len(text) <= _MAX_MESSAGE else text[: _MAX_MESSAGE - 3] + "..."
-
-
-def _schema_problems(document: object, name: str = "index.json") -> list[str]:
-    """The ways the document ``name`` (``index.json``, a companion) breaks its schema."""
-    errors = sorted(
-        validator(name).iter_errors(document), key=lambda e: [str(p) for p in e.absolute_path]
-    )
-    problems = [f"{name}: schema: {e.json_path}: {_short(e.message)}" for e in errors]
-    if len(problems) > MAX_SCHEMA_ERRORS:
-        more = len(problems) - MAX_SCHEMA_ERRORS
-        problems = [*problems[:MAX_SCHEMA_ERRORS], f"{name}: schema: ... and {more} more"]
-    return problems
 
 
 def _companion_problems(folder: Path, name: str, schema: bool) -> list[str]:
@@ -89,17 +74,21 @@ def _companion_problems(folder: Path, name: str, schema: bool) -> list[str]:
     branch; else, with ``schema``, what its schema says."""
     problem = companion_problem(folder, name)
     if problem is not None:
-        return [_short(problem)]
+        return [short(problem)]
     if not (folder / name).exists():
         return []
     try:
         data = read_regular(folder / name)
-        problems = _schema_problems(json.loads(data), name) if schema else []
+        problems = []
+        if schema:
+            errors = SchemaErrors(name)
+            errors.add(validator(name).iter_errors(json.loads(data)))
+            problems = errors.problems()
         msgspec.json.decode(data, type=_TYPED[name])  # what the readers decode it as
     except msgspec.ValidationError as err:  # a schema may allow it (58.0 for an integer)
-        return [*problems, f"{name}: not a {name} as a publish writes it: {_short(str(err))}"]
+        return [*problems, f"{name}: not a {name} as a publish writes it: {short(str(err))}"]
     except (OSError, ValueError, RecursionError) as err:  # replaced meanwhile: the next pass tells
-        return [f"{name}: not readable JSON: {_short(decode_reason(err))}"]
+        return [f"{name}: not readable JSON: {short(decode_reason(err))}"]
     return problems
 
 
@@ -107,144 +96,39 @@ def _companion_problems(folder: Path, name: str, schema: bool) -> list[str]:
 _TYPED: dict[str, type] = {"changes.json": Changes, "report.json": Report, "history.json": History}
 
 
-def _list_problem(where: str, field: str, actual: list[str], expected: list[str]) -> str | None:
-    """Compare a meta list with the sorted unique values the specs give."""
-    if actual == expected:
-        return None
-    missing = sorted(set(expected) - set(actual))
-    extra = sorted(set(actual) - set(expected))
-    parts = []
-    if missing:
-        parts.append(f"lacks {', '.join(missing)}")
-    if extra:
-        parts.append(f"has {', '.join(extra)} that no spec has")
-    if not parts:
-        parts.append("is not sorted or has duplicates")
-    return f"{where}: meta.{field} {' and '.join(parts)}"
-
-
-def _package_problems(name: str, package: PackageSummary, readable: set[str]) -> list[str]:
-    where = f"index.json: package {name}"
-    meta, specs = package.meta, package.spec_details
-    problems = []
-    if meta.num_specs != len(specs):
-        problems.append(
-            f"{where}: meta.num_specs is {meta.num_specs} but spec_details has {len(specs)} entries"
-        )
-    hashes = [s.hash for s in specs]
-    if hashes != sorted(hashes):
-        problems.append(f"{where}: spec_details are not sorted by hash")
-    by_stack: Counter[str] = Counter()
-    for spec in specs:
-        by_stack.update(spec.stacks)
-        if "root" not in spec.stacks:
-            problems.append(f"{where}: spec {spec.hash}: stacks lack root")
-        if list(spec.stacks) != sorted(set(spec.stacks)):
-            problems.append(f"{where}: spec {spec.hash}: stacks are not sorted and unique")
-    for label in sorted(set(by_stack) | set(meta.num_specs_by_stack)):
-        stated, tallied = meta.num_specs_by_stack.get(label, 0), by_stack[label]
-        if stated != tallied:
-            problems.append(
-                f"{where}: meta.num_specs_by_stack[{label!r}] is {stated} but {tallied} "
-                f"spec(s) list that stack"
-            )
-    for label in sorted(set(by_stack) - readable):
-        problems.append(
-            f"{where}: stack {label!r} ({by_stack[label]} spec(s)) is not a source read "
-            "for this branch"
-        )
-    expected = {
-        "stacks": sorted(by_stack),
-        "compilers": sorted({s.compiler for s in specs}),
-        "oss": sorted({s.os for s in specs}),
-        "platforms": sorted({s.platform for s in specs}),
-        "targets": sorted({s.target for s in specs}),
-        "versions": sorted({v for s in specs for v in s.versions}),
-    }
-    for field, values in expected.items():
-        problem = _list_problem(where, field, getattr(meta, field), values)
-        if problem:
-            problems.append(problem)
-    return problems
-
-
-def _count_status(index: Index[PackageSummary], status: str) -> int:
-    """How many sources of the index have this status."""
-    return sum(s.status == status for s in index.sources)
-
-
-def _index_problems(index: Index[PackageSummary], folder: str) -> list[str]:
-    problems = []
-    if index.branch != folder:
-        problems.append(f"index.json: branch is {index.branch!r} but the folder is {folder!r}")
-    labels = Counter(s.label for s in index.sources)
-    for label, count in sorted(labels.items()):
-        if count > 1:
-            problems.append(f"index.json: source {label!r} is listed {count} times")
-    stats = index.stats
-    specs = sum(len(p.spec_details) for p in index.packages.values())
-    counts: list[tuple[str, int | None, int]] = [
-        ("sources", stats.sources, len(index.sources)),
-        ("sources_missing", stats.sources_missing, _count_status(index, "missing")),
-        ("sources_failed", stats.sources_failed, _count_status(index, "failed")),
-        ("packages", stats.packages, len(index.packages)),
-        ("specs", stats.specs, specs),
-    ]
-    for field, stated, actual in counts:
-        if stated is not None and stated != actual:
-            problems.append(f"index.json: stats.{field} is {stated} but the index has {actual}")
-    root = next((s for s in index.sources if s.label == "root"), None)
-    filtered = not isinstance(index.filters, UnsetType) and (
-        index.filters.packages or index.filters.exclude_packages
-    )
-    held = root.in_buildcache if root is not None else None
-    # The root's specs are all published, unless a filter left packages out.
-    if held is not None and (held < specs if filtered else held != specs):
-        problems.append(
-            f"index.json: source root: in_buildcache is {held:,} but the index "
-            f"has {counted(specs, 'spec')}"
-        )
-    owners: dict[str, list[str]] = defaultdict(list)
-    for name, package in index.packages.items():
-        for spec in package.spec_details:
-            owners[spec.hash].append(name)
-    for key, names in sorted(owners.items()):
-        if len(names) > 1:
-            problems.append(
-                f"index.json: hash {key} is the spec of {len(names)} entries "
-                f"(packages {', '.join(sorted(names))})"
-            )
-    readable = {s.label for s in index.sources if s.status == "ok"}
-    for name, package in sorted(index.packages.items()):
-        problems += _package_problems(name, package, readable)
-    return problems
-
-
-def _links_problems(folder: Path, index: Index[PackageSummary]) -> list[str]:
+def _links_problems(folder: Path, stacks: dict[str, tuple[str, ...]]) -> list[str]:
     """``links.json`` (beside an index of schema 2): the folder's branch's, one entry per spec
-    of the index, with hashes for dependencies and locations in the spec's stacks.
+    of the index (``stacks``: each spec's), with hashes for dependencies and locations in the
+    spec's stacks.
 
-    It is read through its typed struct, and these rules say what its schema says: validating
-    its tens of MB with ``jsonschema`` would take minutes."""
+    It is read through its typed struct, an entry at a time, and these rules say what its
+    schema says: validating its tens of MB with ``jsonschema`` would take minutes."""
     path = folder / "links.json"
     if not path.exists():
         return ["links.json: missing (an index.json of schema_version 2 has one beside it)"]
     try:
-        links = msgspec.json.decode(read_regular(path), type=Links)
+        data = map_regular(path)
+        links = msgspec.json.decode(data, type=RawLinks)
     except (OSError, msgspec.DecodeError, RecursionError) as err:  # ValidationError included
-        return [
-            f"links.json: not a links.json as a publish writes it: {_short(decode_reason(err))}"
-        ]
+        return [f"links.json: not a links.json as a publish writes it: {short(decode_reason(err))}"]
+    release(data)
     problems = []
     if links.branch != folder.name:
         where = f"links.json: branch is {links.branch!r} but the folder is {folder.name!r}"
         problems.append(where)
-    stacks = {s.hash: s.stacks for p in index.packages.values() for s in p.spec_details}
     problems += [
-        f"links.json: {key} is no spec of the index" for key in links.specs.keys() - stacks
+        f"links.json: {key} is no spec of the index" for key in links.specs if key not in stacks
     ]
-    problems += [f"links.json: spec {key} has no entry" for key in stacks.keys() - links.specs]
-    for key, entry in links.specs.items():
+    problems += [f"links.json: spec {key} has no entry" for key in stacks if key not in links.specs]
+    reading = Pass(data)
+    for key, raw in links.specs.items():
+        try:
+            entry = _SPEC_LINKS.decode(reading.read(raw))
+        except (msgspec.DecodeError, RecursionError) as err:
+            problems.append(
+                f"links.json: spec {key}: not as a publish writes it: {short(decode_reason(err))}"
+            )
+            continue
         strays = sorted(entry.locations.keys() - set(stacks.get(key, entry.locations)))
         if strays:
             problems.append(f"links.json: spec {key}: locations in no stack of it: {strays}")
@@ -254,6 +138,9 @@ def _links_problems(folder: Path, index: Index[PackageSummary]) -> list[str]:
     return sorted(problems)
 
 
+_SPEC_LINKS = msgspec.json.Decoder(SpecLinks)
+
+
 def _first_difference(a: bytes, b: bytes) -> int:
     return next(
         (i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b))
@@ -261,8 +148,13 @@ def _first_difference(a: bytes, b: bytes) -> int:
 
 
 def _page_problems(
-    folder: Path, branch: str, names: Iterable[str], packages: dict[str, PackageSummary] | None
+    folder: Path,
+    branch: str,
+    names: Iterable[str],
+    package: Callable[[str], PackageSummary | None],
 ) -> list[str]:
+    """The pages against the packages ``names`` of the index, each decoded when its page is
+    compared (``package``: None for one too broken to be)."""
     pages = folder / "pages"
     expected = {f"{name}/specs.md": name for name in names}
     found, unlisted = _files_under(pages)
@@ -279,9 +171,10 @@ def _page_problems(
                 problems.append(f"pages/{relative}: missing")
             continue
         name = expected[relative]
-        if packages is None or name not in packages:
+        summary = package(name)
+        if summary is None:
             continue  # index.json could not be read as packages: already reported
-        want = render_page(name, branch, packages[name]).encode()
+        want = render_page(name, branch, summary).encode()
         try:
             have = read_regular(pages / relative)
         except OSError as err:
@@ -350,27 +243,17 @@ def verify_once(folder: Path, schema: bool) -> list[str]:
         return [f"index.json: missing in {folder}"]
     try:
         # msgspec, as the readers decode it: json.loads takes a byte order mark, they do not.
-        document = msgspec.json.decode(read_regular(index_path))
+        check = IndexCheck(map_regular(index_path), folder.name, schema)
+        problems = check.run()
     except (OSError, ValueError, RecursionError) as err:
-        return [f"index.json: not readable JSON: {_short(decode_reason(err))}"]
-    problems = _schema_problems(document) if schema else []
-    index: Index[PackageSummary] | None = None
-    try:
-        index = msgspec.convert(document, Index[PackageSummary])
-    except msgspec.ValidationError as err:
-        problems.append(f"index.json: consistency checks skipped: {_short(str(err))}")
-    if index is not None:
-        problems += _index_problems(index, folder.name)
+        return [f"index.json: not readable JSON: {short(decode_reason(err))}"]
+    index = check.index
     pages = folder / "pages"  # a link is no publish's (see _foreign_problems), and not walked
     if pages.is_dir() and not pages.is_symlink():
-        raw = document.get("packages") if isinstance(document, dict) else None
-        names = list(raw) if isinstance(raw, dict) else []
         branch = index.branch if index is not None else folder.name
-        problems += _page_problems(
-            folder, branch, names, index.packages if index is not None else None
-        )
-    if index is not None and index.schema_version >= 2:
-        problems += _links_problems(folder, index)
+        problems += _page_problems(folder, branch, check.names, check.package)
+    if index is not None and index.schema_version >= 2 and check.tally.whole:
+        problems += _links_problems(folder, check.tally.stacks)
     for name in COMPANIONS:
         problems += _companion_problems(folder, name, schema)
     reported = {p.split(": ", 1)[0] for p in problems if p.startswith(("pages/", "pages:"))}
