@@ -1,4 +1,4 @@
-"""``crawler completion bash|zsh``: a shell completion script, generated from the parser.
+"""``crawler completion bash|zsh|fish``: a shell completion script, generated from the parser.
 
 shtab writes the script from the command line's own parser, so it offers exactly the commands
 and flags ``crawler`` takes; the paths it completes (config and metrics files, output and
@@ -13,12 +13,13 @@ from typing import Any
 
 from .streams import printed
 
-SHELLS = ("bash", "zsh")
+SHELLS = ("bash", "zsh", "fish")
 EPILOG = (
     "bash: source <(crawler completion bash) in ~/.bashrc, or save it as "
     '~/.local/share/bash-completion/completions/crawler. zsh: eval "$(crawler completion '
-    'zsh)" in ~/.zshrc after compinit, or save it as _crawler in a folder of $fpath. exit '
-    "codes: 0 printed, 2 usage error, 4 it could not be written, 141 its reader closed the pipe"
+    'zsh)" in ~/.zshrc after compinit, or save it as _crawler in a folder of $fpath. fish: save '
+    "it as ~/.config/fish/completions/crawler.fish. exit codes: 0 printed, 2 usage error, 4 it "
+    "could not be written, 141 its reader closed the pipe"
 )
 
 #: What each path-valued option completes to (shtab's FILE or DIRECTORY), by its ``dest``.
@@ -29,8 +30,8 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
     """Add ``completion`` to the command line's subparsers (``add_subparsers()``'s action)."""
     parser: argparse.ArgumentParser = commands.add_parser(
         "completion",
-        help="print a shell completion script (bash or zsh)",
-        description="Print crawler's completion script for bash or zsh.",
+        help="print a shell completion script (bash, zsh or fish)",
+        description="Print crawler's completion script for bash, zsh or fish.",
         epilog=EPILOG,
     )
     parser.add_argument("shell", choices=SHELLS, help="the shell to complete in")
