@@ -20,6 +20,7 @@ from ..urls import file_path, origin_of, redacted, without_credentials
 from .keys import closest_key
 from .model import Config, DeclaredRef, RefEntry
 from .s3 import check_endpoint, check_s3_section, check_s3_url
+from .wording import plain
 
 #: Why a relative path cannot be used: the folder the run was started in has been deleted.
 NO_WORKING_FOLDER = "relative, and the working folder is gone"
@@ -43,7 +44,7 @@ def _config_error(origin: str, err: msgspec.ValidationError) -> ConfigError:
     if message.startswith("Object missing required field"):
         field = message.split("`")[1]
         return ConfigError(origin, "missing required key", key=f"{path}.{field}" if path else field)
-    return ConfigError(origin, message.replace("`", "'"), key=path or None)
+    return ConfigError(origin, plain(message, path), key=path or None)
 
 
 _SECTIONS = ("timeouts", "retry", "publish", "rewrites", "s3", "http", "refs", "views")
