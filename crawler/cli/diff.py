@@ -141,7 +141,7 @@ def _row(change: Change, short: bool) -> tuple[str, ...]:
         digest,
         spec.target,
         spec.os,
-        spec.compiler,
+        spec.shown_compiler,
         _detail(change),
     )
 

@@ -209,7 +209,7 @@ def _row(match: Match, short: bool) -> tuple[str, ...]:
         digest,
         spec.target,
         spec.os,
-        spec.compiler,
+        spec.shown_compiler,
         stacks,
     )
 
