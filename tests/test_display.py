@@ -327,7 +327,8 @@ def test_json_logs_are_one_object_a_line_with_the_records_fields(tmp_path: Path)
     ]
     root = next(r for r in sources if r["source"] == "root")
     assert root["branch"] == "develop" and root["status"] == "fetched"
-    assert root["bytes"] == 59_305 and str(root["url"]).startswith("s3://")
+    assert root["bytes"] == 59_305  # the URL it was read from (it said the listed s3:// one)
+    assert str(root["url"]).startswith((REPO / "sample" / "mirror").as_uri() + "/")
     assert (
         root["message"]
         == "develop root: fetched 59,305 bytes, 83 records (0 known from the spec store), "

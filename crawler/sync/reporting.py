@@ -2,7 +2,8 @@
 them (the terminal's live display is :class:`crawler.cli.display.LiveReporter`).
 
 The cron log's records carry the run's facts as fields too (``event``, ``branch``, ``source``,
-``url``, ``status``, ``bytes``), for ``--log-format json`` (:mod:`crawler.cli.display`).
+``url``: where the source was read, ``status``, ``bytes``), for ``--log-format json``
+(:mod:`crawler.cli.display`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Literal, Protocol
 
 from ..errors import counted
 from ..mirror.transport import Progress
+from ..urls import redacted
 from .outcome import SourceOutcome
 
 log = logging.getLogger("crawler")
@@ -83,7 +85,7 @@ class LogReporter:
             "event": "source_done",
             "branch": branch,
             "source": outcome.label,
-            "url": outcome.source.url,
+            "url": redacted(outcome.source.location),  # where it was read, not as listed
             "status": outcome.status,
             "bytes": outcome.size,
         }
