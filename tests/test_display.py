@@ -376,7 +376,7 @@ def test_the_clock_runs_and_the_phase_shows_until_the_branch_is_done() -> None:
     source = Source("develop", "root", "file:///m", "file:///m", "v3", None)
     reporter.source_done("develop", SourceOutcome(source, "fetched", size=1000))
     for phase in ("building", "publishing"):
-        reporter.branch_phase("develop", phase)  # type: ignore[arg-type]
+        reporter.branch_phase("develop", phase)
         assert f"{phase} 1/1 sources  1 fetched  1.0 kB downloaded" in _shown(reporter)
     reporter.branch_done("develop", "published", ok=True)
     assert re.search(r"0:00:01 done 1/1 sources", _shown(reporter))
