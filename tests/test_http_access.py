@@ -76,6 +76,17 @@ async def test_a_token_goes_to_the_mirrors_origin_alone_and_is_never_shown(
         "the environment variable CACHE_TOKEN is not set"
     )
     assert mirror.authorizations == []
+    monkeypatch.setenv("CACHE_TOKEN", "line\r\nX-Injected: 1")
+    assert await main_async(sync) == 2
+    assert (
+        capsys.readouterr()
+        .err.splitlines()[-1]
+        .endswith(
+            "the environment variable CACHE_TOKEN holds a character a token cannot (a space, a "
+            "control or non-ASCII character)"
+        )
+    )
+    assert mirror.authorizations == []
 
     monkeypatch.setenv("CACHE_TOKEN", TOKEN)
     assert await main_async(sync) == 0

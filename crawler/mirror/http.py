@@ -63,7 +63,7 @@ class HTTPTransport:
         self._credentials = given if any(secret for _, secret in given) else []
         self._proxies = environment_proxies(config.urls)
         #: The mirror's origin and the bearer token sent there, once open.
-        self._token: tuple[Origin | None, str] | None = None
+        self._token: tuple[Origin, str] | None = None
 
     def open(self) -> None:
         """Start the run's session (a ConfigError when the token's variable is not set, or the
@@ -72,7 +72,12 @@ class HTTPTransport:
         token = from_environment(
             config.where("http"), config.http.access_token_variable, "http.access_token_variable"
         )
-        self._token = (origin_of(config.mirror), f"Bearer {token}") if token else None
+        if token and not (token.isascii() and token.isprintable() and " " not in token):
+            reason = f"the environment variable {config.http.access_token_variable} holds a "
+            reason += "character a token cannot (a space, a control or non-ASCII character)"
+            raise ConfigError(config.where("http"), reason, "http.access_token_variable")
+        mirror = origin_of(config.mirror)
+        self._token = (mirror, f"Bearer {token}") if token and mirror else None
         t = config.timeouts
         self._session = aiohttp.ClientSession(
             timeout=aiohttp.ClientTimeout(
