@@ -42,6 +42,11 @@ class SpecDependency(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
     virtuals: tuple[str, ...] = ()
 
 
+#: The ``compiler`` of a spec built with none (pure-Python, data and wrapper packages), as
+#: index.json and the pages write it.
+NO_COMPILER = "none"
+
+
 class SpecDetail(msgspec.Struct, frozen=True, gc=False):
     """One entry of a package's ``spec_details``: the fields of the reference site's pages
     (:data:`PAGE_FIELDS`), then ``family`` (schema 2; an index of schema 1 lacks it)."""
@@ -58,6 +63,12 @@ class SpecDetail(msgspec.Struct, frozen=True, gc=False):
     #: The generic architecture of ``target`` (``x86_64``, ``aarch64``...), None when the
     #: crawler's archspec does not know the target.
     family: str | None = None
+
+    @property
+    def shown_compiler(self) -> str:
+        """The compiler as a table shows it: ``-`` for none (Spack's ``spack find`` writes no
+        ``%`` for such a spec, and files it under ``no compilers``)."""
+        return "-" if self.compiler == NO_COMPILER else self.compiler
 
 
 class SpecLinks(msgspec.Struct, frozen=True, gc=False):

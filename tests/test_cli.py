@@ -212,7 +212,8 @@ def test_bad_config_value(tmp_path: Path) -> None:
     done = run_cli("sync", "--branch", "develop", "--config", str(config), cwd=tmp_path)
     assert done.code == 2
     assert done.err == (
-        f"error: config error in {config}: key 'concurrency': Expected 'int' >= 1\n"
+        f"error: config error in {config}: key 'concurrency': "
+        "must be a whole number, from 1 to 256\n"
     )
     assert not (tmp_path / "out").exists()
 
@@ -426,7 +427,7 @@ def test_a_too_large_budget_in_the_config_leaves_the_output_alone(
     assert (done.code, done.out) == (2, "")
     assert done.err == (
         f"error: config error in {config}: key 'publish.max_failed_stacks': "
-        "Expected 'int' <= 10000\n"
+        "must be a whole number, from 0 to 10000\n"
     )
     assert tree_bytes(tmp_path / "out") == before
 

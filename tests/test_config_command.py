@@ -124,7 +124,7 @@ def test_bash_completion_registers_and_completes(tmp_path: Path) -> None:
     assert done.code == 0, done.err
     registered, *offered = done.out.splitlines()
     assert registered == "complete -o bashdefault -F _shtab_crawler crawler"
-    assert offered[:3] == ["sync", "--branch", "bash zsh"]
+    assert offered[:3] == ["sync", "--branch", "bash zsh fish"]
     assert "--defaults" in offered[3].split()
     assert offered[4:] == ["x.yaml", "published", "published"]  # --output: folders only
 
@@ -152,7 +152,28 @@ def test_zsh_completion_registers(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(shutil.which("fish") is None, reason="fish is not installed")
+def test_fish_completion_parses_and_completes(tmp_path: Path) -> None:
+    """Saved where fish looks for completions, the script parses (``fish -n``) and completes
+    commands, flags, shells and a config file."""
+    (tmp_path / "x.yaml").touch()
+    folder = tmp_path / "completions"
+    folder.mkdir()
+    with (folder / "crawler.fish").open("w") as out:
+        assert crawler("completion", "fish", cwd=tmp_path, stdout=out.fileno()).code == 0
+    parsed = shell(["fish", "--no-config", "-n", str(folder / "crawler.fish")], tmp_path)
+    assert (parsed.code, parsed.err) == (0, "")
+    asked = ["crawler sy", "crawler sync --bra", "crawler completion ", "crawler sync --config x"]
+    script = f"set fish_complete_path {folder} $fish_complete_path; " + "; ".join(
+        f"complete -C '{line}' | cut -f1 | string join ' '" for line in asked
+    )  # string join fails when it joins a single word: the code is that of the last line's
+    done = shell(["fish", "--no-config", "-c", script + "; true"], tmp_path)
+    assert done.code == 0, done.err
+    assert done.out.splitlines() == ["sync", "--branch", "bash zsh fish", "x.yaml"]
+
+
+@pytest.mark.slow
 def test_completion_of_another_shell_is_a_usage_error(tmp_path: Path) -> None:
-    done = crawler("completion", "fish", cwd=tmp_path)
+    done = crawler("completion", "tcsh", cwd=tmp_path)
     assert (done.code, done.out) == (2, "")
-    assert "invalid choice: 'fish' (choose from 'bash', 'zsh')" in done.err
+    assert "invalid choice: 'tcsh' (choose from 'bash', 'zsh', 'fish')" in done.err

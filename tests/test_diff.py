@@ -5,6 +5,7 @@ each exit code, and that it writes nothing and starts without the sync."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -228,3 +229,20 @@ def test_diff_starts_without_the_sync(sample: Path) -> None:
     imported = imported_by("diff", "--output", str(sample), "develop", "v0.23.1")
     assert "crawler.consume.diff" in imported
     assert [m for m in HEAVY if m in imported] == []
+
+
+@pytest.mark.slow
+def test_on_a_120_column_terminal_nothing_is_cut(sample: Path) -> None:
+    """The DETAIL column was cut (``e4s,ml-…``), and a spec in the root alone said
+    ``stacks -``."""
+    drawn = on_a_terminal(
+        *("diff", str(sample / "develop"), str(sample / "develop-2025-04-20")),
+        COLUMNS="120",
+        TERM="xterm",
+    )
+    text = re.sub(r"\x1b\[[0-9;]*m", "", drawn)  # the header's bold
+    rows = text.splitlines()
+    assert max(len(row.rstrip()) for row in rows) <= 120 and "…" not in text
+    assert "root only" in text and "stacks -" not in text
+    header = rows[0].split()
+    assert header == ["CHANGE", "NAME", "VERSION", "HASH", "TARGET", "OS", "COMPILER", "DETAIL"]

@@ -9,6 +9,7 @@ the display while bytes come, and to type Ctrl-C in the middle of it.
 from __future__ import annotations
 
 import fcntl
+import io
 import json
 import os
 import re
@@ -25,10 +26,14 @@ from pathlib import Path
 import pyte
 import pytest
 import yaml
+from rich.console import Console
 from rich.filesize import decimal
 
 from bench.generate import MirrorParams, generate_mirror
 from bench.server import ServerProcess
+from crawler.cli.display import LiveReporter
+from crawler.mirror.discovery import Source
+from crawler.sync.outcome import SourceOutcome
 
 from .conftest import CLI_TIMEOUT, REPO, as_from_a_terminal, cli_env
 
@@ -37,7 +42,7 @@ pytestmark = pytest.mark.slow
 ROWS, COLUMNS = 50, 150
 #: A line of the display while bytes come: sources, bytes of the total known, rate, time left.
 DOWNLOADING = re.compile(
-    r"^develop +\S+ \d:\d\d:\d\d (\d)/3 sources  ([\d.]+ (?:bytes|kB|MB)) of "
+    r"^develop +\S+ \d:\d\d:\d\d downloading (\d)/3 sources  ([\d.]+ (?:bytes|kB|MB)) of "
     r"([\d.]+)\+? (?:bytes|kB|MB)  [\d.]+ (?:bytes|kB|MB)/s  \d:\d\d:\d\d\+? left"
 )
 
@@ -186,14 +191,16 @@ def test_the_display_shows_bytes_of_the_known_total_rate_and_time_left(
     assert terminal.finish() == 0
     downloaded = _downloaded(tmp_path / "m.prom")
     assert downloaded > 10_000_000
-    final = rf"develop ━{{16}} 0:00:\d\d 3/3 sources  3 fetched  {re.escape(decimal(downloaded))} "
-    assert re.fullmatch(final + "downloaded", _display(terminal.rows())[-1])
+    final = r"develop ━{16} 0:00:\d\d done 3/3 sources  3 fetched  " + re.escape(
+        decimal(downloaded)
+    )
+    assert re.fullmatch(final + " downloaded", _display(terminal.rows())[-1])
 
     warm = Terminal(*sync, cwd=tmp_path)
     terminals.append(warm)
     assert warm.finish() == 6
     assert _downloaded(tmp_path / "m.prom") == 0
-    assert "3/3 sources  3 unchanged  0 bytes downloaded" in _display(warm.rows())[-1]
+    assert "done 3/3 sources  3 unchanged  0 bytes downloaded" in _display(warm.rows())[-1]
     assert "develop: unchanged: output is current" in "\n".join(warm.rows())
 
 
@@ -320,7 +327,8 @@ def test_json_logs_are_one_object_a_line_with_the_records_fields(tmp_path: Path)
     ]
     root = next(r for r in sources if r["source"] == "root")
     assert root["branch"] == "develop" and root["status"] == "fetched"
-    assert root["bytes"] == 59_305 and str(root["url"]).startswith("s3://")
+    assert root["bytes"] == 59_305  # the URL it was read from (it said the listed s3:// one)
+    assert str(root["url"]).startswith((REPO / "sample" / "mirror").as_uri() + "/")
     assert (
         root["message"]
         == "develop root: fetched 59,305 bytes, 83 records (0 known from the spec store), "
@@ -344,3 +352,31 @@ def test_json_logs_on_a_terminal_have_no_display_and_an_interrupt_is_a_record(
     assert records[-1]["level"] == "WARNING"
     assert str(records[-1]["message"]).startswith("interrupted by SIGINT")
     assert sum("interrupted" in str(r["message"]) for r in records) == 1
+
+
+def _shown(reporter: LiveReporter) -> str:
+    """The display's line as drawn on a 150-column terminal."""
+    out = io.StringIO()
+    console = Console(file=out, width=COLUMNS, color_system=None)
+    console.print(reporter.progress.make_tasks_table(reporter.progress.tasks))
+    return out.getvalue().strip()
+
+
+def test_the_clock_runs_and_the_phase_shows_until_the_branch_is_done() -> None:
+    """Once the last byte came, ``completed`` reached ``total`` and rich's elapsed column
+    stopped: decoding, building and publishing ran under a frozen clock, ``0:00:00 left``."""
+    reporter = LiveReporter()
+    reporter.branch_started("develop", 1)
+    reporter.source_progress("develop", "root", 0, 1000)
+    assert "downloading 0/1 sources  0 bytes of 1.0 kB" in _shown(reporter)
+    reporter.source_progress("develop", "root", 1000, 1000)
+    time.sleep(1.05)  # a rate is measured, and the clock moves on
+    decoding = _shown(reporter)
+    assert re.search(r"0:00:01 decoding 0/1 sources  1.0 kB of 1.0 kB$", decoding), decoding
+    source = Source("develop", "root", "file:///m", "file:///m", "v3", None)
+    reporter.source_done("develop", SourceOutcome(source, "fetched", size=1000))
+    for phase in ("building", "publishing"):
+        reporter.branch_phase("develop", phase)
+        assert f"{phase} 1/1 sources  1 fetched  1.0 kB downloaded" in _shown(reporter)
+    reporter.branch_done("develop", "published", ok=True)
+    assert re.search(r"0:00:01 done 1/1 sources", _shown(reporter))

@@ -7,6 +7,7 @@ import fcntl
 import json
 import os
 import pty
+import re
 import shutil
 import subprocess
 import sys
@@ -89,7 +90,9 @@ def test_a_table_on_a_terminal(sample: Path) -> None:
     index = json.loads((sample / "develop" / "index.json").read_bytes())
     hashes = [s["hash"] for s in index["packages"]["zlib"]["spec_details"]]
     assert all(h[:7] in text for h in hashes) and hashes[0] not in text
-    assert f"{len(hashes)} spec(s) of 1 package(s)" in text
+    assert f"{len(hashes)} specs of 1 package in " in text  # it said "spec(s) of 1 package(s)"
+    header = re.sub(r"\x1b\[[0-9;]*m", "", text).splitlines()[0].split()
+    assert header == ["NAME", "VERSION", "HASH", "TARGET", "OS", "COMPILER", "STACKS"]  # a pipe's
 
 
 @pytest.mark.slow
@@ -336,3 +339,22 @@ def imported_by(*args: str) -> set[str]:
         for line in done.stderr.splitlines()
         if line.startswith("import time:")
     }
+
+
+def test_a_spec_built_with_no_compiler_shows_none_in_the_table(
+    sample: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The table said ``none``, a compiler's name to a reader; Spack writes no ``%`` for such
+    a spec. index.json (and --json) keep the ``none`` the pages have."""
+    done = here(capsys, "py-numpy", "--in", str(sample / "develop"))
+    assert done.code == 0, done.err
+    rows = {row.split()[2]: row.split() for row in done.out.splitlines()[1:]}
+    compilers = {digest[:7]: row[5] for digest, row in rows.items()}
+    assert compilers["ad5bjyz"] == "-" and "none" not in done.out
+    zlib = here(capsys, "zlib", "--in", str(sample / "develop"))
+    assert {row.split()[5] for row in zlib.out.splitlines()[1:]} == {
+        "apple-clang@16.0.0",
+        "gcc@13.2.0",
+    }
+    as_json = here(capsys, "py-numpy", "--json", "--in", str(sample / "develop"))
+    assert '"compiler":"none"' in as_json.out

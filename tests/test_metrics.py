@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import stat
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -517,3 +519,27 @@ async def test_all_with_no_usable_ref_is_an_unusable_mirror(
     )
     assert "crawler_run_exit_code 3" in metrics.read_text()
     assert (tmp_path / "out" / "develop" / "index.json").read_bytes() == published
+
+
+def test_why_not_prometheus_clients_writer(tmp_path: Path) -> None:
+    """docs/operations.md says why the file is not written by prometheus_client's
+    ``write_to_textfile``, as observed: should this change, the choice is worth revisiting."""
+    client = pytest.importorskip("prometheus_client")
+    registry = client.CollectorRegistry()
+    client.Gauge("spack_cache_crawler_run_exit_code", "Exit code.", registry=registry).set(6)
+    victim = tmp_path / "victim"
+    victim.write_text("root's file\n")
+    theirs, ours = tmp_path / "theirs.prom", tmp_path / "ours.prom"
+    (tmp_path / f"theirs.prom.{os.getpid()}.{threading.get_ident()}").symlink_to(victim)
+    old = os.umask(0o077)
+    try:
+        client.write_to_textfile(str(theirs), registry)  # through the planted link
+        client.write_to_textfile(str(theirs), registry)
+        write_metrics(ours, render([PUBLISHED]))
+    finally:
+        os.umask(old)
+    assert victim.read_text().startswith("# HELP spack_cache_crawler_run_exit_code")
+    assert stat.S_IMODE(theirs.stat().st_mode) == 0o600
+    assert stat.S_IMODE(ours.stat().st_mode) == 0o644
+    text = theirs.read_text()
+    assert "spack_cache_crawler_run_exit_code 6.0\n" in text and "# EOF" not in text

@@ -443,7 +443,7 @@ async def test_a_declared_ref_whose_manifest_is_unusable_fails_that_ref(
     ("settings", "key", "message"),
     [
         ({"refs": {"develop": {"stacks": {"e4s": "x"}}}}, "refs.develop.root", "missing required"),
-        ({"refs": {"develop": {"root": ""}}}, "refs.develop.root", "Expected 'str' of length >= 1"),
+        ({"refs": {"develop": {"root": ""}}}, "refs.develop.root", "must not be empty"),
         ({"refs": {"../up": {"root": "x"}}}, "refs.../up", "is not a safe folder name"),
         ({"refs": {"d": {"root": "x", "stacks": {"root": "y"}}}}, "refs.d.stacks.root", "'root'"),
         ({"refs": {"d": {"root": "ftp://h/x"}}}, "refs.d.root", "unsupported URL scheme 'ftp'"),

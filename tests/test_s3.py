@@ -464,7 +464,11 @@ def test_an_s3_mirror_and_its_section_are_read() -> None:
         ),
         ({"s3": {**CREDENTIALS, "profile": "p"}}, "s3.profile", "not both"),
         ({"s3": {"profile": "p", "anonymous": True}}, "s3.anonymous", "sends no credentials"),
-        ({"s3": {"addressing_style": "dns"}}, "s3.addressing_style", "Invalid enum value"),
+        (
+            {"s3": {"addressing_style": "dns"}},
+            "s3.addressing_style",
+            "'dns' is not one of the valid values: auto, path, virtual",
+        ),
         ({"s3": {"access_key": "K"}}, "s3.access_key", "unknown key"),
     ],
 )

@@ -1,4 +1,4 @@
-"""``crawler completion bash|zsh``: a shell completion script, generated from the parser.
+"""``crawler completion bash|zsh|fish``: a shell completion script, generated from the parser.
 
 shtab writes the script from the command line's own parser, so it offers exactly the commands
 and flags ``crawler`` takes; an option that takes a path (config and metrics files, output and
@@ -14,12 +14,13 @@ from typing import Any
 
 from .streams import printed
 
-SHELLS = ("bash", "zsh")
+SHELLS = ("bash", "zsh", "fish")
 EPILOG = (
     "bash: source <(crawler completion bash) in ~/.bashrc, or save it as "
     '~/.local/share/bash-completion/completions/crawler. zsh: eval "$(crawler completion '
-    'zsh)" in ~/.zshrc after compinit, or save it as _crawler in a folder of $fpath. exit '
-    "codes: 0 printed, 2 usage error, 4 it could not be written, 141 its reader closed the pipe"
+    'zsh)" in ~/.zshrc after compinit, or save it as _crawler in a folder of $fpath. fish: save '
+    "it as ~/.config/fish/completions/crawler.fish. exit codes: 0 printed, 2 usage error, 4 it "
+    "could not be written, 141 its reader closed the pipe"
 )
 
 
@@ -27,8 +28,8 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
     """Add ``completion`` to the command line's subparsers (``add_subparsers()``'s action)."""
     parser: argparse.ArgumentParser = commands.add_parser(
         "completion",
-        help="print a shell completion script (bash or zsh)",
-        description="Print crawler's completion script for bash or zsh.",
+        help="print a shell completion script (bash, zsh or fish)",
+        description="Print crawler's completion script for bash, zsh or fish.",
         epilog=EPILOG,
     )
     parser.add_argument("shell", choices=SHELLS, help="the shell to complete in")

@@ -82,11 +82,14 @@ def rich_table(
     encoding lacks (``ü`` on an ASCII locale). Cells and caption are plain text, not rich's
     markup (``[/x]`` in an index would fail it)."""
     from rich.console import Console  # only here: about 50 ms to import
-    from rich.table import Table
+    from rich.table import Column, Table
     from rich.text import Text
 
     caption_text = Text(printable(caption), style="table.caption")
-    table = Table(*columns, caption=caption_text, box=None, header_style="bold")
+    # A cell too wide for its column folds onto more lines rather than being cut (rich's
+    # ellipsis): a narrow terminal must not leave out what the reader looks for.
+    folded = (Column(name, overflow="fold") for name in columns)
+    table = Table(*folded, caption=caption_text, box=None, header_style="bold")
     for row in _printable_rows(rows):
         table.add_row(*map(Text, row))
     console = Console(file=out)

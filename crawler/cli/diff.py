@@ -111,7 +111,7 @@ def _write(diff: IndexDiff, *, as_json: bool) -> None:
         write_whole(json_lines(diff))
     elif out.isatty():
         rows = [_row(change, short=True) for change in diff.records()]
-        rich_table(_COLUMNS, rows, f"{diff.before} -> {diff.after}", out)
+        rich_table(_HEADER, rows, f"{diff.before} -> {diff.after}", out)
     else:
         write_whole(aligned([_HEADER, *(_row(change, short=False) for change in diff.records())]))
 
@@ -145,7 +145,7 @@ def _row(change: Change, short: bool) -> tuple[str, ...]:
         digest,
         spec.target,
         spec.os,
-        spec.compiler,
+        spec.shown_compiler,
         _detail(change),
     )
 
@@ -153,8 +153,9 @@ def _row(change: Change, short: bool) -> tuple[str, ...]:
 def _detail(change: Change) -> str:
     """What changed in a spec's record; an added or removed spec's stacks."""
     assert change.spec is not None
-    if change.change != "spec_changed":  # its stacks, as find shows them
-        return "stacks " + (",".join(s for s in change.spec.stacks if s != "root") or "-")
+    if change.change != "spec_changed":  # its stacks but the root, which holds every spec
+        stacks = [s for s in change.spec.stacks if s != "root"]
+        return "stacks " + ",".join(stacks) if stacks else "root only"
     parts = []
     for field in change.fields:
         if field == "stacks":

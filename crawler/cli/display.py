@@ -1,10 +1,12 @@
 """Progress: what a person (or a cron log) sees while a sync runs.
 
-On a terminal, a live display, a line per branch: its sources done of its total, the bytes
-fetched of the total known so far (each download's ``Content-Length`` adds to it as it comes;
-``+`` while some sources have not said), the rate and the time left while bytes come, and how
-many sources were fetched, found unchanged (nothing downloaded), missing or failed. Log records
-are printed above the display, by rich's logging handler on the display's own console.
+On a terminal, a live display, a line per branch: the time it has taken so far (running until
+the branch is done), what it is doing (:meth:`BranchProgress.phase`), its sources done of its
+total, the bytes fetched of the total known so far (each download's ``Content-Length`` adds to
+it as it comes; ``+`` while some sources have not said), the rate and the time left while bytes
+are still to come, and how many sources were fetched, found unchanged (nothing downloaded),
+missing or failed. Log records are printed above the display, by rich's logging handler on the
+display's own console.
 Otherwise one log line per source (:class:`crawler.sync.reporting.LogReporter`), plain or JSON
 (:mod:`.logformat`). ``--quiet`` shows only warnings and errors; ``--verbose`` adds debug
 details.
@@ -24,6 +26,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, TextIO
 
 from ..sync.outcome import SourceOutcome
+from ..sync.reporting import Phase
 from .logformat import TextFormatter, json_logs
 
 if TYPE_CHECKING:  # rich is imported only when a terminal gets the live display
@@ -75,6 +78,8 @@ class BranchProgress:
     fetched: int = 0  # bytes of the finished sources that were fetched (as the metrics count)
     running: dict[str, tuple[int, int | None]] = field(default_factory=dict)  # label: done, total
     samples: deque[tuple[float, int]] = field(default_factory=deque)  # (when, bytes done)
+    told: Phase | None = None  # the branch's phase once its sources are read
+    done: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def downloading(self, label: str, done: int, total: int | None) -> None:
@@ -99,6 +104,19 @@ class BranchProgress:
     def _done(self) -> int:
         return self.fetched + sum(done for done, _ in self.running.values())
 
+    def phase(self) -> str:
+        """``downloading`` while some source's bytes are still to come, then ``decoding`` (until
+        the sources are read), ``building`` and ``publishing`` as the branch says, ``done``."""
+        with self.lock:
+            if self.done:
+                return "done"
+            if self.told is not None:
+                return self.told
+            coming = self.count + len(self.running) < self.sources or any(
+                total is None or done < total for done, total in self.running.values()
+            )
+            return "downloading" if coming else "decoding"
+
     @property
     def count(self) -> int:
         """Sources finished."""
@@ -111,9 +129,9 @@ class BranchProgress:
             return self.count + min(parts, len(self.running))
 
     def line(self) -> str:
-        """``3/5 sources  25.4 MB of 50.7+ MB  8.1 MB/s  0:00:03+ left  2 fetched, 1 unchanged``
-        (``+``: sources to come may add to it); the rate and time left only while bytes come.
-        Once all are done: ``5/5 sources  5 unchanged  0 bytes downloaded``."""
+        """``downloading 3/5 sources  25.4 MB of 50.7+ MB  8.1 MB/s  0:00:03+ left  2 fetched, 1
+        unchanged`` (``+``: sources to come may add to it); the rate and time left only while
+        bytes come. Once all are done: ``done 5/5 sources  5 unchanged  0 bytes downloaded``."""
         from rich.filesize import decimal
 
         with self.lock:
@@ -125,14 +143,14 @@ class BranchProgress:
             rate = self._rate()
             counts = ", ".join(f"{n} {status}" for status, n in self.statuses.items() if n)
             count, running = self.count, bool(self.running)
-        parts = [f"{count}/{self.sources} sources"]
+        parts = [f"{self.phase()} {count}/{self.sources} sources"]
         if (running or count < self.sources) and known:
             total = decimal(known)
             if told < self.sources:  # more may come: a lower bound
                 number, _, unit = total.partition(" ")
                 total = f"{number}+ {unit}"
             parts.append(f"{decimal(done)} of {total}")
-            if rate:
+            if rate and known > done:
                 parts.append(f"{decimal(int(rate))}/s")
                 more = "+" if told < self.sources else ""
                 parts.append(f"{_duration((known - done) / rate)}{more} left")
@@ -151,8 +169,9 @@ class BranchProgress:
         return (recent[-1][1] - recent[0][1]) / max(now - recent[0][0], 0.5)
 
 
-def _duration(seconds: float) -> str:
-    whole = int(seconds + 0.999)
+def _duration(seconds: float, up: bool = True) -> str:
+    """``H:MM:SS``, rounded ``up`` (a time left) or down (a time elapsed)."""
+    whole = int(seconds + 0.999) if up else int(seconds)
     return f"{whole // 3600}:{whole // 60 % 60:02d}:{whole % 60:02d}"
 
 
@@ -164,7 +183,7 @@ class LiveReporter:
     def __init__(self) -> None:
         from rich.console import Console
         from rich.logging import RichHandler
-        from rich.progress import BarColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn
+        from rich.progress import BarColumn, Progress, ProgressColumn, TextColumn
         from rich.table import Column
 
         branches: dict[str, BranchProgress] = {}
@@ -176,6 +195,15 @@ class LiveReporter:
                 branch = branches.get(task.fields.get("branch", ""))
                 return Text(branch.line() if branch else "")
 
+        class Clock(ProgressColumn):
+            """The time since the branch started, until it is done (rich's elapsed column
+            stops once ``completed`` reaches ``total``: as the last source is read)."""
+
+            def render(self, task: Task) -> Text:
+                from rich.text import Text
+
+                return Text(_duration(task.elapsed or 0.0, up=False), style="progress.elapsed")
+
         self.terminal = _Terminal(sys.stderr)
         self.console = console = Console(file=self.terminal)  # type: ignore[arg-type]
         # The numbers last, cut rather than wrapped on a narrow terminal (80 columns: all but
@@ -183,7 +211,7 @@ class LiveReporter:
         self.progress = Progress(
             TextColumn("[bold]{task.description}", markup=True),
             BarColumn(bar_width=16),
-            TimeElapsedColumn(),
+            Clock(),
             Numbers(table_column=Column(no_wrap=True, overflow="ellipsis")),
             console=console,
             transient=False,
@@ -241,7 +269,17 @@ class LiveReporter:
         if task is not None:
             self._shown(self.progress.update, task, completed=progress.completed())
 
+    def branch_phase(self, branch: str, phase: Phase) -> None:
+        progress = self.branches.get(branch)
+        if progress is not None:
+            with progress.lock:
+                progress.told = phase
+
     def branch_done(self, branch: str, line: str, ok: bool) -> None:
+        progress = self.branches.get(branch)
+        if progress is not None:
+            with progress.lock:
+                progress.done = True
         task = self.tasks.get(branch)
         if task is not None:
             self._shown(self.progress.stop_task, task)

@@ -23,7 +23,7 @@ import msgspec
 from ..consume.load import Packages, load_packages, no_gc
 from ..consume.query import Found, Match, Query
 from ..documents import SpecLinks
-from ..errors import ExitCode, UsageError, shown
+from ..errors import ExitCode, UsageError, counted, shown
 from ..targets import Targets
 from .consumer import add_branch_arguments, aligned, branch_folder, rich_table, run_alone
 from .streams import printed, tell, write_whole
@@ -234,6 +234,7 @@ def json_lines(
 
 
 _COLUMNS = ("name", "version", "hash", "target", "os", "compiler", "stacks")
+_HEADER = tuple(c.upper() for c in _COLUMNS)  # on a terminal as in a pipe
 
 
 def _row(match: Match, short: bool) -> tuple[str, ...]:
@@ -246,7 +247,7 @@ def _row(match: Match, short: bool) -> tuple[str, ...]:
         digest,
         spec.target,
         spec.os,
-        spec.compiler,
+        spec.shown_compiler,
         stacks,
     )
 
@@ -254,13 +255,13 @@ def _row(match: Match, short: bool) -> tuple[str, ...]:
 def plain_table(matches: Sequence[Match]) -> str:
     """The matches as aligned columns under a header (for a pipe or a file: full hashes, no
     colours, nothing cut)."""
-    return aligned([tuple(c.upper() for c in _COLUMNS), *(_row(m, short=False) for m in matches)])
+    return aligned([_HEADER, *(_row(m, short=False) for m in matches)])
 
 
 def _rich_table(found: Found, folder: Path, out: TextIO) -> None:
     packages = len({m.name for m in found.matches})
-    caption = f"{len(found):,} spec(s) of {packages:,} package(s) in {folder}"
-    rich_table(_COLUMNS, [_row(m, short=True) for m in found.matches], caption, out)
+    caption = f"{counted(len(found), 'spec')} of {counted(packages, 'package')} in {folder}"
+    rich_table(_HEADER, [_row(m, short=True) for m in found.matches], caption, out)
 
 
 def main(argv: Sequence[str]) -> int:

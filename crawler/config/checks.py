@@ -16,10 +16,11 @@ from yarl import URL
 
 from ..errors import ConfigError
 from ..files import as_given, branch_name_problem, is_safe_name
-from ..urls import file_path, redacted, without_credentials
+from ..urls import file_path, origin_of, redacted, without_credentials
 from .keys import closest_key
 from .model import Config, DeclaredRef, RefEntry
 from .s3 import check_endpoint, check_s3_section, check_s3_url
+from .wording import plain
 
 #: Why a relative path cannot be used: the folder the run was started in has been deleted.
 NO_WORKING_FOLDER = "relative, and the working folder is gone"
@@ -43,10 +44,10 @@ def _config_error(origin: str, err: msgspec.ValidationError) -> ConfigError:
     if message.startswith("Object missing required field"):
         field = message.split("`")[1]
         return ConfigError(origin, "missing required key", key=f"{path}.{field}" if path else field)
-    return ConfigError(origin, message.replace("`", "'"), key=path or None)
+    return ConfigError(origin, plain(message, path), key=path or None)
 
 
-_SECTIONS = ("timeouts", "retry", "publish", "rewrites", "s3", "refs", "views")
+_SECTIONS = ("timeouts", "retry", "publish", "rewrites", "s3", "http", "refs", "views")
 
 
 #: The keys whose values are paths: they may hold bytes that are not UTF-8 (given on the
@@ -257,22 +258,56 @@ def build_config(data: object, origin: str = "<defaults>", base: Path | None = N
         check_endpoint(origin, config.s3.endpoint_url)
         check_http_url(origin, config.s3.endpoint_url, "s3.endpoint_url")
     check_s3_section(origin, config.s3)
+    _check_http_section(origin, config)
     for i, rewrite in enumerate(config.rewrites):
         _check_mirror(origin, rewrite.replacement, f"rewrites[{i}].replacement")
     _check_refs(origin, config)
     if config.cache_dir is not None and "://" in config.cache_dir:
         raise ConfigError(origin, "must name a folder, not a URL", "cache_dir")
     if base is not None:
-        metrics = _resolve(base, config.metrics, origin, "metrics") if config.metrics else None
-        cache = _resolve(base, config.cache_dir, origin, "cache_dir") if config.cache_dir else None
+
+        def optional(path: str | None, key: str) -> str | None:
+            return None if path is None else _resolve(base, path, origin, key)
+
+        certs = optional(config.http.ssl_certs, "http.ssl_certs")
         config = msgspec.structs.replace(
             config,
             mirror=_resolve(base, config.mirror, origin, "mirror"),
             output=_resolve(base, config.output, origin, "output"),
-            metrics=metrics,
-            cache_dir=cache,
+            metrics=optional(config.metrics, "metrics"),
+            cache_dir=optional(config.cache_dir, "cache_dir"),
+            http=msgspec.structs.replace(config.http, ssl_certs=certs),
         )
     return config
+
+
+def _check_http_section(origin: str, config: Config) -> None:
+    """A token is for an http(s) mirror given without credentials of its own; CA certificates
+    are for a check that is made."""
+    http = config.http
+    if http.access_token_variable is not None:
+        key = "http.access_token_variable"
+        if origin_of(config.mirror) is None:
+            raise ConfigError(origin, "a token is sent to an http(s) mirror only", key)
+        if without_credentials(config.mirror)[1] is not None:
+            raise ConfigError(origin, "give the mirror's URL credentials or a token, not both", key)
+    if http.ssl_certs is not None and not http.verify_ssl:
+        raise ConfigError(
+            origin,
+            "CA certificates are for checking certificates: verify_ssl is false",
+            "http.ssl_certs",
+        )
+
+
+def from_environment(origin: str, variable: str | None, key: str) -> str | None:
+    """The value of the environment variable the config key ``key`` names; the key and the
+    variable, never the value, in the message when it is not set."""
+    if variable is None:
+        return None
+    value = os.environ.get(variable)
+    if not value:
+        raise ConfigError(origin, f"the environment variable {variable} is not set", key)
+    return value
 
 
 def _check_refs(origin: str, config: Config) -> None:

@@ -16,13 +16,19 @@ _INTERNAL = frozenset({"origin", "flags"})
 _STEP = re.compile(r"\[[^\]]*\]|[^.\[]+")
 
 
-def known_keys(path: str) -> list[str]:
-    """The keys the mapping at ``path`` (``""``, ``publish``, ``rewrites[0]``) may hold; none
-    when ``path`` leads to no mapping of settings."""
+def type_at(path: str) -> mi.Type | None:
+    """The type of the value at ``path`` (``timeouts.read``, ``formats[0]``), as the model
+    declares it; None when ``path`` leads nowhere."""
     current: mi.Type | None = mi.type_info(Config)
     for step in _STEP.findall(path):
         current = _inside(_container(current), step)
-    struct = _container(current)
+    return current
+
+
+def known_keys(path: str) -> list[str]:
+    """The keys the mapping at ``path`` (``""``, ``publish``, ``rewrites[0]``) may hold; none
+    when ``path`` leads to no mapping of settings."""
+    struct = _container(type_at(path))
     if not isinstance(struct, mi.StructType):
         return []
     names = (field.encode_name for field in struct.fields)

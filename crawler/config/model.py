@@ -68,16 +68,21 @@ s3.session_token_variable  null                   ... a session token (temporary
 s3.anonymous           false                      unsigned requests, for a public bucket
 s3.addressing_style    auto                       ``path`` (most S3-compatible stores),
                                                   ``virtual`` or ``auto`` (botocore decides)
+http.verify_ssl        true                       check HTTPS mirrors' certificates (false: don't)
+http.ssl_certs         null                       a PEM file (or folder) of CA certificates
+                                                  trusted for HTTPS instead of the system's
+http.access_token_variable  null                  the name of the environment variable holding
+                                                  a bearer token for an http(s) mirror's origin
 =====================  =========================  ==============================================
 
-Relative paths in a config file (``mirror``, ``output``, ``metrics``, ``cache_dir``) are resolved
-against the folder that holds the file, so a config works from any working directory; relative
-paths given as flags are resolved against the working directory. ``.inf`` is taken for
-``timeouts.*``, ``retry.max_wait`` and ``lock_wait``, and means no limit but the run's
-``deadline``, which must be finite: every wait of a run ends with it. ``s3://<bucket>/<path>``
-source URLs map onto ``<mirror>/<path>`` unless a rewrite's ``prefix`` matches first. Numbers
-are read as YAML 1.2 reads them: ``1e3`` is 1000.0, not the string "1e3" (YAML 1.1, PyYAML's,
-wants ``1.0e+3``).
+Relative paths in a config file (``mirror``, ``output``, ``metrics``, ``cache_dir``,
+``http.ssl_certs``) are resolved against the folder that holds the file, so a config works from
+any working directory; relative paths given as flags are resolved against the working directory.
+``.inf`` is taken for ``timeouts.*``, ``retry.max_wait`` and ``lock_wait``, and means no limit
+but the run's ``deadline``, which must be finite: every wait of a run ends with it.
+``s3://<bucket>/<path>`` source URLs map onto ``<mirror>/<path>`` unless a rewrite's ``prefix``
+matches first. Numbers are read as YAML 1.2 reads them: ``1e3`` is 1000.0, not the string "1e3"
+(YAML 1.1, PyYAML's, wants ``1.0e+3``).
 """
 
 from __future__ import annotations
@@ -133,6 +138,15 @@ class Publish(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=T
 
 #: The name of an environment variable (never a secret: the config names where it is).
 EnvName = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")]
+
+
+class HTTP(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """How http(s) mirrors are reached, with the names Spack's config uses: ``verify_ssl`` and
+    ``ssl_certs`` (config.yaml), ``access_token_variable`` (mirrors.yaml)."""
+
+    verify_ssl: bool = True
+    ssl_certs: Annotated[str, msgspec.Meta(min_length=1)] | None = None
+    access_token_variable: EnvName | None = None
 
 
 class S3(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
@@ -249,6 +263,7 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=Tr
     filters: Filters = Filters()
     history: Annotated[int, msgspec.Meta(ge=0, le=1000)] = 30
     s3: S3 = S3()
+    http: HTTP = HTTP()
     immutable_refs: tuple[str, ...] = ("*",)
     mutable_refs: tuple[str, ...] = ("develop",)
     lock_wait: Annotated[float, msgspec.Meta(ge=0)] = 0.0

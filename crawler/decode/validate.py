@@ -72,7 +72,7 @@ from typing import Literal
 
 import msgspec
 
-from ..documents import SpecDependency
+from ..documents import NO_COMPILER, SpecDependency
 from ..files import is_safe_name
 from .records import Dependency, Node, ParamValue, PlainValue
 
@@ -114,7 +114,6 @@ class TooManyInvalid(Exception):
 _BASE32 = re.compile(r"[a-z2-7]*")
 FLAGS = frozenset({"cflags", "cppflags", "cxxflags", "fflags", "ldflags", "ldlibs"})
 COMPILER_VIRTUALS = ("c", "cxx", "fortran")
-NO_COMPILER = "none"
 
 Kind = Literal["root", "stack"]
 

@@ -1,6 +1,7 @@
 """The HTTP(S) transport: one ``aiohttp.ClientSession`` for a whole run, with an explicit
 timeout, a ``User-Agent`` naming the tool and a connector limit; basic auth for the origins the
-user gave credentials for, and the environment's proxies.
+user gave credentials for, a bearer token (the config's ``http.access_token_variable``) for the
+mirror's origin alone, the ``http`` section's certificate checks, and the environment's proxies.
 
 An index is streamed to disk while its SHA-256 is computed, so a large one never sits in this
 process's memory. A 404 or any other 4xx is final at once, and so are a redirect, a body that
@@ -15,6 +16,7 @@ import base64
 import contextlib
 import dataclasses
 import logging
+import ssl
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -27,8 +29,9 @@ from aiohttp.http_exceptions import (
 
 from .. import __version__
 from ..config import Config
-from ..errors import FetchError, HTTPStatusError, NotFoundError, shown
-from ..urls import credentials, credentials_for, redacted
+from ..config.checks import from_environment
+from ..errors import ConfigError, FetchError, HTTPStatusError, NotFoundError, shown
+from ..urls import Origin, credentials, credentials_for, origin_of, redacted
 from .proxies import environment_proxies, proxy_for
 from .retry import RetryPolicy, describe, retry_after
 from .stream import stream_to, time_limit
@@ -59,16 +62,29 @@ class HTTPTransport:
         given = credentials(config.urls)
         self._credentials = given if any(secret for _, secret in given) else []
         self._proxies = environment_proxies(config.urls)
+        #: The mirror's origin and the bearer token sent there, once open.
+        self._token: tuple[Origin, str] | None = None
 
     def open(self) -> None:
-        """Start the run's session."""
-        t = self.config.timeouts
+        """Start the run's session (a ConfigError when the token's variable is not set, or the
+        CA certificates cannot be read)."""
+        config = self.config
+        token = from_environment(
+            config.where("http"), config.http.access_token_variable, "http.access_token_variable"
+        )
+        if token and not (token.isascii() and token.isprintable() and " " not in token):
+            reason = f"the environment variable {config.http.access_token_variable} holds a "
+            reason += "character a token cannot (a space, a control or non-ASCII character)"
+            raise ConfigError(config.where("http"), reason, "http.access_token_variable")
+        mirror = origin_of(config.mirror)
+        self._token = (mirror, f"Bearer {token}") if token and mirror else None
+        t = config.timeouts
         self._session = aiohttp.ClientSession(
             timeout=aiohttp.ClientTimeout(
                 total=None, connect=time_limit(t.connect), sock_read=time_limit(t.read)
             ),
             # Twice the download bound: a source's small sidecar request runs beside its index.
-            connector=aiohttp.TCPConnector(limit=2 * self.config.concurrency),
+            connector=aiohttp.TCPConnector(limit=2 * config.concurrency, ssl=_checks(config)),
             headers={"User-Agent": USER_AGENT},
             raise_for_status=False,
         )
@@ -88,10 +104,15 @@ class HTTPTransport:
 
     def _headers(self, location: str, headers: dict[str, str] | None = None) -> dict[str, str]:
         """The headers of a request to ``location``: ``headers``, and the credentials for its
-        origin if the user gave some."""
+        origin if the user gave some (the token: to the mirror's origin alone; redirects are
+        not followed, so it goes nowhere else)."""
         headers = headers or {}
         secret = credentials_for(location, self._credentials) if self._credentials else None
-        return {**headers, "Authorization": _basic_auth(*secret)} if secret else headers
+        if secret:
+            return {**headers, "Authorization": _basic_auth(*secret)}
+        if self._token is not None and origin_of(location) == self._token[0]:
+            return {**headers, "Authorization": self._token[1]}
+        return headers
 
     def _proxy(self, location: str) -> str | None:
         return proxy_for(location, self._proxies) if self._proxies else None
@@ -285,6 +306,24 @@ def _answered(resp: aiohttp.ClientResponse, etag: str | None = None) -> None:
     """Log an answer (``-v``): method, URL, status, and the ETag a conditional request sent."""
     sent = f" (If-None-Match: {etag})" if etag else ""
     log.debug("%s %s%s: HTTP %d", resp.method, resp.url, sent, resp.status)
+
+
+def _checks(config: Config) -> ssl.SSLContext | bool:
+    """The certificate checks of HTTPS requests: aiohttp's (the system's CAs), none, or
+    against the CA certificates of ``http.ssl_certs`` (a PEM file, or a folder of them)."""
+    http = config.http
+    if not http.verify_ssl:
+        return False
+    if http.ssl_certs is None:
+        return True
+    folder = Path(http.ssl_certs).is_dir()
+    try:
+        return ssl.create_default_context(
+            cafile=None if folder else http.ssl_certs, capath=http.ssl_certs if folder else None
+        )
+    except (OSError, ssl.SSLError) as err:
+        reason = f"cannot read CA certificates from {http.ssl_certs!r}: {err.strerror or err}"
+        raise ConfigError(config.where("http"), reason, "http.ssl_certs") from None
 
 
 def _basic_auth(user: str, password: str) -> str:

@@ -20,7 +20,6 @@ import asyncio
 import dataclasses
 import functools
 import logging
-import os
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -35,6 +34,7 @@ from botocore.loaders import Loader, create_loader
 
 from .. import __version__
 from ..config import Config
+from ..config.checks import from_environment
 from ..errors import ConfigError, FetchError, HTTPStatusError
 from .http import usable_etag
 from .retry import RetryPolicy
@@ -74,11 +74,11 @@ class S3Transport:
     async def open(self) -> None:
         """Create the run's client, its credentials as the config's ``s3`` section says."""
         s3, origin = self.config.s3, self.config.where("s3")
-        keys = _keys_from_environment(origin, s3.access_key_id_variable, "access_key_id_variable")
-        secret = _keys_from_environment(
-            origin, s3.secret_access_key_variable, "secret_access_key_variable"
+        keys = from_environment(origin, s3.access_key_id_variable, "s3.access_key_id_variable")
+        secret = from_environment(
+            origin, s3.secret_access_key_variable, "s3.secret_access_key_variable"
         )
-        token = _keys_from_environment(origin, s3.session_token_variable, "session_token_variable")
+        token = from_environment(origin, s3.session_token_variable, "s3.session_token_variable")
         try:
             session = AioSession(profile=s3.profile)
             session.register_component("data_loader", _models())
@@ -283,14 +283,3 @@ def _models() -> Loader:
     """botocore's loader of service models, one per process: each session would read and
     parse S3's model again (a fifth of a second a client)."""
     return create_loader()
-
-
-def _keys_from_environment(origin: str, variable: str | None, key: str) -> str | None:
-    """The value of the environment variable a config key names; the key, never the value,
-    in the message when it is not set."""
-    if variable is None:
-        return None
-    value = os.environ.get(variable)
-    if not value:
-        raise ConfigError(origin, f"the environment variable {variable} is not set", f"s3.{key}")
-    return value

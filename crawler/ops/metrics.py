@@ -51,7 +51,9 @@ Choices:
 * :func:`write_metrics` replaces the file atomically (temporary file in the same folder, then a
   rename): node_exporter never reads half a file, and the temporary name does not end in
   ``.prom``, so it is never collected. The file is made readable by everyone (mode 0644),
-  since node_exporter usually runs as another user.
+  since node_exporter usually runs as another user. prometheus_client's ``write_to_textfile``
+  does neither (a link at its predictable temporary name is followed, the mode is the umask's):
+  docs/operations.md says what was observed.
 """
 
 from __future__ import annotations

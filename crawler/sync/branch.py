@@ -203,6 +203,7 @@ class BranchSync:
 
     async def _rebuild(self, plan: BranchPlan, failed: list[SourceOutcome]) -> BranchResult:
         branch, report = self.branch, self.report
+        self.run.reporter.branch_phase(branch, "building")
         root, stacks = await self._summaries()
         self.reader.close()  # the workers, idle now, free their memory for the output
         inputs = self._fingerprint(plan.formats)  # a source read again may have other bytes
@@ -224,6 +225,7 @@ class BranchSync:
             report.status, report.error, report.changes = status, None, changes.totals
             keep = self.run.config.history
             folder = self.run.output / branch
+            self.run.reporter.branch_phase(branch, "publishing")
             written = await publish_branch(
                 self.run.output,
                 index,

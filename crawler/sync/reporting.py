@@ -2,19 +2,25 @@
 them (the terminal's live display is :class:`crawler.cli.display.LiveReporter`).
 
 The cron log's records carry the run's facts as fields too (``event``, ``branch``, ``source``,
-``url``, ``status``, ``bytes``), for ``--log-format json`` (:mod:`crawler.cli.display`).
+``url``: where the source was read, ``status``, ``bytes``), for ``--log-format json``
+(:mod:`crawler.cli.display`).
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Protocol
+from typing import Literal, Protocol
 
 from ..errors import counted
 from ..mirror.transport import Progress
+from ..urls import redacted
 from .outcome import SourceOutcome
 
 log = logging.getLogger("crawler")
+
+#: What a branch is doing once its sources are read: ``downloading`` and ``decoding`` are told
+#: by the sources' own events (a source whose bytes are all in is being decoded).
+Phase = Literal["building", "publishing"]
 
 
 class Reporter(Protocol):
@@ -29,6 +35,9 @@ class Reporter(Protocol):
 
     def source_done(self, branch: str, outcome: SourceOutcome) -> None:
         """One source finished: fetched, unchanged, missing or failed."""
+
+    def branch_phase(self, branch: str, phase: Phase) -> None:
+        """A branch's sources are read, and it is now building (or publishing) its output."""
 
     def branch_done(self, branch: str, line: str, ok: bool) -> None:
         """A branch finished (published or failed)."""
@@ -54,6 +63,11 @@ class Download:
         self.total = size
         self.reporter.source_progress(self.branch, self.label, 0, size)
 
+    def arrived(self, size: int) -> None:
+        """The download is whole: its total is known now, announced or not."""
+        self.total = size
+        self.reporter.source_progress(self.branch, self.label, size, size)
+
 
 class LogReporter:
     """One log line per event, for cron and pipes."""
@@ -71,11 +85,14 @@ class LogReporter:
             "event": "source_done",
             "branch": branch,
             "source": outcome.label,
-            "url": outcome.source.url,
+            "url": redacted(outcome.source.location),  # where it was read, not as listed
             "status": outcome.status,
             "bytes": outcome.size,
         }
         (log.info if ok else log.error)("%s %s", branch, outcome.line(), extra=fields)
+
+    def branch_phase(self, branch: str, phase: Phase) -> None:
+        """Nothing: the branch's last line says what it built."""
 
     def branch_done(self, branch: str, line: str, ok: bool) -> None:
         fields = {"event": "branch_done", "branch": branch}

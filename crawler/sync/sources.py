@@ -239,6 +239,7 @@ class SourceReader:
             outcome.attempts += fetched.attempts
             outcome.etag = fetched.etag
         outcome.sha256, outcome.size, outcome.status = fetched.sha256, fetched.size, "fetched"
+        watch.arrived(fetched.size)
         if source.checksum is not None and fetched.sha256 != source.checksum:
             raise ChecksumError(
                 source.location,
