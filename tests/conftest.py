@@ -258,6 +258,25 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--release",
+        action="store_true",
+        help="also run the tests marked release (the sdist installed and self-tested)",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``release`` take minutes and check the package as shipped, not the code:
+    left out (deselected) unless ``--release`` is given, as ``.ci/release-check`` does."""
+    if config.getoption("release"):
+        return
+    left = [item for item in items if item.get_closest_marker("release")]
+    if left:
+        config.hook.pytest_deselected(items=left)
+        items[:] = [item for item in items if not item.get_closest_marker("release")]
+
+
 @pytest.fixture(autouse=True)
 def _published_indexes_match_the_schema(
     request: pytest.FixtureRequest, tmp_path: Path
