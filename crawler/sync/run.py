@@ -21,7 +21,6 @@ from ..build.consolidate import thawed_gc
 from ..config import Config
 from ..errors import IndexFormatError, OutputError, UsageError, counted, shown
 from ..files import is_safe_name
-from ..heap import trim
 from ..mirror.discovery import Discovery, Mirror
 from ..mirror.fetch import Fetcher
 from ..mirror.refs import find_refs
@@ -112,7 +111,6 @@ class Syncer:
                             # 70-odd MB), for the spec store's update to reuse its memory.
                             del one
                             await reader.settle()
-                        trim()
                 after_publish(lambda: write_listing(self.output), "synced")
                 _check_any(discovery, branches)
 
