@@ -188,17 +188,18 @@ def test_help(tmp_path: Path, command: tuple[str, ...], mentions: list[str]) -> 
 # --- usage and config errors: exit 2 --------------------------------------------------------
 
 
-def test_missing_config_file(tmp_path: Path) -> None:
+def test_missing_config_file(here: RunHere, tmp_path: Path) -> None:
     missing = tmp_path / "nowhere.yaml"
-    done = run_cli("sync", "--branch", "develop", "--config", str(missing), cwd=tmp_path)
+    done = here("sync", "--branch", "develop", "--config", str(missing))
     assert done.code == 2
     assert done.err == f"error: config error in {missing}: file not found\n"
     assert done.out == ""
 
 
-def test_unknown_config_key(tmp_path: Path) -> None:
+def test_unknown_config_key(here: RunHere, tmp_path: Path) -> None:
+    """In this process: test_bad_config_value checks a config error through a real one."""
     config = write_config(tmp_path / "x.yaml", {"mirror": str(SAMPLE_MIRROR), "mirorr": "y"})
-    done = run_cli("sync", "--branch", "develop", "--config", str(config), cwd=tmp_path)
+    done = here("sync", "--branch", "develop", "--config", str(config))
     assert done.code == 2
     assert done.err == (
         f"error: config error in {config}: key 'mirorr': unknown key (did you mean 'mirror'?)\n"
@@ -640,9 +641,9 @@ def test_dot_dot_after_a_link_follows_the_filesystem(tmp_path: Path) -> None:
     assert not (work / "out").exists()
 
 
-def test_a_file_url_may_name_localhost_in_any_case(tmp_path: Path) -> None:
+def test_a_file_url_may_name_localhost_in_any_case(here: RunHere) -> None:
     for host in ("localhost", "LOCALHOST"):
-        done = run_cli("branches", "--mirror", f"file://{host}{SAMPLE_MIRROR}", cwd=tmp_path)
+        done = here("branches", "--mirror", f"file://{host}{SAMPLE_MIRROR}")
         assert done.code == 0, done.err
         assert done.out.startswith("develop\troot ")
 
@@ -657,11 +658,11 @@ def test_a_file_url_may_name_localhost_in_any_case(tmp_path: Path) -> None:
     ],
 )
 def test_a_file_url_that_names_no_folder_as_written_is_a_usage_error(
-    tmp_path: Path, url: str, reason: str
+    here: RunHere, url: str, reason: str
 ) -> None:
     """``file://sample/mirror`` used to read ``/mirror`` (the host dropped), a query or a
     fragment was dropped, and ``%00`` ended in an internal error."""
-    done = run_cli("branches", "--mirror", url, cwd=tmp_path)
+    done = here("branches", "--mirror", url)
     assert (done.code, done.out) == (2, "")
     assert done.err.startswith(f"error: config error in command line: key 'mirror': {url!r} ")
     assert reason in done.err
@@ -1315,19 +1316,19 @@ def test_find_and_log_name_the_branch_folder_of_its_pages_and_site(tmp_path: Pat
         assert done.code == 0, done.err
 
 
-def test_verify_names_what_it_cannot_check(tmp_path: Path) -> None:
+def test_verify_names_what_it_cannot_check(here: RunHere, tmp_path: Path) -> None:
     """The output folder given instead of a branch folder used to fail as a branch without an
     index (exit 8); one that cannot be searched ended in an internal error (exit 1)."""
     config = sample_config(tmp_path)
-    assert run_cli("sync", "--branch", "develop", "--config", str(config), cwd=tmp_path).code == 0
+    assert here("sync", "--branch", "develop", "--config", str(config)).code == 0
     output = tmp_path / "out"
-    done = run_cli("verify", str(output), cwd=tmp_path)
+    done = here("verify", str(output))
     assert (done.code, done.out) == (2, "")
     assert done.err == (
         f"error: crawler verify: {output}: an output folder, not a branch folder (give one of "
         "its branches: develop)\n"
     )
-    done = run_cli("verify", str(output / "devel"), cwd=tmp_path)  # a typo: the branches named
+    done = here("verify", str(output / "devel"))  # a typo: the branches named
     assert (done.code, done.err) == (
         2,
         f"error: crawler verify: {output / 'devel'}: no such branch published in {output} "
