@@ -1,10 +1,9 @@
-"""Heap: how the crawler's main process gives the memory it freed back to the system (glibc;
-elsewhere, musl or macOS, these do nothing).
+"""Heap: how the crawler's main process gives the large blocks it freed back to the system
+(glibc; elsewhere, musl or macOS, this does nothing).
 
-A run's documents and the workers' results are large blocks, freed once used; a branch's
-summaries are millions of small objects, freed once it is published. glibc keeps what was freed
-in the process unless told otherwise, and the next branch of ``--all`` then starts with the last
-one's memory still counted in its RSS, beside the decoding workers it starts.
+A run's documents and the workers' results are large blocks, freed once used. glibc keeps what
+was freed in the process unless told otherwise, still counted in its RSS while the next ones
+are read, beside the decoding workers.
 """
 
 from __future__ import annotations
@@ -30,22 +29,11 @@ def return_large_blocks() -> None:
     space stays in the process: a develop-sized sync then peaks about 40 MB higher. Smaller
     blocks stay on the heap: the 256 KiB blocks sockets are read into are reused from there,
     whereas mapping each anew costs a page fault per page (0.6 s of system time for 600 MB of
-    downloads).
+    downloads). Measured (docs/performance.md, 2026-12-01): without it the nightly run's
+    process tree peaks at 344-352 MB instead of 290-292 (the target: 350), the cold sync's at
+    331-341 MB instead of 310-319.
     """
     libc = _libc()
     with contextlib.suppress(AttributeError):
         if libc is not None:
             libc.mallopt(_M_MMAP_THRESHOLD, 512 << 10)
-
-
-def trim() -> None:
-    """Give back the heap's free pages, once a branch is done: 25-30 MB of a develop-sized
-    branch that the next one's reading would otherwise carry (``--all`` over five
-    develop-sized refs, interleaved: peak RSS of the process tree 384-395 MB instead of
-    400-419, same wall time). Python's own arenas for small objects are not glibc's to trim:
-    one still holding a live object stays whole, and after a branch 80-odd of them hold
-    about 20 MB of live objects."""
-    libc = _libc()
-    with contextlib.suppress(AttributeError):
-        if libc is not None:
-            libc.malloc_trim(0)

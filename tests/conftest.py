@@ -258,13 +258,40 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--release",
+        action="store_true",
+        help="also run the tests marked release (the sdist installed and self-tested)",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``release`` take minutes and check the package as shipped, not the code:
+    left out (deselected) unless ``--release`` is given, as ``.ci/release-check`` does."""
+    if config.getoption("release"):
+        return
+    left = [item for item in items if item.get_closest_marker("release")]
+    if left:
+        config.hook.pytest_deselected(items=left)
+        items[:] = [item for item in items if not item.get_closest_marker("release")]
+
+
+#: Entries of each top-level map and of each list of a published document that the autouse
+#: schema check validates (all of them in a test that calls ``assert_valid`` itself).
+SCHEMA_SAMPLE = 10
+
+
 @pytest.fixture(autouse=True)
 def _published_indexes_match_the_schema(
     request: pytest.FixtureRequest, tmp_path: Path
 ) -> Iterator[None]:
     """Every ``index.json`` a test leaves published (next to its ``report.json``), and its
     companions, must match the JSON Schemas shipped in crawler/schema, whatever the test
-    itself checks."""
+    itself checks: a sample of each (:func:`.schema.sampled`: the first :data:`SCHEMA_SAMPLE`
+    packages, of their specs, ...), since the schemas hold no rule across entries and checking
+    a few thousand specs takes tens of seconds. Tests that call ``assert_valid`` themselves
+    check whole documents."""
     yield
     if request.node.get_closest_marker("damages_output"):
         return
@@ -274,7 +301,7 @@ def _published_indexes_match_the_schema(
         if (index.parent / "report.json").is_file() and ".crawler" not in index.parts:
             for name in SCHEMAS:
                 if (index.parent / name).is_file():
-                    assert_valid(index.parent / name)
+                    assert_valid(index.parent / name, sample=SCHEMA_SAMPLE)
 
 
 _HOLDER_SCRIPT = """

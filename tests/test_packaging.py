@@ -97,6 +97,7 @@ def unpack(sdist: Path, into: Path) -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.release  # minutes: .ci/release-check runs it (pytest --release)
 @pytest.mark.timeout(1200)
 def test_the_sdist_installs_and_passes_its_own_fast_suite(tmp_path: Path) -> None:
     dist = tmp_path / "dist"

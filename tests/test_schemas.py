@@ -19,7 +19,7 @@ from crawler.ops.schemas import SCHEMAS, schema
 from crawler.ops.verify import verify_branch
 
 from .conftest import REPO, SAMPLE_MIRROR
-from .schema import assert_valid
+from .schema import assert_valid, sampled, schema_errors
 from .test_messages import crawler
 
 #: Each struct of crawler/documents.py, and where its object is in which schema.
@@ -144,3 +144,29 @@ def test_the_documented_validation_runs(published: Path, monkeypatch: pytest.Mon
     (published.parent / "bad" / "history.json").write_text(json.dumps(history))
     with pytest.raises(jsonschema.ValidationError):
         exec(compile(bad, "docs/output-format.md: JSON Schemas", "exec"), {})
+
+
+def test_a_sample_keeps_the_first_entries_of_each_collection_and_every_field(
+    published: Path,
+) -> None:
+    """The suite's autouse check validates a sample of each published document (conftest's
+    SCHEMA_SAMPLE): records stay whole, so a broken field of a sampled entry is still seen."""
+    document = {
+        "packages": {
+            f"p{n}": {"specs": [{"n": 1}] * 3, "stacks": ["a", "b", "root"]} for n in "abc"
+        },
+        "sources": [{"label": "root"}, {"label": "s1"}, {"label": "s2"}],
+        "branch": "develop",
+    }
+
+    assert sampled(document, 2) == {
+        "packages": {
+            n: {"specs": [{"n": 1}] * 2, "stacks": ["a", "b", "root"]} for n in ("pa", "pb")
+        },
+        "sources": [{"label": "root"}, {"label": "s1"}],
+        "branch": "develop",
+    }
+    index = json.loads((published / "develop" / "index.json").read_bytes())
+    first = next(iter(index["packages"].values()))
+    del first["spec_details"][0]["hash"]
+    assert schema_errors(sampled(index, 1)) == schema_errors(index) != []

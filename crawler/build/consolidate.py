@@ -43,7 +43,8 @@ def paused_gc() -> Iterator[None]:
     cycles, so nothing is left for the collector when it resumes.
 
     Resumed as it is, the collector would walk all of it once at its next pass (half a second
-    after a develop-sized build, measured): what the process tracks is frozen instead (all of
+    after a develop-sized build, measured; a cold sync's main process 1.2 CPU-s, see
+    docs/performance.md, 2026-12-01): what the process tracks is frozen instead (all of
     it, not only what the block made: moved out of the collector's generations; reference
     counting still frees it), and :func:`thawed_gc` around each branch of a run gives it back
     to the collector once the branch is done, so that a reference cycle frozen meanwhile is

@@ -21,7 +21,6 @@ from ..build.consolidate import thawed_gc
 from ..config import Config
 from ..errors import IndexFormatError, UsageError, counted, shown
 from ..files import branch_name_problem
-from ..heap import trim
 from ..mirror.discovery import Discovery, Mirror
 from ..mirror.fetch import Fetcher
 from ..mirror.refs import find_refs
@@ -113,7 +112,6 @@ class Syncer:
                             # 70-odd MB), for the spec store's update to reuse its memory.
                             del one
                             await reader.settle()
-                        trim()
                 after_publish(lambda: write_listing(self.output), "synced")
 
     async def forecast(self, branches: Sequence[str] | None) -> list[BranchForecast]:
