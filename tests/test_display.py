@@ -337,7 +337,10 @@ def test_json_logs_are_one_object_a_line_with_the_records_fields(tmp_path: Path)
     assert cold[0]["event"] == "branch_started" and cold[-1]["event"] == "branch_done"
     assert {r["level"] for r in warm} >= {"DEBUG", "INFO"}
     assert failed[-1]["level"] == "ERROR"
-    assert str(failed[-1]["message"]).startswith("error: mirror unusable: cannot fetch")
+    nowhere = (tmp_path / "nowhere").as_uri()
+    assert str(failed[-1]["message"]).startswith(
+        f"error: mirror unusable: {nowhere}: no such file or folder"
+    ), failed[-1]
 
 
 def test_json_logs_on_a_terminal_have_no_display_and_an_interrupt_is_a_record(
