@@ -148,6 +148,7 @@ def mirror_server(
         mirror = MirrorServer(root.resolve())
         app = web.Application()
         app.router.add_route("GET", "/{tail:.*}", mirror.handle)
+        app.router.add_route("HEAD", "/{tail:.*}", mirror.handle)  # a look for a tarball
         mirror.server = await aiohttp_server(app)
         return mirror
 

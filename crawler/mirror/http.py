@@ -121,6 +121,19 @@ class HTTPTransport:
         found, _ = await self.policy.bounded(location, attempt)
         return found
 
+    async def exists(self, location: str) -> bool:
+        """Whether a ``HEAD`` request, retried as a download is, is answered 200 (True) or 404
+        (False); any other answer fails, as a download's would."""
+
+        async def attempt() -> bool:
+            status = await self._head(location)
+            if status not in (200, 404):
+                raise HTTPStatusError(location, status)
+            return status == 200
+
+        found, _ = await self.policy.bounded(location, attempt)
+        return found
+
     async def present(self, location: str, seconds: float) -> bool | None:
         """One ``HEAD`` request, given ``seconds`` at most: 200 is True, 404 False, anything
         else (another status, an error, no answer in time) None."""
