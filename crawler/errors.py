@@ -65,6 +65,7 @@ class ExitCode(enum.IntEnum):
     UNKNOWN_TARGET = 13  # a query names a host or target family archspec does not know
     DIFFERENT = 14  # crawler diff --exit-code: the two branches differ
     MIRRORS_DIFFER = 15  # crawler diff: the two branches were published from two mirrors
+    BINARIES_MISSING = 16  # crawler audit: binaries missing or not sound
 
 
 #: The most characters of a server's text (a header, an error's body) a message quotes.

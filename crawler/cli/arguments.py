@@ -10,7 +10,7 @@ import msgspec
 from .. import __version__
 from ..config import Config, load_config, with_overrides
 from ..errors import UsageError
-from . import completion, configcmd, find
+from . import audit, completion, configcmd, find
 from . import diff as branch_diff
 from . import log as history_log
 from .argtypes import int_between, path
@@ -57,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_sync(commands)
     _add_branches(commands)
     _add_verify(commands)
+    _add_audit(commands)
     find.add_parser(commands)
     history_log.add_parser(commands)
     branch_diff.add_parser(commands)
@@ -208,6 +209,17 @@ def _add_verify(commands: argparse._SubParsersAction[_Parser]) -> None:
         help="skip the JSON Schema check (the slowest one: ~15 s for a 60,000-spec index)",
     )
     verify.add_argument("-v", "--verbose", action="store_true", help=argparse.SUPPRESS)
+
+
+def _add_audit(commands: argparse._SubParsersAction[_Parser]) -> None:
+    sub = audit.add_parser(commands)
+    _common(sub)
+    sub.add_argument(
+        "--concurrency",
+        type=int_between(1, 256),
+        metavar="N",
+        help="binaries looked for at once, 1-256 (default: the config's concurrency, 8)",
+    )
 
 
 def settings(args: argparse.Namespace) -> Config:
