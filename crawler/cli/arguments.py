@@ -128,6 +128,14 @@ def _add_sync(commands: argparse._SubParsersAction[_Parser]) -> None:
         help="sources downloaded at once, 1-256 (default: the config's concurrency, 8)",
     )
     sync.add_argument(
+        "--no-binaries",
+        dest="binaries",
+        action="store_false",
+        default=None,
+        help="read no spec manifests: sizes stay '-', no binary is looked for "
+        "(the config's binaries: false)",
+    )
+    sync.add_argument(
         "--max-failed-stacks",
         type=int_between(0, 10_000),
         metavar="N",
@@ -235,6 +243,7 @@ def settings(args: argparse.Namespace) -> Config:
         output=getattr(args, "output", None),
         formats=getattr(args, "format", None),
         concurrency=getattr(args, "concurrency", None),
+        binaries=getattr(args, "binaries", None),
         metrics=getattr(args, "metrics", None),
         prune_formats=getattr(args, "prune_formats", None),
         deadline=args.deadline,

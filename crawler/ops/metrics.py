@@ -144,6 +144,16 @@ _FACTS: tuple[tuple[str, str, Callable[[Report], float | None]], ...] = (
         "Specs the branch lost in the last run's publish.",
         lambda r: r.changes.removed if r.changes else None,
     ),
+    (
+        "missing_binaries",
+        "Specs of the last rebuild whose spec manifest or tarball is not there.",
+        lambda r: r.missing_binaries_total if isinstance(r.missing_binaries_total, int) else None,
+    ),
+    (
+        "binary_findings",
+        "Specs of the last rebuild whose manifest is unsound or not signed by a published key.",
+        lambda r: r.binary_findings_total if isinstance(r.binary_findings_total, int) else None,
+    ),
 )
 
 
