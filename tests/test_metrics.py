@@ -158,10 +158,10 @@ spack_cache_crawler_specs_added{branch="develop-2025-04-20"} 58
 # TYPE spack_cache_crawler_specs_removed gauge
 spack_cache_crawler_specs_removed{branch="develop"} 3
 spack_cache_crawler_specs_removed{branch="develop-2025-04-20"} 0
-# HELP spack_cache_crawler_missing_binaries Specs of the last rebuild whose spec manifest or tarball is not there.
+# HELP spack_cache_crawler_missing_binaries Specs whose binary is missing (last rebuild).
 # TYPE spack_cache_crawler_missing_binaries gauge
 spack_cache_crawler_missing_binaries{branch="develop"} 7
-# HELP spack_cache_crawler_binary_findings Specs of the last rebuild whose manifest is unsound or not signed by a published key.
+# HELP spack_cache_crawler_binary_findings Specs whose binary is not sound (last rebuild).
 # TYPE spack_cache_crawler_binary_findings gauge
 spack_cache_crawler_binary_findings{branch="develop"} 0
 # HELP spack_cache_crawler_sources Sources of the branch by outcome in the last run.

@@ -146,12 +146,12 @@ _FACTS: tuple[tuple[str, str, Callable[[Report], float | None]], ...] = (
     ),
     (
         "missing_binaries",
-        "Specs of the last rebuild whose spec manifest or tarball is not there.",
+        "Specs whose binary is missing (last rebuild).",
         lambda r: r.missing_binaries_total if isinstance(r.missing_binaries_total, int) else None,
     ),
     (
         "binary_findings",
-        "Specs of the last rebuild whose manifest is unsound or not signed by a published key.",
+        "Specs whose binary is not sound (last rebuild).",
         lambda r: r.binary_findings_total if isinstance(r.binary_findings_total, int) else None,
     ),
 )
