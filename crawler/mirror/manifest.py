@@ -8,9 +8,10 @@ list several index blobs, one per Database version (``application/vnd.spack.db.v
 crawler reads is taken (:data:`~crawler.decode.records.SUPPORTED_VERSIONS`); the others are
 reported as left.
 
-A manifest may be PGP clear-signed. The armour is taken off and the signature is **not**
+A manifest may be PGP clear-signed. The armour is taken off here and the signature is **not**
 verified: the index blob is checked against the checksum the manifest names, no more (the
-discovery document is trusted the same way).
+discovery document is trusted the same way). Spec manifests share the shape
+(:mod:`.specmanifest`); their signatures are checked by :mod:`.signing`.
 """
 
 from __future__ import annotations
