@@ -111,3 +111,14 @@ async def test_no_binaries_reads_no_manifest(tmp_path: Path) -> None:
     assert set(sizes(tmp_path / "out").values()) == {"-"}
     assert "tarball" not in published(tmp_path / "out", "links.json")["specs"][SPECS[0].dag_hash]
     assert not store_path(tmp_path / "out", "spack-cache").exists()
+
+
+async def test_a_damaged_store_is_read_as_none(tmp_path: Path) -> None:
+    folder = tmp_path / "site" / "spack-cache"
+    build_plain_cache(folder, SPECS[:5], binaries=True)
+    store = store_path(tmp_path / "out", "spack-cache")
+    store.parent.mkdir(parents=True)
+    store.write_bytes(b'{"specs": {"abc": [1, 2]}} and more')
+    assert await sync(tmp_path, str(folder)) == 0
+    assert all(size != "-" for size in sizes(tmp_path / "out").values())
+    assert len(json.loads(store.read_bytes())["specs"]) == 5  # written anew, whole

@@ -93,6 +93,8 @@ async def read_binaries(
         await asyncio.gather(*(worker() for _ in range(workers)))
     log.info("%s: %d spec manifests read, %d known", branch, len(new), len(wanted) - len(new))
     clean = {s: _Kept(stack, f) for s, (stack, f) in facts.items() if f.finding is None}
+    if not clean and not kept:  # a branch of no v3 cache: nothing to keep
+        return facts
     try:
         atomic_write(path, msgspec.json.encode(_Store(dict(sorted(clean.items())))), durable=False)
     except OutputError as err:  # only a cache: the next sync reads these manifests again
