@@ -71,6 +71,8 @@ class SpecLinks(msgspec.Struct, frozen=True, gc=False):
     locations: dict[str, str] = {}
     #: The tarball its spec manifest names, in the cache whose manifest was read (v3 only).
     tarball: str | UnsetType = UNSET
+    #: The fingerprint of the published key that signed that manifest (a signed cache).
+    signer: str | UnsetType = UNSET
 
 
 #: The fields of a :class:`SpecDetail` that the reference site's pages show, in its order.

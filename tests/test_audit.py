@@ -9,13 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from bench.synth import build_plain_cache, generate_specs
+from bench.synth import build_plain_cache, generate_specs, write_binaries, write_keys
 from crawler.cli.command import main_async
 
 from .conftest import ServeMirror, fast_config
+from .signing import SigningKey, needs_gpg, signing_keys
 from .test_s3 import KEY_ID, SECRET, make_bucket, moto_endpoint, s3_settings, write_config
 
-__all__ = ["moto_endpoint"]
+__all__ = ["moto_endpoint", "signing_keys"]
 
 SPECS = generate_specs(41, 6)
 
@@ -139,3 +140,32 @@ async def test_an_audit_in_s3_names_a_missing_tarball(
 
 async def test_an_audit_of_no_branch_folder_is_exit_11(tmp_path: Path) -> None:
     assert await main_async(["audit", str(tmp_path), "--mirror", str(tmp_path)]) == 11
+
+
+@needs_gpg
+async def test_an_audit_of_a_signed_cache_names_a_bad_signature(
+    tmp_path: Path,
+    mirror_server: ServeMirror,
+    signing_keys: tuple[SigningKey, SigningKey],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    own, _ = signing_keys
+    folder = tmp_path / "site" / "spack-cache"
+    build_plain_cache(folder, SPECS[:4], binaries=False)
+    write_binaries(folder, SPECS[:4], sign=own.clearsign)
+    write_keys(folder, {own.fingerprint: own.public})
+    server = await mirror_server(tmp_path / "site")
+    spec = SPECS[1]
+
+    def tamper() -> None:
+        [file] = folder.glob(f"v3/manifests/spec/*/*-{spec.dag_hash}.spec.manifest.json")
+        file.write_bytes(file.read_bytes().replace(b'"version": 3', b'"version":  3'))
+
+    code = await sync_then_audit(tmp_path, f"{server.url}/spack-cache", prune=tamper)
+    assert code == 16
+    [line] = capsys.readouterr().out.splitlines()
+    assert f"/{spec.dag_hash}\troot\tbad signature\t" in line
+    report = json.loads((tmp_path / "out" / "spack-cache" / "report.json").read_bytes())
+    assert report["binary_findings"] == []  # the sync read them before: all signed then
+    links = json.loads((tmp_path / "out" / "spack-cache" / "links.json").read_bytes())
+    assert {link["signer"] for link in links["specs"].values()} == {own.fingerprint}

@@ -16,6 +16,7 @@ import msgspec
 
 from ..documents import BinaryFinding, MissingBinary, PackageSummary, Report, SpecLinks
 from ..mirror.binaries import BinaryFacts
+from ..mirror.signing import SIGNED
 
 #: Missing binaries and binary findings a report lists, at most (the totals count them all).
 BINARIES_SHOWN = 1000
@@ -41,13 +42,19 @@ def with_sizes(packages: dict[str, PackageSummary], facts: Facts) -> dict[str, P
 
 
 def with_tarballs(links: dict[str, SpecLinks], facts: Facts) -> dict[str, SpecLinks]:
-    """``links`` with each spec's tarball URL beside its manifests' where it is known."""
+    """``links`` with each spec's tarball URL beside its manifests' where it is known, and the
+    fingerprint of the key that signed its manifest where that was verified."""
     return {
-        spec: msgspec.structs.replace(link, tarball=tarball)
-        if (f := facts.get(spec)) is not None and (tarball := f[1].tarball) is not None
-        else link
+        spec: _linked(link, found[1]) if (found := facts.get(spec)) is not None else link
         for spec, link in links.items()
     }
+
+
+def _linked(link: SpecLinks, fact: BinaryFacts) -> SpecLinks:
+    if fact.tarball is None:
+        return link
+    signer = fact.signer if fact.signature == SIGNED and fact.signer else msgspec.UNSET
+    return msgspec.structs.replace(link, tarball=fact.tarball, signer=signer)
 
 
 def record_binaries(report: Report, packages: Mapping[str, PackageSummary], facts: Facts) -> None:
