@@ -104,7 +104,7 @@ async def test_an_audit_over_http_names_a_missing_manifest(
     tmp_path: Path, mirror_server: ServeMirror, capsys: pytest.CaptureFixture[str]
 ) -> None:
     folder = cache(tmp_path)
-    server = await mirror_server(tmp_path / "site")
+    server = await mirror_server(tmp_path / "site", head=True)
 
     def prune() -> None:  # after the sync, which read each manifest once too
         prune_one(folder, "manifest")
@@ -154,7 +154,7 @@ async def test_an_audit_of_a_signed_cache_names_a_bad_signature(
     build_plain_cache(folder, SPECS[:4], binaries=False)
     write_binaries(folder, SPECS[:4], sign=own.clearsign)
     write_keys(folder, {own.fingerprint: own.public})
-    server = await mirror_server(tmp_path / "site")
+    server = await mirror_server(tmp_path / "site", head=True)
     spec = SPECS[1]
 
     def tamper() -> None:

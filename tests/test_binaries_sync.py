@@ -84,7 +84,7 @@ async def test_a_second_push_reads_only_the_new_manifests(
     folder = tmp_path / "site" / "spack-cache"
     first, second = SPECS[:10], SPECS[10:]
     build_plain_cache(folder, first, binaries=True)
-    server = await mirror_server(tmp_path / "site")
+    server = await mirror_server(tmp_path / "site", head=True)
     mirror = f"{server.url}/spack-cache"
     assert await sync(tmp_path, mirror) == 0
 
@@ -122,3 +122,15 @@ async def test_a_damaged_store_is_read_as_none(tmp_path: Path) -> None:
     assert await sync(tmp_path, str(folder)) == 0
     assert all(size != "-" for size in sizes(tmp_path / "out").values())
     assert len(json.loads(store.read_bytes())["specs"]) == 5  # written anew, whole
+
+
+async def test_a_server_that_allows_no_head_is_asked_with_a_get(
+    tmp_path: Path, mirror_server: ServeMirror
+) -> None:
+    folder = tmp_path / "site" / "spack-cache"
+    build_plain_cache(folder, SPECS[:4], binaries=True)
+    server = await mirror_server(tmp_path / "site")  # HEAD: 405
+    assert await sync(tmp_path, f"{server.url}/spack-cache") == 0
+    report = published(tmp_path / "out", "report.json")
+    assert (report["missing_binaries"], report["binary_findings"]) == ([], [])
+    assert all(size != "-" for size in sizes(tmp_path / "out").values())

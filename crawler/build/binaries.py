@@ -44,6 +44,8 @@ def with_sizes(packages: dict[str, PackageSummary], facts: Facts) -> dict[str, P
 def with_tarballs(links: dict[str, SpecLinks], facts: Facts) -> dict[str, SpecLinks]:
     """``links`` with each spec's tarball URL beside its manifests' where it is known, and the
     fingerprint of the key that signed its manifest where that was verified."""
+    if not facts:
+        return links
     return {
         spec: _linked(link, found[1]) if (found := facts.get(spec)) is not None else link
         for spec, link in links.items()
