@@ -22,8 +22,8 @@ from .streams import printed, tell
 
 EPILOG = (
     "exit codes: 0 every binary is there, 1 internal error, 2 usage or config error, "
-    "4 the findings could not be printed, 9 deadline passed, 11 no published branch, "
-    "16 binaries missing or not sound (one per line on stdout), 129/130/143 interrupted"
+    "9 deadline passed, 11 no published branch, 16 binaries missing or not sound (one per "
+    "line on stdout; one that cannot be written is a warning), 129/130/143 interrupted"
 )
 
 
@@ -64,12 +64,10 @@ async def run(args: argparse.Namespace, config: Config, sleep: Sleep) -> int:
     if progress:
         progress.end()
     results: str | bytes = json_lines([audit]) if args.json else _lines(audit)
-    written = printed(results, "the findings", needed=False)
+    printed(results, "the findings", needed=False)  # the exit code is the verdict, and stands
     if not args.quiet:
         tell(_verdict(audit))
-    if audit.findings:
-        return ExitCode.BINARIES_MISSING
-    return written
+    return ExitCode.BINARIES_MISSING if audit.findings else ExitCode.OK
 
 
 def _lines(audit: Audit) -> str:
