@@ -109,7 +109,11 @@ class Keyrings:
         except (FetchError, IndexFormatError) as err:
             log.warning("the keys of %s cannot be read: %s", cache, err)
             keys = []
-        return await self._stack.enter_async_context(Keyring(keys, self._gpg))
+        try:
+            return await self._stack.enter_async_context(Keyring(keys, self._gpg))
+        except OSError as err:  # its temporary keyring cannot be made: no key is known
+            log.warning("the keys of %s cannot be imported: %s", cache, err.strerror or err)
+            return await self._stack.enter_async_context(Keyring([], self._gpg))
 
 
 async def look_up(fetcher: Fetcher, manifest_url: str, keyrings: Keyrings | None) -> BinaryFacts:

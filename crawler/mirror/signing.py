@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import os
 import re
 import shutil
@@ -30,6 +31,8 @@ import msgspec
 from ..errors import FetchError, IndexFormatError, NotFoundError, shown
 from .fetch import Fetcher
 from .manifest import blob_path, check_checksum, read_manifest
+
+log = logging.getLogger(__name__)
 
 KEY_INDEX_TYPE = "application/vnd.spack.keyindex.v1+json"
 KEY_TYPE = "application/pgp-keys"
@@ -148,30 +151,38 @@ class Keyring:
         return status_verdict(await self._run("--verify", input=body))
 
     async def _run(self, *args: str, input: bytes = b"") -> bytes:
-        """gpg's status lines (``--status-fd 1``) for ``args`` in this keyring."""
+        """gpg's status lines (``--status-fd 1``) for ``args`` in this keyring; none when gpg
+        cannot be run or takes longer than :data:`GPG_SECONDS` (warned of): a key not
+        imported, a signature not verified."""
         assert self.gpg is not None and self._home is not None
-        process = await asyncio.create_subprocess_exec(
-            self.gpg,
-            "--homedir",
-            self._home,
-            "--batch",
-            "--no-tty",
-            "--no-auto-key-retrieve",
-            "--status-fd",
-            "1",
-            *args,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL,
-        )
+        try:
+            process = await asyncio.create_subprocess_exec(
+                self.gpg,
+                "--homedir",
+                self._home,
+                "--batch",
+                "--no-tty",
+                "--no-auto-key-retrieve",
+                "--status-fd",
+                "1",
+                *args,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.DEVNULL,
+            )
+        except OSError as err:
+            log.warning("cannot run %s: %s", self.gpg, err.strerror or err)
+            return b""
         try:
             async with asyncio.timeout(GPG_SECONDS):
                 out, _ = await process.communicate(input)
-        except BaseException:
+        except TimeoutError:
+            log.warning("gpg %s took longer than %gs: stopped", args[0], GPG_SECONDS)
+            out = b""
+        finally:
             if process.returncode is None:
                 process.kill()
                 await process.wait()
-            raise
         return out
 
 
