@@ -103,7 +103,9 @@ class SynthSpec:
 
 @dataclass(frozen=True)
 class SynthRef:
-    """One ref of the mirror: its specs, Database version and URL layout."""
+    """One ref of the mirror: its specs, Database version and URL layout; with ``binaries``
+    (v3), each spec's manifest and blobs in the ref's top-level cache, but no tarball blob for
+    the hashes of ``without_tarball`` (:func:`write_binaries`)."""
 
     name: str
     specs: tuple[SynthSpec, ...]
@@ -111,6 +113,8 @@ class SynthRef:
     layout: str = "v2"
     extra_stacks: tuple[str, ...] = ()
     spelling: str = ""  # DB 6 only: see :mod:`bench.spellings`
+    binaries: bool = False
+    without_tarball: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -301,6 +305,8 @@ def build_mirror(
         _check_segment("ref", ref.name)
         if ref.layout not in ("v2", "v3"):
             raise ValueError(f"unknown layout {ref.layout!r} for ref {ref.name}")
+        if (ref.binaries or ref.without_tarball) and ref.layout != "v3":
+            raise ValueError(f"{ref.name}: binaries are a v3 feature")
         # A subclass of the builder (bench.generate's) may take the version alone.
         extra = (ref.spelling,) if ref.spelling else ()
         builder = _IndexBuilder(ref.db_version, *extra)
@@ -327,6 +333,8 @@ def build_mirror(
                 url = f"s3://{bucket}/{prefix}/blobs/sha256/{missing[:2]}/{missing}"
             entries.append({"label": label, "url": url})
         discovery[ref.name] = entries
+        if ref.binaries:
+            write_binaries(root / ref.name, ref.specs, without_tarball=ref.without_tarball)
     root.mkdir(parents=True, exist_ok=True)
     text = json.dumps(discovery, indent=2) + "\n"
     (root / "cache_spack_io_index.json").write_bytes(text.encode("utf-8"))
@@ -350,12 +358,16 @@ def write_index_blobs(
     return manifest
 
 
-def _write_blob(cache: Path, data: bytes, media_type: str, compression: str) -> dict[str, Any]:
-    """Write ``data`` as a blob of ``cache``; its entry in a v3 manifest."""
+def _write_blob(
+    cache: Path, data: bytes, media_type: str, compression: str, *, write: bool = True
+) -> dict[str, Any]:
+    """Write ``data`` as a blob of ``cache`` (unless not ``write``); its entry in a v3
+    manifest."""
     checksum = hashlib.sha256(data).hexdigest()
-    blob = cache / "blobs" / "sha256" / checksum[:2] / checksum
-    blob.parent.mkdir(parents=True, exist_ok=True)
-    blob.write_bytes(data)
+    if write:
+        blob = cache / "blobs" / "sha256" / checksum[:2] / checksum
+        blob.parent.mkdir(parents=True, exist_ok=True)
+        blob.write_bytes(data)
     return {
         "contentLength": len(data),
         "mediaType": media_type,
@@ -398,21 +410,31 @@ def build_plain_cache(
 
 
 def write_binaries(
-    cache: Path, specs: Sequence[SynthSpec], *, sign: Callable[[bytes], bytes] | None = None
+    cache: Path,
+    specs: Sequence[SynthSpec],
+    *,
+    sign: Callable[[bytes], bytes] | None = None,
+    without_tarball: Collection[str] = (),
 ) -> None:
     """Write what ``spack buildcache push`` leaves of each spec in a v3 cache: its manifest,
     ``v3/manifests/spec/<name>/<name>-<version>-<hash>.spec.manifest.json`` (unsigned, or
     clear-signed by ``sign``), listing two gzipped blobs, the tarball and the spec file. Neither
-    holds anything real: a line naming the spec, and its name, version and hash as JSON."""
+    holds anything real: a line naming the spec, and its name, version and hash as JSON. The
+    specs whose hash is in ``without_tarball`` keep their manifest but lose their tarball blob
+    (a push cut short, or a blob deleted since)."""
+    unknown = set(without_tarball) - {spec.dag_hash for spec in specs}
+    if unknown:
+        raise ValueError(f"without_tarball names no spec: {sorted(unknown)}")
     for spec in specs:
+        tarball = spec.dag_hash not in without_tarball
         stem = f"{spec.name}-{spec.version.replace('/', '_')}-{spec.dag_hash}"
         line = f"synthetic binary of {spec.name}@{spec.version} /{spec.dag_hash}\n".encode()
         about = {"name": spec.name, "version": spec.version, "hash": spec.dag_hash}
         entries = [
-            _write_blob(cache, gzip.compress(data, mtime=0), media_type, "gzip")
-            for media_type, data in (
-                ("application/vnd.spack.install.v2.tar+gzip", line),
-                ("application/vnd.spack.spec.v5+json", json.dumps(about).encode()),
+            _write_blob(cache, gzip.compress(data, mtime=0), media_type, "gzip", write=write)
+            for media_type, data, write in (
+                ("application/vnd.spack.install.v2.tar+gzip", line, tarball),
+                ("application/vnd.spack.spec.v5+json", json.dumps(about).encode(), True),
             )
         ]
         manifest = cache / "v3" / "manifests" / "spec" / spec.name / f"{stem}.spec.manifest.json"

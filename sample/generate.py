@@ -4,7 +4,10 @@ The target folder is deleted and rebuilt; the result is byte-identical on every 
 
 * ``develop``: Database 8, v3 layout, generated packages in four stacks plus one stack listed in
   the discovery document without an index (``ml-darwin-aarch64-mps``, a 404); some specs carry
-  their compiler as an annotation, some pure-Python specs have no compiler;
+  their compiler as an annotation, some pure-Python specs have no compiler; its top-level cache
+  holds each spec's manifest and (synthetic) tarball, except one spec (the first, ``DROPPED``),
+  whose tarball blob is left out, so that a sync reports it under ``missing_binaries``
+  (``missing: tarball``);
 * ``develop-2025-04-20``: Database 7, v2 layout, the specs of the reference pages in
   ``sample/reference/`` (a crawl must reproduce those pages) plus generated packages;
 * ``v0.23.1``: Database 6, v2 layout, a few generated packages in two stacks.
@@ -36,6 +39,8 @@ from bench.synth import (  # noqa: E402
 
 REFERENCE_DIR = SAMPLE_DIR / "reference"
 DEVELOP_STACKS = ("data-vis-sdk", "e4s", "ml-linux-x86_64-cpu", "ml-linux-x86_64-cuda")
+#: The one spec of ``develop`` (its index) whose tarball blob the sample leaves out.
+DROPPED = 0
 
 
 def sample_refs() -> list[SynthRef]:
@@ -69,6 +74,8 @@ def sample_refs() -> list[SynthRef]:
             db_version=8,
             layout="v3",
             extra_stacks=("ml-darwin-aarch64-mps",),
+            binaries=True,
+            without_tarball=(develop[DROPPED].dag_hash,),
         ),
         SynthRef("develop-2025-04-20", tuple(snapshot), db_version=7, layout="v2"),
         SynthRef("v0.23.1", tuple(release), db_version=6, layout="v2"),

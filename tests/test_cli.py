@@ -1737,6 +1737,29 @@ async def test_a_discovery_document_listing_no_refs_is_an_unusable_mirror(
 
 # --- successful runs ------------------------------------------------------------------------
 
+
+def test_sample_develop_has_binaries_but_one_tarball(here: RunHere, tmp_path: Path) -> None:
+    """The README's first sync: every spec's size is known, and the one spec whose tarball the
+    sample leaves out (sample/generate.py) is its only missing binary."""
+    done = here("sync", "--branch", "develop", "--config", str(sample_config(tmp_path)), "-q")
+    assert done.code == 0, done.err
+    branch = tmp_path / "out" / "develop"
+    report = json.loads((branch / "report.json").read_bytes())
+    assert report["missing_binaries"] == [
+        {
+            "hash": "jrg56zvcg37yf37rtfbbgrcf3wnsblbx",
+            "missing": "tarball",
+            "name": "zlib",
+            "stack": "root",
+            "version": "8.2.7",
+        }
+    ]
+    assert (report["missing_binaries_total"], report["binary_findings_total"]) == (1, 0)
+    packages = json.loads((branch / "index.json").read_bytes())["packages"]
+    sizes = [spec["size"] for package in packages.values() for spec in package["spec_details"]]
+    assert len(sizes) == 58 and all(size.isdigit() for size in sizes)
+
+
 LINE = re.compile(
     r"^\S+ \S+ INFO develop (?P<label>\S+): (?P<status>fetched|unchanged) "
     r"(?P<bytes>[\d,]+) bytes, (?P<records>[\d,]+) records"

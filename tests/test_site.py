@@ -181,15 +181,21 @@ def test_links_reach_package_pages_and_branches(sample_site: Path, page: Page) -
     p.click('ul.letters a:text-is("z")')
     p.click('a:text-is("zlib-ng")')
     p.wait_for_url("**/packages/zlib-ng.html")
-    # Each spec links its spec manifest in the root's cache, shows its size (unknown: "-"),
-    # and lists its dependencies, folded.
+    # Each spec links its spec manifest in the root's cache, shows its size (its tarball's
+    # bytes, as index.json has it), and lists its dependencies, folded.
     p.goto(_url(sample_site / "develop" / "site" / "packages" / "petsc.html"))
-    row = p.locator("#specs tbody tr").first
+    rows = p.locator("#specs tbody tr")
+    row = rows.first
     download = row.locator('a:text-is("spec manifest")')
     assert download.get_attribute("title") == "root"
     href = download.get_attribute("href") or ""
     assert href.startswith("file:") and href.endswith(".spec.manifest.json")
-    assert row.locator("td").nth(8).text_content() == "-"
+    index = json.loads((sample_site / "develop" / "index.json").read_bytes())
+    sizes = sorted(spec["size"] for spec in index["packages"]["petsc"]["spec_details"])
+    shown = sorted(
+        rows.nth(i).locator("td").nth(8).text_content() or "" for i in range(rows.count())
+    )
+    assert shown == sizes and all(size.isdigit() for size in sizes)
     row.locator("details.deps summary").click()
     assert "gcc-runtime/" in (row.locator("details.deps").text_content() or "")
 

@@ -152,6 +152,33 @@ def test_v3_blob_and_manifest(mirror: tuple[Path, dict[str, list[dict[str, str]]
     assert not list(root.glob("develop-2025-01-05/**/blobs"))
 
 
+def test_ref_binaries_in_top_level_cache(tmp_path: Path) -> None:
+    specs = tuple(generate_specs(5, 3, stacks=STACKS[:2]))
+    dropped = specs[1].dag_hash
+    ref = SynthRef("develop", specs, layout="v3", binaries=True, without_tarball=(dropped,))
+    build_mirror(tmp_path, [ref])
+    manifests = sorted((tmp_path / "develop/v3/manifests/spec").glob("*/*.spec.manifest.json"))
+    assert len(manifests) == len(specs)
+    assert not list(tmp_path.glob("develop/*/v3/manifests/spec"))  # none in a stack's cache
+    lost = []
+    for manifest in manifests:
+        tarball, spec_file = json.loads(manifest.read_bytes())["data"]
+        assert tarball["mediaType"] == "application/vnd.spack.install.v2.tar+gzip"
+        sha = tarball["checksum"]
+        if not (tmp_path / "develop/blobs/sha256" / sha[:2] / sha).is_file():
+            lost.append(manifest.name)
+        sha = spec_file["checksum"]
+        assert (tmp_path / "develop/blobs/sha256" / sha[:2] / sha).is_file()
+    assert lost == [f"{specs[1].name}-{specs[1].version}-{dropped}.spec.manifest.json"]
+    with pytest.raises(ValueError, match="v3 feature"):
+        build_mirror(tmp_path / "v2", [SynthRef("old", specs, binaries=True)])
+    with pytest.raises(ValueError, match="names no spec"):
+        build_mirror(
+            tmp_path / "x",
+            [SynthRef("x", specs, layout="v3", binaries=True, without_tarball=("a" * 32,))],
+        )
+
+
 def test_index_document_shape() -> None:
     specs = generate_specs(3, 10, stacks=STACKS, annotation_fraction=0.3)
     for db in (6, 7, 8):
