@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -233,3 +234,34 @@ async def test_a_cache_dir_that_cannot_be_one_is_a_config_error(
     code, err = await _sync(_config(tmp_path, cache_dir=cache_dir), capsys)
     assert code == 2 and "key 'cache_dir'" in err and reason in err, err
     assert not (tmp_path / "out").exists()
+
+
+async def test_a_link_put_at_a_downloads_name_after_the_unlink_is_not_followed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A download under ``.crawler/tmp/<pid>/`` was opened by path after the unlink of an
+    earlier attempt's file: a link put back in between made the crawler truncate and write the
+    file it names. The race is made certain: the unlink itself plants the link."""
+    from crawler.errors import OutputError
+    from crawler.mirror.stream import stream_to
+
+    precious = tmp_path / "precious"
+    precious.write_text("kept")
+    dest = tmp_path / "download"
+    dest.write_text("an earlier attempt")
+    unlink = Path.unlink
+
+    def unlink_then_plant(path: Path, missing_ok: bool = False) -> None:
+        unlink(path, missing_ok=missing_ok)
+        if path == dest:
+            path.symlink_to(precious)
+
+    monkeypatch.setattr(Path, "unlink", unlink_then_plant)
+
+    async def body() -> AsyncIterator[bytes]:
+        yield b"the mirror's bytes"
+
+    with pytest.raises(OutputError, match="put at this name while it was being replaced"):
+        await stream_to(body(), dest, "http://m/x", 1 << 20, None, 1 << 16)
+    assert precious.read_text() == "kept"
+    assert dest.is_symlink()
