@@ -214,6 +214,11 @@ def test_the_parser_gives_a_typed_query() -> None:
         ("rs-base %mpi=openmpi", "        ^^^^^", "the index knows a spec's compiler"),
         ("rs-base %gcc@12 +shared", "                ^^^^^^^", "describes the compiler"),
         ("rs-base %gcc zlib", "             ^^^^", "a second spec"),
+        # Spack's grammar is [name] [options]: a name after an option starts another spec.
+        ("+shared rs-base", "        ^^^^^^^", "a second spec: give one spec at a time"),
+        ("@1.2 zlib", "     ^^^^", "a second spec: give one spec at a time"),
+        ("target=zen3 zlib", "            ^^^^", "a second spec: give one spec at a time"),
+        ("/aaa zlib", "     ^^^^", "a second spec: give one spec at a time"),
         ("rs-base features:=", "        ^^^^^^^^^^", "a value follows ="),
         ("rs-base !", "        ^", "unexpected here"),
     ],

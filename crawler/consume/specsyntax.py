@@ -23,7 +23,9 @@ What the index cannot answer is an error naming the token, never a silent "nothi
 (its dependencies' versions and variants are not in the index), compiler flags, a namespace,
 propagation (``++v``, ``v==x``), and anything written after ``%compiler`` before the next
 ``%``: in Spack 1.x it describes the compiler (``%gcc@12 +shared`` asks for a gcc with
-``+shared``), of which the index knows the name and version only.
+``+shared``), of which the index knows the name and version only. A spec is ``[name]
+[options]``, as in Spack's grammar: a name after an option (``+mpi hdf5``, ``@1.2 zlib``)
+starts a second spec, an error.
 """
 
 from __future__ import annotations
@@ -122,6 +124,7 @@ class _Parts:
     compilers: list[str] = field(default_factory=list)
     variants: dict[str, VariantTerm] = field(default_factory=dict)
     in_compiler: bool = False  # after a %compiler: what follows is its node's
+    has_options: bool = False  # after a node option: a name there starts another spec
 
 
 def _tokens(text: str) -> Iterator[_Token]:
@@ -197,8 +200,9 @@ def _compiler(parts: _Parts, token: _Token, following: list[_Token]) -> int:
 def _node_option(parts: _Parts, token: _Token) -> None:
     """One token of the spec's own node: its name, version, a variant, an arch key, a hash."""
     kind = token.kind
-    if parts.in_compiler and kind == "name":
+    if (parts.in_compiler or parts.has_options) and kind == "name":  # Spack: [name] [options]
         raise _fail(parts, token, "a second spec: give one spec at a time")
+    parts.has_options = kind != "name"
     if parts.in_compiler and kind in ("bool", "pair", "hash", "version"):
         compiler = parts.compilers[-1]
         raise _fail(
