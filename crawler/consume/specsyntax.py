@@ -10,9 +10,11 @@ the meaning ``spack find`` gives it (``Spec.satisfies`` of a concrete spec):
 * ``+v``, ``~v``, ``-v`` (after a space, as in Spack: ``a-b`` is a name), ``v=true``,
   ``v=false`` (any case): a boolean variant; ``v=a`` or ``v=a,b``: the spec's values include
   each of those; ``v:=a,b``: its values are exactly those; ``v=*``: it has the variant;
-* ``%gcc``, ``%gcc@12`` (its compiler, at 12 or 12.x), ``%c=gcc`` or ``%c,cxx=gcc`` (the
-  same: the compiler is what provides ``c``); Spack's old names of compilers are the new
-  ones (``%clang`` is ``%llvm``, and the other way round), as Spack 1.x reads old specs;
+* ``%gcc``, ``%gcc@12`` (its compiler, at 12 or 12.x), ``%c=gcc`` (the same): the one
+  compiler the index keeps of a spec, the provider of its ``c`` (else of ``cxx``, else of
+  ``fortran``); so ``%cxx=``, ``%fortran=`` and a second ``%compiler`` are errors, where Spack
+  would look at each language's compiler. Spack's old names of compilers are the new ones
+  (``%clang`` is ``%llvm``, and the other way round), as Spack 1.x reads old specs;
 * ``target=x86_64_v3`` (exactly that target), ``target=x86_64_v2:`` (it or a descendant),
   ``target=:zen3``, ``target=haswell:zen3``, lists (``target=zen3,neoverse_v2``), through
   archspec; ``os=ubuntu24.04``, ``platform=linux``; ``arch=linux-ubuntu24.04-zen3``
@@ -169,14 +171,18 @@ def _fail(parts: _Parts, token: _Token, reason: str) -> SpecSyntaxError:
 def _compiler(parts: _Parts, token: _Token, following: list[_Token]) -> int:
     """``%name[@versions]``, or ``%c=name[@versions]``: one compiler asked for; how many of
     the ``following`` tokens it took."""
-    virtuals = token.match["virtuals"]
-    if virtuals and not set(virtuals.split(",")) <= _COMPILER_VIRTUALS:
+    virtuals = set(token.match["virtuals"].split(",")) if token.match["virtuals"] else set()
+    if not virtuals <= _COMPILER_VIRTUALS:
         raise _fail(
             parts,
             token,
             "the index knows a spec's compiler (what provides c, cxx or "
             "fortran), not its other dependencies",
         )
+    if virtuals - {"c"}:  # the index keeps one: c's provider, else cxx's, else fortran's
+        raise _fail(parts, token, _ONE_COMPILER + ": ask %c=name or %name")
+    if parts.compilers:
+        raise _fail(parts, token, _ONE_COMPILER + ": give one %compiler")
     if not following or following[0].kind != "name":
         raise _fail(parts, token, "% is followed by a compiler's name: %gcc, %gcc@12")
     name = following[0].text
@@ -195,6 +201,12 @@ def _compiler(parts: _Parts, token: _Token, following: list[_Token]) -> int:
     parts.compilers.append(asked)
     parts.in_compiler = True
     return len(taken)
+
+
+_ONE_COMPILER = (
+    "the index keeps one compiler per spec, the provider of its c (else of cxx, else of "
+    "fortran), not one per language"
+)
 
 
 def _node_option(parts: _Parts, token: _Token) -> None:
