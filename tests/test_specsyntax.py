@@ -13,8 +13,9 @@ import pytest
 import crawler
 from crawler.cli import find
 from crawler.consume.specsyntax import SpecQuery, VariantTerm, parse_spec, parse_variant
+from crawler.consumer_errors import QueryError, SpecSyntaxError, UnknownTargetError
 from crawler.documents import Index, PackageSummary, SpecDetail
-from crawler.errors import ExitCode, QueryError, SpecSyntaxError, UnknownTargetError
+from crawler.errors import ExitCode
 
 from .conftest import Done
 from .test_query import branch_of, index_of

@@ -36,7 +36,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from ..errors import QueryError, SpecSyntaxError
+from ..consumer_errors import QueryError, SpecSyntaxError
 
 _NAME = r"[A-Za-z0-9_][A-Za-z0-9_.\-]*"
 _VALUE = r"(?:[A-Za-z0-9_\-+*.,:=%^~/\\]+|'[^']*'|\"[^\"]*\")"

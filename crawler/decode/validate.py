@@ -209,7 +209,7 @@ def unprintable(what: str, text: str) -> str | None:
     """Why ``text``, a record's ``what``, cannot be published, or None: the rule for every text
     field a mirror controls (identity fields, compiler, variants, dependency names and
     virtuals; the
-    discovery document's stack labels, and the ``crawler.errors.printable`` of messages, go by
+    discovery document's stack labels, and the ``crawler.text.printable`` of messages, go by
     the same; a dependency type must be one of Spack's four, see ``.records.DepType``).
 
     ``str.isprintable``: no C0 or C1 control character (``U+009B`` starts a terminal sequence),

@@ -25,8 +25,9 @@ import msgspec
 
 from ..config import Config
 from ..decode.records import strict_utf8
-from ..errors import IndexFormatError, shown
+from ..errors import IndexFormatError
 from ..files import as_given, branch_name_problem
+from ..text import shown
 from ..urls import file_path, has_userinfo, redacted, without_credentials
 
 DISCOVERY_FILE = "cache_spack_io_index.json"
