@@ -65,6 +65,7 @@ from bench.synth import (  # noqa: E402  (_Edge and _IndexBuilder: see _DepsBuil
     _IndexBuilder,
     build_mirror,
     generate_specs,
+    write_binaries,
 )
 
 #: Bump when the output for the same parameters changes (invalidates cached mirrors).
@@ -306,6 +307,9 @@ class MirrorParams:
     #: or "chain" (each ref shares 95% of its specs with the one before, see
     #: :func:`chained_refs`).
     change: str = ""
+    #: v3: each ref's top-level cache holds a spec manifest and its two blobs for every spec
+    #: (:func:`bench.synth.write_binaries`), as ``spack buildcache push`` leaves them.
+    binaries: bool = False
 
     def __post_init__(self) -> None:
         if self.records < 1 or self.refs < 1 or self.stacks < 0:
@@ -318,13 +322,16 @@ class MirrorParams:
             raise ValueError(f"change must be nightly or chain, not {self.change!r}")
         if self.change == "nightly" and self.refs != 1:
             raise ValueError("a nightly mirror has one ref, develop")
+        if self.binaries and self.layout != "v3":
+            raise ValueError("spec manifests are a v3 cache's")
 
     @property
     def key(self) -> str:
         """A folder name naming these parameters (and the generator version)."""
         return (
             f"r{self.records}-s{self.stacks}-n{self.refs}-db{self.db}-{self.layout}"
-            f"-seed{self.seed}{'-' + self.change if self.change else ''}-g{GENERATOR_VERSION}"
+            f"-seed{self.seed}{'-' + self.change if self.change else ''}"
+            f"{'-bin' if self.binaries else ''}-g{GENERATOR_VERSION}"
         )
 
     def db_of(self, index: int) -> int:
@@ -559,6 +566,9 @@ def generate_mirror(out: Path, params: MirrorParams) -> Generated:
         discovery = build_mirror(out, refs)
     finally:
         bench.synth._IndexBuilder = original  # type: ignore[misc]
+    if params.binaries:
+        for ref in refs:
+            write_binaries(out / ref.name, ref.specs)
     files = []
     for ref in refs:
         for entry in discovery[ref.name]:
@@ -622,6 +632,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=("", "nightly", "chain"),
         help="nightly: develop a night later; chain: each ref shares 95%% with the one before",
     )
+    parser.add_argument(
+        "--binaries",
+        action="store_true",
+        help="v3: a spec manifest and its blobs for every spec of each ref's top-level cache",
+    )
 
 
 def params_from(args: argparse.Namespace) -> MirrorParams:
@@ -634,6 +649,7 @@ def params_from(args: argparse.Namespace) -> MirrorParams:
         layout=args.layout,
         seed=args.seed,
         change=args.change,
+        binaries=args.binaries,
     )
 
 

@@ -26,7 +26,7 @@ import hashlib
 import json
 import random
 from collections import Counter
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -397,11 +397,13 @@ def build_plain_cache(
         write_binaries(cache, specs or ())
 
 
-def write_binaries(cache: Path, specs: Sequence[SynthSpec]) -> None:
+def write_binaries(
+    cache: Path, specs: Sequence[SynthSpec], *, sign: Callable[[bytes], bytes] | None = None
+) -> None:
     """Write what ``spack buildcache push`` leaves of each spec in a v3 cache: its manifest,
-    ``v3/manifests/spec/<name>/<name>-<version>-<hash>.spec.manifest.json`` (unsigned), listing
-    two gzipped blobs, the tarball and the spec file. Neither holds anything real: a line
-    naming the spec, and its name, version and hash as JSON."""
+    ``v3/manifests/spec/<name>/<name>-<version>-<hash>.spec.manifest.json`` (unsigned, or
+    clear-signed by ``sign``), listing two gzipped blobs, the tarball and the spec file. Neither
+    holds anything real: a line naming the spec, and its name, version and hash as JSON."""
     for spec in specs:
         stem = f"{spec.name}-{spec.version.replace('/', '_')}-{spec.dag_hash}"
         line = f"synthetic binary of {spec.name}@{spec.version} /{spec.dag_hash}\n".encode()
@@ -415,7 +417,23 @@ def write_binaries(cache: Path, specs: Sequence[SynthSpec]) -> None:
         ]
         manifest = cache / "v3" / "manifests" / "spec" / spec.name / f"{stem}.spec.manifest.json"
         manifest.parent.mkdir(parents=True, exist_ok=True)
-        manifest.write_bytes(json.dumps({"version": 3, "data": entries}, indent=2).encode() + b"\n")
+        text = json.dumps({"version": 3, "data": entries}, indent=2).encode() + b"\n"
+        manifest.write_bytes(sign(text) if sign else text)
+
+
+def write_keys(cache: Path, keys: dict[str, bytes]) -> None:
+    """Publish public ``keys`` (fingerprint: armoured key) as ``spack gpg publish`` does in a
+    v3 cache: each key's manifest and blob, and the key index listing them."""
+    folder = cache / "v3" / "manifests" / "key"
+    folder.mkdir(parents=True, exist_ok=True)
+    for fingerprint, key in keys.items():
+        entry = _write_blob(cache, key, "application/pgp-keys", "none")
+        text = json.dumps({"version": 3, "data": [entry]}, indent=2).encode()
+        (folder / f"{fingerprint}.key.manifest.json").write_bytes(text)
+    index = json.dumps({"keys": {fingerprint: {} for fingerprint in keys}}).encode()
+    entry = _write_blob(cache, index, "application/vnd.spack.keyindex.v1+json", "none")
+    text = json.dumps({"version": 3, "data": [entry]}, indent=2).encode()
+    (folder / "keys.manifest.json").write_bytes(text)
 
 
 def _full_patch(prefix: str) -> str:

@@ -55,6 +55,8 @@ class SpecDetail(msgspec.Struct, frozen=True, gc=False):
     hash: str
     os: str
     platform: str
+    #: The tarball's byte count, in decimal, as its spec manifest gives it; ``-`` where the
+    #: cache has no manifests (v2) or the binaries are not read (``binaries: false``).
     size: str
     stacks: tuple[str, ...]
     target: str
@@ -78,6 +80,10 @@ class SpecLinks(msgspec.Struct, frozen=True, gc=False):
     #: For each of the spec's ``stacks``, where it is fetched from in that stack's cache: its
     #: spec manifest (v3) or spec file (v2).
     locations: dict[str, str] = {}
+    #: The tarball its spec manifest names, in the cache whose manifest was read (v3 only).
+    tarball: str | UnsetType = UNSET
+    #: The fingerprint of the published key that signed that manifest (a signed cache).
+    signer: str | UnsetType = UNSET
 
 
 #: The fields of a :class:`SpecDetail` that the reference site's pages show, in its order.
@@ -291,6 +297,28 @@ class Conflict(msgspec.Struct, frozen=True, gc=False):
     stack: str
 
 
+class MissingBinary(msgspec.Struct, frozen=True, gc=False):
+    """A spec whose binary is not there: its ``manifest`` or its ``tarball`` (``missing``),
+    in the cache of ``stack``."""
+
+    hash: str
+    name: str
+    version: str
+    stack: str
+    missing: str
+
+
+class BinaryFinding(msgspec.Struct, frozen=True, gc=False):
+    """A spec whose binary is there but not as it should be: a manifest that cannot be read
+    or trusted, or a signature that is no published key's (``finding`` says which)."""
+
+    hash: str
+    name: str
+    version: str
+    stack: str
+    finding: str
+
+
 class Report(msgspec.Struct, kw_only=True, gc=False):
     """``report.json`` (and ``.crawler/reports/<branch>.json``): one attempt at a branch.
 
@@ -315,5 +343,10 @@ class Report(msgspec.Struct, kw_only=True, gc=False):
     missing_stacks: list[str] | UnsetType = UNSET
     failed_stacks: list[str] | UnsetType = UNSET
     changes: ChangeTotals | UnsetType = UNSET
+    #: A rebuild that read binaries (v3 caches, ``binaries: true``): the first of each.
+    missing_binaries: list[MissingBinary] | UnsetType = UNSET
+    missing_binaries_total: int | UnsetType = UNSET
+    binary_findings: list[BinaryFinding] | UnsetType = UNSET
+    binary_findings_total: int | UnsetType = UNSET
     finished_at: str = ""
     duration_seconds: float = 0.0

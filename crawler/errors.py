@@ -75,6 +75,7 @@ class ExitCode(enum.IntEnum):
     DIFFERENT = 14  # crawler diff --exit-code: the two branches differ
     MIRRORS_DIFFER = 15  # crawler diff: the two branches were published from two mirrors
     OUT_OF_MEMORY = 16  # the command ran out of memory (a MemoryError: under ulimit -v, say)
+    BINARIES_MISSING = 17  # crawler audit: binaries missing or not sound
 
 
 class CrawlerError(Exception):

@@ -135,7 +135,9 @@ class MirrorServer:
         return web.Response(status=fault.status, headers=fault.headers, text=f"{fault.status}")
 
 
-ServeMirror = Callable[[Path], Awaitable[MirrorServer]]
+#: ``await mirror_server(root)``; ``head=True`` also answers HEAD (a look for a tarball), which
+#: the plain server does not allow (405), as some mirrors do not.
+ServeMirror = Callable[..., Awaitable[MirrorServer]]
 
 
 @pytest.fixture
@@ -144,10 +146,12 @@ def mirror_server(
 ) -> Iterator[ServeMirror]:
     """Start a loopback server for a mirror folder: ``server = await mirror_server(path)``."""
 
-    async def start(root: Path) -> MirrorServer:
+    async def start(root: Path, *, head: bool = False) -> MirrorServer:
         mirror = MirrorServer(root.resolve())
         app = web.Application()
         app.router.add_route("GET", "/{tail:.*}", mirror.handle)
+        if head:
+            app.router.add_route("HEAD", "/{tail:.*}", mirror.handle)
         mirror.server = await aiohttp_server(app)
         return mirror
 

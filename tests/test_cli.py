@@ -1168,7 +1168,9 @@ def test_bad_flag_value(tmp_path: Path) -> None:
     [
         pytest.param(("sync", "--all", "--branch", "develop"), "not both", id="both"),
         pytest.param(("frobnicate",), "invalid choice: 'frobnicate'", id="command"),
-        pytest.param((), "give a command: sync, branches, verify, find, log,", id="no-command"),
+        pytest.param(
+            (), "give a command: sync, branches, verify, audit, find, log,", id="no-command"
+        ),
         pytest.param(("-q",), "give a command: sync, branches, verify,", id="only-a-flag"),
         pytest.param(
             ("--vers",), "unrecognized arguments: --vers; give a command", id="top-level-unknown"

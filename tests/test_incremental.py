@@ -232,10 +232,11 @@ class Site:
         return _COLD[key]
 
     def downloads(self) -> list[str]:
-        """Paths of the index files (not sidecars, not the discovery document) requested with
-        GET since the last reset, sorted."""
+        """Paths of the index files (not sidecars, spec manifests, the discovery document)
+        requested with GET since the last reset, sorted."""
         gets = self.http.gets()
-        return sorted(p for p, _ in gets if p != DISCOVERY and not p.endswith(".hash"))
+        index = (p for p, _ in gets if p != DISCOVERY and not p.endswith(".hash"))
+        return sorted(p for p in index if not p.endswith(".spec.manifest.json"))
 
     def sent(self, label: str) -> list[str | None]:
         """The If-None-Match of each GET of one index of the mirror as it is now."""

@@ -45,6 +45,8 @@ PUBLISHED: dict[str, Any] = {
     "duration_seconds": 12.5,
     "stats": {"specs": 60021, "packages": 2101, "sources": 4, "sources_missing": 1},
     "changes": {"specs_before": 60012, "specs_after": 60021, "added": 12, "removed": 3},
+    "missing_binaries_total": 7,
+    "binary_findings_total": 0,
     "sources": [
         source("root", "fetched", 300_000_000, retries=2),
         source("e4s", "unchanged", 4_000_000),
@@ -158,6 +160,12 @@ spack_cache_crawler_specs_added{branch="develop-2025-04-20"} 58
 # TYPE spack_cache_crawler_specs_removed gauge
 spack_cache_crawler_specs_removed{branch="develop"} 3
 spack_cache_crawler_specs_removed{branch="develop-2025-04-20"} 0
+# HELP spack_cache_crawler_missing_binaries Specs whose binary is missing (last rebuild).
+# TYPE spack_cache_crawler_missing_binaries gauge
+spack_cache_crawler_missing_binaries{branch="develop"} 7
+# HELP spack_cache_crawler_binary_findings Specs whose binary is not sound (last rebuild).
+# TYPE spack_cache_crawler_binary_findings gauge
+spack_cache_crawler_binary_findings{branch="develop"} 0
 # HELP spack_cache_crawler_sources Sources of the branch by outcome in the last run.
 # TYPE spack_cache_crawler_sources gauge
 spack_cache_crawler_sources{branch="develop",outcome="fetched"} 2
@@ -228,7 +236,7 @@ def test_structure_line_by_line() -> None:
             assert match is not None, line
             assert match.group(1) == current, "samples of a family must follow its TYPE"
             float(match.group(3))
-    assert len(declared) == 13
+    assert len(declared) == 15
 
 
 def test_failed_branch_has_no_specs_and_keeps_previous_success() -> None:

@@ -113,7 +113,7 @@ def test_a_clear_signed_manifest_is_read_without_its_armour() -> None:
     [
         (b"<html>503</html>", "not valid JSON"),
         (b"-----BEGIN PGP SIGNED MESSAGE-----\nHash: SHA1\n\n{}", "clear-signed manifest without"),
-        (b'{"version": 3, "data": {}}', "not an index manifest: Expected `array`"),
+        (b'{"version": 3, "data": {}}', "not a manifest: Expected `array`"),
         (manifest(), "lists no index blob (application/vnd.spack.db.vN+json): nothing"),
         (
             manifest(entry("application/vnd.spack.spec.v5+json")),

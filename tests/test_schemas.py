@@ -44,6 +44,8 @@ WHERE: dict[type[msgspec.Struct], tuple[str, str]] = {
     documents.ReportSource: ("report.json", "/$defs/source"),
     documents.InvalidRecord: ("report.json", "/$defs/invalidRecord"),
     documents.Conflict: ("report.json", "/$defs/conflict"),
+    documents.MissingBinary: ("report.json", "/$defs/missingBinary"),
+    documents.BinaryFinding: ("report.json", "/$defs/binaryFinding"),
 }
 #: Structs that are no document's object of their own.
 NOT_WRITTEN = {documents.Companion}  # what a sync checks of a companion: its branch only

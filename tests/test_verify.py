@@ -235,7 +235,8 @@ def test_schema_bad_value_deep(branch: Path) -> None:
     edit(branch, change)
     drop_pages(branch)
     assert verify_branch(branch) == [
-        "index.json: schema: $.packages.adios2.spec_details[0].size: '-' was expected"
+        "index.json: schema: $.packages.adios2.spec_details[0].size: '12 MB' does not match "
+        "'^(-|0|[1-9][0-9]{0,15})$'"
     ]
 
 

@@ -309,3 +309,23 @@ def test_a_record_that_cannot_be_read_is_started_anew_and_deletes_nothing(
     assert "recorded anew, empty (the files it named are left alone)" in pruned.problems[0]
     assert (tmp_path / "cache" / "old").read_text() == "old"
     assert (tmp_path / "cache" / WRITTEN).read_bytes() == b""
+
+
+async def test_a_linked_binaries_folder_is_refused_before_any_work(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``.crawler/binaries`` (what was read of the spec manifests) is kept as the other folders
+    are: a link there, planted before the folder was ever made, stops the run (exit 4)."""
+    _mirror(tmp_path, "1.3.0")
+    config = _config(tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "develop.json").write_bytes(b"theirs")
+    link = tmp_path / "out" / ".crawler" / "binaries"
+    link.parent.mkdir(parents=True)
+    link.symlink_to(elsewhere)
+
+    code, err = await _sync(config, capsys)
+
+    assert (code, err.splitlines()[-1:]) == (4, [f"error: cannot write {link}: {LINKED}"]), err
+    assert _everything(elsewhere) == {"develop.json": b"theirs"}

@@ -10,7 +10,7 @@ import msgspec
 from .. import __version__
 from ..config import Config, load_config, with_overrides
 from ..errors import UsageError
-from . import completion, configcmd, find
+from . import audit, completion, configcmd, find
 from . import diff as branch_diff
 from . import log as history_log
 from .argtypes import FileArgument, FolderArgument, int_between, path
@@ -57,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_sync(commands)
     _add_branches(commands)
     _add_verify(commands)
+    _add_audit(commands)
     find.add_parser(commands)
     history_log.add_parser(commands)
     branch_diff.add_parser(commands)
@@ -128,6 +129,14 @@ def _add_sync(commands: Any) -> None:
         type=int_between(1, 256),
         metavar="N",
         help="sources downloaded at once, 1-256 (default: the config's concurrency, 8)",
+    )
+    sync.add_argument(
+        "--no-binaries",
+        dest="binaries",
+        action="store_false",
+        default=None,
+        help="read no spec manifests: sizes stay '-', no binary is looked for "
+        "(the config's binaries: false)",
     )
     sync.add_argument(
         "--max-failed-stacks",
@@ -223,6 +232,17 @@ def _add_verify(commands: Any) -> None:
     verify.add_argument("-v", "--verbose", action="store_true", help=argparse.SUPPRESS)
 
 
+def _add_audit(commands: argparse._SubParsersAction[_Parser]) -> None:
+    sub = audit.add_parser(commands)
+    _common(sub)
+    sub.add_argument(
+        "--concurrency",
+        type=int_between(1, 256),
+        metavar="N",
+        help="binaries looked for at once, 1-256 (default: the config's concurrency, 8)",
+    )
+
+
 def settings(args: argparse.Namespace) -> Config:
     """The config file named (or found), with the flags given applied on top (formats gain
     ``json`` as the config normalises them)."""
@@ -236,6 +256,7 @@ def settings(args: argparse.Namespace) -> Config:
         output=getattr(args, "output", None),
         formats=getattr(args, "format", None),
         concurrency=getattr(args, "concurrency", None),
+        binaries=getattr(args, "binaries", None),
         metrics=getattr(args, "metrics", None),
         prune_formats=getattr(args, "prune_formats", None),
         deadline=args.deadline,

@@ -32,7 +32,7 @@ from ..output.lock import lock_named
 from ..sync.reporting import LogReporter
 from ..sync.run import RunResult, Syncer
 from ..text import counted, printable, shown
-from . import completion, configcmd, find, preview, sigint
+from . import audit, completion, configcmd, find, preview, sigint
 from . import diff as branch_diff
 from . import log as history_log
 from .arguments import build_parser, settings
@@ -237,8 +237,8 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace | int:
     if args.command is None:  # before the extras: `crawler -q` lacks a command
         which = f"unrecognized arguments: {' '.join(extra)}; " if extra else ""
         raise UsageError(
-            f"crawler: {which}give a command: sync, branches, verify, find, log, diff, config "
-            "or completion (see crawler --help)"
+            f"crawler: {which}give a command: sync, branches, verify, audit, find, log, diff, "
+            "config or completion (see crawler --help)"
         )
     if extra:
         raise UsageError(f"crawler {args.command}: unrecognized arguments: {' '.join(extra)}")
@@ -263,11 +263,14 @@ def _settings(args: argparse.Namespace) -> Config:
 async def _command(
     args: argparse.Namespace, config: Config, stopper: Stopper, sleep: Sleep
 ) -> tuple[int, RunResult | None]:
-    """Run ``sync`` or ``branches``: the exit code, and a sync's result (for the metrics)."""
+    """Run ``sync``, ``branches`` or ``audit``: the exit code, and a sync's result (for the
+    metrics)."""
     syncer: Syncer | None = None
     try:
         if args.command == "branches":
             return await _branches(config, sleep, args.json), None
+        if args.command == "audit":
+            return await audit.run(args, config, sleep), None
         check_output(config)
         if args.dry_run:
             return await _dry_run(config, args, sleep), None

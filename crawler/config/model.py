@@ -15,6 +15,8 @@ prune_formats          false                      publish a branch in exactly ``
                                                   removing others it was published in (by
                                                   default they are kept and written again)
 concurrency            8                          sources of a branch downloaded at once (1-256)
+binaries               true                       read the spec manifest of each new spec of a v3
+                                                  cache: its size, tarball, signature
 decode_workers         0                          processes decoding indexes (0: one per CPU)
 timeouts.connect       10                         seconds to open a connection
 timeouts.read          60                         seconds without a byte before a read fails
@@ -255,6 +257,7 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=Tr
     formats: Annotated[tuple[Format, ...], msgspec.Meta(min_length=1)] = ("json",)
     prune_formats: bool = False
     concurrency: Annotated[int, msgspec.Meta(ge=1, le=256)] = 8
+    binaries: bool = True
     decode_workers: Annotated[int, msgspec.Meta(ge=0, le=64)] = 0
     timeouts: Timeouts = Timeouts()
     retry: Retry = Retry()

@@ -103,6 +103,12 @@ class Fetcher:
         """
         return await self.transport(location).confirmed(location)
 
+    async def exists(self, location: str) -> bool:
+        """Whether a file is on the mirror: a ``HEAD`` request (``HeadObject``, a look at a
+        local file) answered 200 (True) or 404 (False), retried as a download is; any other
+        answer raises the :class:`~crawler.errors.FetchError` a download would."""
+        return await self.transport(location).exists(location)
+
     async def present(self, location: str, seconds: float) -> bool | None:
         """Whether one ``HEAD`` request, given ``seconds`` at most, finds a file (200: True) or
         not (404: False); None when its answer proves nothing (another status, an error, no
@@ -117,6 +123,12 @@ class Fetcher:
         unread, as far as its size is known.
         """
         limit, what = (SIDECAR_LIMIT, _SIDECAR) if sidecar else (DOCUMENT_LIMIT, _DOCUMENT)
+        return await self.transport(location).read(location, limit, what)
+
+    async def read_bounded(self, location: str, limit: int, what: str) -> bytes:
+        """The whole body of a small file of at most ``limit`` bytes (a spec or key manifest,
+        a key); ``what`` names the limit in the error of one larger, which fails unread as far
+        as its size is known."""
         return await self.transport(location).read(location, limit, what)
 
     async def listdir(self, location: str) -> list[str] | None:

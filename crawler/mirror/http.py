@@ -143,6 +143,22 @@ class HTTPTransport:
         found, _ = await self.policy.bounded(location, attempt)
         return found
 
+    async def exists(self, location: str) -> bool:
+        """Whether a ``HEAD`` request, retried as a download is, is answered 200 (True) or 404
+        (False); any other answer fails, as a download's would. A server that allows no
+        ``HEAD`` is asked with a ``GET`` whose body is left unread (the connection closed)."""
+
+        async def attempt() -> bool:
+            status = await self._head(location)
+            if status in (405, 501):  # HEAD not allowed: a GET's status, its body not read
+                status = await self._head(location, "GET")
+            if status not in (200, 404):
+                raise HTTPStatusError(location, status)
+            return status == 200
+
+        found, _ = await self.policy.bounded(location, attempt)
+        return found
+
     async def present(self, location: str, seconds: float) -> bool | None:
         """One ``HEAD`` request, given ``seconds`` at most: 200 is True, 404 False, anything
         else (another status, an error, no answer in time) None."""
@@ -154,12 +170,19 @@ class HTTPTransport:
             return None
         return {200: True, 404: False}.get(status)
 
-    async def _head(self, location: str) -> int:
-        """The status a ``HEAD`` request for ``location`` is answered with (one attempt)."""
-        async with self.session.head(
-            location, headers=self._headers(location), proxy=self._proxy(location)
+    async def _head(self, location: str, method: str = "HEAD") -> int:
+        """The status a ``HEAD`` request for ``location`` is answered with (one attempt; with
+        ``method`` GET, the body is not read)."""
+        async with self.session.request(
+            method,
+            location,
+            headers=self._headers(location),
+            proxy=self._proxy(location),
+            allow_redirects=False,
         ) as resp:
             _answered(resp)
+            if method != "HEAD":
+                resp.close()  # the body is not wanted: the connection is not reused
             return resp.status
 
     async def read(self, location: str, limit: int, what: str) -> bytes:

@@ -52,6 +52,10 @@ class LocalFolder:
         """Whether the file is there: a look at it."""
         return local_path(location).is_file()
 
+    async def exists(self, location: str) -> bool:
+        """Whether the file is there: a look at it."""
+        return local_path(location).is_file()
+
     async def present(self, location: str, seconds: float) -> bool | None:
         """Whether the file is there: a look at it (at once; ``seconds`` is not needed)."""
         return local_path(location).is_file()

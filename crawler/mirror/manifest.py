@@ -8,9 +8,10 @@ list several index blobs, one per Database version (``application/vnd.spack.db.v
 crawler reads is taken (:data:`~crawler.decode.records.SUPPORTED_VERSIONS`); the others are
 reported as left.
 
-A manifest may be PGP clear-signed. The armour is taken off and the signature is **not**
+A manifest may be PGP clear-signed. The armour is taken off here and the signature is **not**
 verified: the index blob is checked against the checksum the manifest names, no more (the
-discovery document is trusted the same way).
+discovery document is trusted the same way). Spec manifests share the shape
+(:mod:`.specmanifest`); their signatures are checked by :mod:`.signing`.
 """
 
 from __future__ import annotations
@@ -35,7 +36,9 @@ _SIGNED = b"-----BEGIN PGP SIGNED MESSAGE-----"
 _SIGNATURE = b"-----BEGIN PGP SIGNATURE-----"
 
 
-class _Blob(msgspec.Struct, rename="camel"):
+class Blob(msgspec.Struct, frozen=True, rename="camel"):
+    """One entry of a manifest's ``data``: a blob of the cache."""
+
     media_type: str
     checksum_algorithm: str
     checksum: str
@@ -43,12 +46,14 @@ class _Blob(msgspec.Struct, rename="camel"):
     content_length: int | None = None
 
 
-class _Manifest(msgspec.Struct):
+class Manifest(msgspec.Struct, frozen=True):
+    """A manifest of a v3 cache (index, spec, key or key index): the blobs it lists."""
+
     version: int
-    data: list[_Blob]
+    data: list[Blob]
 
 
-_decode_manifest = strict_utf8(msgspec.json.Decoder(_Manifest).decode)
+_decode_manifest = strict_utf8(msgspec.json.Decoder(Manifest).decode)
 
 
 @dataclass(frozen=True)
@@ -78,11 +83,16 @@ def supported_versions() -> list[int]:
     return sorted(int(v) for v in SUPPORTED_VERSIONS)
 
 
+def is_signed(body: bytes) -> bool:
+    """Whether ``body`` is a PGP clear-signed message."""
+    return body.lstrip().startswith(_SIGNED)
+
+
 def unsigned(body: bytes, url: str) -> bytes:
     """The text of a PGP clear-signed message (RFC 4880 7.1: the armour headers, the
     dash-escaping and the signature taken off), or ``body`` itself when it is not signed. The
     signature is not verified."""
-    if not body.lstrip().startswith(_SIGNED):
+    if not is_signed(body):
         return body
     lines = body.lstrip().splitlines()
     try:
@@ -97,11 +107,7 @@ def unsigned(body: bytes, url: str) -> bytes:
 def choose_index(body: bytes, url: str) -> IndexBlob:
     """The index blob to read of the manifest at ``url``: the newest Database version the
     decoder reads. :class:`IndexFormatError` (naming ``url``) when there is none."""
-    manifest = _decode(unsigned(body, url), url)
-    if manifest.version != MANIFEST_VERSION:
-        raise IndexFormatError(
-            url, f"manifest layout version {manifest.version} (this crawler reads 3)"
-        )
+    manifest = read_manifest(body, url)
     listed = [(_index_version(blob.media_type), blob) for blob in manifest.data]
     indexes = [(version, blob) for version, blob in listed if version is not None]
     if not indexes:
@@ -125,17 +131,28 @@ def choose_index(body: bytes, url: str) -> IndexBlob:
     return IndexBlob(blob.media_type, newest, blob.checksum, left)
 
 
-def _decode(text: bytes, url: str) -> _Manifest:
+def read_manifest(body: bytes, url: str) -> Manifest:
+    """The manifest at ``url``, its clear-signing taken off (not verified), of layout version
+    3; :class:`IndexFormatError` naming ``url`` and what is wrong otherwise."""
+    manifest = _decode(unsigned(body, url), url)
+    if manifest.version != MANIFEST_VERSION:
+        raise IndexFormatError(
+            url, f"manifest layout version {manifest.version} (this crawler reads 3)"
+        )
+    return manifest
+
+
+def _decode(text: bytes, url: str) -> Manifest:
     try:
         return _decode_manifest(text)
     except msgspec.ValidationError as err:
-        raise IndexFormatError(url, f"not an index manifest: {err}") from None
+        raise IndexFormatError(url, f"not a manifest: {err}") from None
     except msgspec.DecodeError as err:
         raise IndexFormatError(url, f"not valid JSON: {err}") from None
     except UnicodeDecodeError as err:
         raise IndexFormatError(url, f"a string is not valid UTF-8 ({err.reason})") from None
     except RecursionError:
-        raise IndexFormatError(url, "not an index manifest: nested too deeply") from None
+        raise IndexFormatError(url, "not a manifest: nested too deeply") from None
 
 
 def _index_version(media_type: str) -> int | None:
@@ -143,15 +160,20 @@ def _index_version(media_type: str) -> int | None:
     return int(found["version"]) if found else None
 
 
-def _check_blob(blob: _Blob, url: str) -> None:
+def _check_blob(blob: Blob, url: str) -> None:
     """The chosen blob must be named so that its path and its check are certain."""
     what = f"index blob {blob.media_type}"
+    check_checksum(blob, what, url)
+    if blob.compression not in _COMPRESSIONS:
+        compression = shown(blob.compression, 40)
+        raise IndexFormatError(url, f"{what}: compression {compression!r} (read: none, gzip)")
+
+
+def check_checksum(blob: Blob, what: str, url: str) -> None:
+    """A blob's checksum names its path: it must be a SHA-256 in hex."""
     if blob.checksum_algorithm != "sha256":
         algorithm = shown(blob.checksum_algorithm, 40)
         raise IndexFormatError(url, f"{what}: checksum algorithm {algorithm!r} (not sha256)")
     if not _SHA256.fullmatch(blob.checksum):
         checksum = shown(blob.checksum, 80)
         raise IndexFormatError(url, f"{what}: checksum {checksum!r} is no sha256 in hex")
-    if blob.compression not in _COMPRESSIONS:
-        compression = shown(blob.compression, 40)
-        raise IndexFormatError(url, f"{what}: compression {compression!r} (read: none, gzip)")

@@ -35,7 +35,7 @@ from botocore.loaders import Loader, create_loader
 from .. import __version__
 from ..config import Config
 from ..config.checks import from_environment
-from ..errors import ConfigError, FetchError, HTTPStatusError
+from ..errors import ConfigError, FetchError, HTTPStatusError, NotFoundError
 from .http import usable_etag
 from .retry import RetryPolicy
 from .s3errors import S3ConnectionError, split_location, translated
@@ -146,6 +146,22 @@ class S3Transport:
                     await self.client.head_object(Bucket=bucket, Key=key)
             except FetchError as err:  # an answer, or no credentials: the download says
                 log.debug("HeadObject %s: %s", location, err.reason)
+                return False
+            return True
+
+        found, _ = await self._bounded(location, attempt)
+        return found
+
+    async def exists(self, location: str) -> bool:
+        """Whether a ``HeadObject``, retried as a download is, finds the object (True) or
+        answers 404 (False); any other answer fails, as a download's would."""
+        bucket, key = split_location(location)
+
+        async def attempt() -> bool:
+            try:
+                with translated(location):
+                    await self.client.head_object(Bucket=bucket, Key=key)
+            except NotFoundError:
                 return False
             return True
 

@@ -83,6 +83,10 @@ class Transport(Protocol):
         """Whether the file is certainly there (see :meth:`Fetcher.confirmed`)."""
         ...
 
+    async def exists(self, location: str) -> bool:
+        """Whether the file is there, retried (see :meth:`Fetcher.exists`)."""
+        ...
+
     async def present(self, location: str, seconds: float) -> bool | None:
         """One quick look for the file (see :meth:`Fetcher.present`)."""
         ...

@@ -146,6 +146,16 @@ _FACTS: tuple[tuple[str, str, Callable[[Report], float | None]], ...] = (
         "Specs the branch lost in the last run's publish.",
         lambda r: r.changes.removed if r.changes else None,
     ),
+    (
+        "missing_binaries",
+        "Specs whose binary is missing (last rebuild).",
+        lambda r: r.missing_binaries_total if isinstance(r.missing_binaries_total, int) else None,
+    ),
+    (
+        "binary_findings",
+        "Specs whose binary is not sound (last rebuild).",
+        lambda r: r.binary_findings_total if isinstance(r.binary_findings_total, int) else None,
+    ),
 )
 
 

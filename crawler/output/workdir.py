@@ -74,8 +74,8 @@ def run_workspace(output: Path) -> Iterator[Path]:
 
 #: The folders of ``.crawler/``, and those that hold the files the crawler keeps (the others
 #: hold the folders of runs: downloads, staged branches).
-_WORK_FOLDERS = ("tmp", "staging", "state", "reports", "cache", "specs")
-_FILE_FOLDERS = ("state", "reports", "cache", "specs")
+_WORK_FOLDERS = ("tmp", "staging", "state", "reports", "cache", "specs", "binaries")
+_FILE_FOLDERS = ("state", "reports", "cache", "specs", "binaries")
 
 
 def check_work_folders(output: Path, kept: Iterable[KeptFolder] = ()) -> list[str]:

@@ -38,6 +38,7 @@ import msgspec
 from msgspec import UNSET
 
 from .. import __version__
+from ..build.binaries import Facts, record_binaries, with_sizes, with_tarballs
 from ..build.changes import (
     SpecStacks,
     changes_between,
@@ -60,6 +61,7 @@ from ..documents import (
     Links,
     PackageSummary,
     Report,
+    SpecLinks,
 )
 from ..errors import BranchError, CrawlerError, PublishRefused
 from ..files import is_safe_name
@@ -69,6 +71,7 @@ from ..output.published import PublishedBranch, check_replaceable
 from ..output.render import encode_json
 from ..output.state import BranchState, Store, fingerprint
 from ..output.workdir import work_folder
+from .binaries import read_binaries
 from .collect import EarlyConsolidation, check_sources, read_all
 from .outcome import SourceOutcome
 from .plan import BranchPlan, Planner
@@ -217,11 +220,14 @@ class BranchSync:
             if self.published_filters is not None:
                 keeps = self.filters.keeps_package
                 packages = {name: p for name, p in packages.items() if keeps(name)}
-            await checkpoint()
-            index, changes = await self._build(plan, packages, conflicts)
             # The links of the specs published (filters may have left packages out).
             kept = {d.hash: links[d.hash] for p in packages.values() for d in p.spec_details}
             del links
+            facts = await self._binaries(kept)
+            packages, kept = with_sizes(packages, facts), with_tarballs(kept, facts)
+            await checkpoint()
+            index, changes = await self._build(plan, packages, conflicts)
+            record_binaries(report, packages, facts)
             report.status, report.error, report.changes = status, None, changes.totals
             keep = self.run.config.history
             folder = self.run.output / branch
@@ -261,6 +267,14 @@ class BranchSync:
         message = f"{status} {self.run.output / branch}: {line} ({report.duration_seconds:.2f}s)"
         self.run.reporter.branch_done(branch, message, ok=True)
         return BranchResult(branch, status, message, report)
+
+    async def _binaries(self, links: dict[str, SpecLinks]) -> Facts:
+        """What the spec manifests say of the published specs' binaries (none with
+        ``binaries: false``; see :mod:`crawler.sync.binaries`)."""
+        if not self.run.config.binaries:
+            return {}
+        root = self.outcomes[0].source.label
+        return await read_binaries(self.reader.fetcher, self.run.output, self.branch, links, root)
 
     async def _build(
         self,
