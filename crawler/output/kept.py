@@ -198,8 +198,8 @@ class KeptFolder:
         it lists of files still there. A record that cannot be read is started anew, empty,
         with a warning: the files it named are then unrecorded, and never deleted."""
         pruned = Pruned([], [])
-        present = set(self.names())
         try:
+            present = set(self.names())
             recorded = self._recorded(present)
         except MISSING:
             return pruned
