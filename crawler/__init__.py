@@ -31,7 +31,7 @@ _PUBLIC = {
     "parse_spec": "crawler.consume.specsyntax",
     "SpecQuery": "crawler.consume.specsyntax",
     "VariantTerm": "crawler.consume.specsyntax",
-    "SpecSyntaxError": "crawler.errors",
+    "SpecSyntaxError": "crawler.consumer_errors",
     "diff_indexes": "crawler.consume.diff",
     "IndexDiff": "crawler.consume.diff",
     "PackageDiff": "crawler.consume.diff",
@@ -50,11 +50,11 @@ _PUBLIC = {
     "Report": "crawler.documents",
     "Changes": "crawler.documents",
     "History": "crawler.documents",
-    "NotABranchError": "crawler.errors",
-    "SchemaVersionError": "crawler.errors",
-    "QueryError": "crawler.errors",
-    "UnknownTargetError": "crawler.errors",
-    "MirrorsDifferError": "crawler.errors",
+    "NotABranchError": "crawler.consumer_errors",
+    "SchemaVersionError": "crawler.consumer_errors",
+    "QueryError": "crawler.consumer_errors",
+    "UnknownTargetError": "crawler.consumer_errors",
+    "MirrorsDifferError": "crawler.consumer_errors",
 }
 
 __all__ = [
@@ -108,6 +108,14 @@ if TYPE_CHECKING:
     from .consume.load import load_changes, load_history, load_index, load_links, load_report
     from .consume.query import Found, Match, Query, find_specs
     from .consume.specsyntax import SpecQuery, VariantTerm, parse_spec
+    from .consumer_errors import (
+        MirrorsDifferError,
+        NotABranchError,
+        QueryError,
+        SchemaVersionError,
+        SpecSyntaxError,
+        UnknownTargetError,
+    )
     from .documents import (
         Changes,
         History,
@@ -119,17 +127,7 @@ if TYPE_CHECKING:
         SpecDetail,
         SpecLinks,
     )
-    from .errors import (
-        ConfigError,
-        CrawlerError,
-        ExitCode,
-        MirrorsDifferError,
-        NotABranchError,
-        QueryError,
-        SchemaVersionError,
-        SpecSyntaxError,
-        UnknownTargetError,
-    )
+    from .errors import ConfigError, CrawlerError, ExitCode
     from .ops.verify import verify_branch
 
 

@@ -19,7 +19,7 @@ import difflib
 from functools import cache
 from typing import TYPE_CHECKING
 
-from .errors import UnknownTargetError
+from .consumer_errors import UnknownTargetError
 
 if TYPE_CHECKING:
     from archspec.cpu import Microarchitecture

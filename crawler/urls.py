@@ -59,6 +59,13 @@ def without_credentials(url: str) -> tuple[str, tuple[str, str] | None]:
     return found["scheme"] + host + url[found.end() :], (unquote(user), unquote(password))
 
 
+def has_userinfo(url: str) -> bool:
+    """Whether a URL of any scheme holds a ``user@`` or ``user:password@`` before its host
+    (:func:`without_credentials` takes them out of http(s) URLs only)."""
+    found = _AUTHORITY.match(url)
+    return found is not None and "@" in found["authority"]
+
+
 #: What :func:`credentials` gives: each URL given, without its credentials, and them (None for
 #: a URL given without), the mirror's first.
 Given = list[tuple[str, tuple[str, str] | None]]

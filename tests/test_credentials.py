@@ -350,3 +350,39 @@ def test_a_local_mirror_lends_no_credentials() -> None:
     given = credentials(["/srv/mirror", "http://ru:rp@h/e4s/"])
     assert credentials_for("http://h/e4s/index.json", given) == ("ru", "rp")
     assert credentials_for("http://h/other/index.json", given) is None
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "s3://AKIA:s3cr3t@bucket/develop/build_cache/index.json",
+        "s3://s3cr3t@bucket/develop/build_cache/index.json",
+        "ftp://u:s3cr3t@h/develop/build_cache/index.json",  # refused before its scheme is
+        "FILE://u:s3cr3t@h/develop/build_cache/index.json",
+    ],
+)
+def test_a_discovery_entry_with_credentials_in_any_scheme_is_refused_unshown(url: str) -> None:
+    """Only http(s) credentials were looked for: an ``s3://KEY:SECRET@`` entry was accepted,
+    and its URL, secret and all, written to index.json and report.json."""
+    from crawler.config import build_config
+    from crawler.mirror.discovery import Mirror, parse_discovery
+
+    mirror = Mirror.parse("file:///m")
+    document = f'{{"develop": [{{"label": "root", "url": "{url}"}}]}}'.encode()
+    found = parse_discovery(document, mirror.discovery_url, mirror, build_config({}))
+
+    assert found.refs == {}
+    assert "holds credentials" in found.problems["develop"]
+    assert "s3cr3t" not in found.problems["develop"]
+
+
+def test_a_discovery_url_refused_for_its_place_is_shown_without_credentials() -> None:
+    from crawler.config import build_config
+    from crawler.mirror.discovery import Mirror, map_url
+
+    config = build_config({"mirror": "https://m.example"})
+    for url in ("ftp://u:s3cr3t@h/x/build_cache/index.json", "http://u:s3cr3t@h/x"):
+        with pytest.raises(ValueError) as refused:
+            map_url(url, Mirror.parse("https://m.example"), config)
+        assert "s3cr3t" not in str(refused.value)
+        assert "h/x" in str(refused.value)

@@ -128,7 +128,8 @@ def test_bidi_and_c1_characters_refuse_a_record_in_any_text_it_publishes(
 ) -> None:
     """A variant's value or name holding ``U+202E`` (which reorders a page or a terminal) or
     ``U+009B`` (a terminal's control sequence introducer) was published as it was, in
-    ``index.json`` and ``crawler find --json``, and so was a dependency's name and type, while
+    ``index.json`` and ``crawler find --json``, and so was a dependency's name and type (and
+    the virtuals of its edge, in ``links.json``), while
     the same characters refuse a record in its version or arch: one rule now refuses all."""
     document = json.loads(index_document(_specs(), db))
     installs = document["database"]["installs"]
@@ -157,6 +158,14 @@ def test_bidi_and_c1_characters_refuse_a_record_in_any_text_it_publishes(
     edge = installs[built[4]]["spec"]["dependencies"][-1]
     edge["parameters"]["deptypes"] = ["link\u009b"]  # none but Spack's four
     spoil(built[4], "bad record: Invalid enum value 'link\\x9b' - at `$.spec.dependencies[")
+    # The virtuals an edge provides are published in links.json: the same rule, and limits.
+    given = [["mpi\u202e"], ["\x1b[2J"], ["v" * 201], ["x"] * 1025]
+    for key, virtuals in zip(built[5:9], given, strict=True):
+        installs[key]["spec"]["dependencies"][-1]["parameters"]["virtuals"] = virtuals
+    spoil(built[5], "control characters in virtual 'mpi\\u202e'")
+    spoil(built[6], "control characters in virtual '\\x1b[2J'")
+    spoil(built[7], "virtual 'vvvvvvvv")
+    spoil(built[8], "virtuals is 1,025 entries, more than the limit of 1,024")
 
     summary = _root(_write(tmp_path / "index.json", json.dumps(document).encode()), whole)
 

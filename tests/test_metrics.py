@@ -300,6 +300,17 @@ def test_a_link_put_in_place_of_the_metrics_file_is_replaced_not_followed(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["crawler.prom", "etc"]
 
 
+def test_a_link_put_in_place_of_the_metrics_file_is_not_read(tmp_path: Path) -> None:
+    """The previous successes were read through a link planted after the run's check: from
+    another file. A link now gives nothing."""
+    elsewhere = tmp_path / "other.prom"
+    write_metrics(elsewhere, render([PUBLISHED]))
+    link = tmp_path / "crawler.prom"
+    link.symlink_to(elsewhere)
+    assert load_last_success(elsewhere) == {"develop": NOW}
+    assert load_last_success(link) == {}
+
+
 def test_a_failed_run_keeps_the_previous_success_across_runs(tmp_path: Path) -> None:
     path = tmp_path / "crawler.prom"
     write_metrics(path, render([PUBLISHED]))

@@ -17,14 +17,14 @@ import pytest
 import crawler
 from crawler.consume.load import load_packages
 from crawler.consume.versions import parse_versions, version_key
-from crawler.documents import Index, IndexStats, PackageMeta, PackageSummary, SpecDetail
-from crawler.errors import (
-    ExitCode,
+from crawler.consumer_errors import (
     NotABranchError,
     QueryError,
     SchemaVersionError,
     UnknownTargetError,
 )
+from crawler.documents import Index, IndexStats, PackageMeta, PackageSummary, SpecDetail
+from crawler.errors import ExitCode
 from crawler.targets import Targets
 
 from .conftest import CLI_TIMEOUT, SAMPLE_MIRROR, cli_env

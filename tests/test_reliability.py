@@ -39,8 +39,8 @@ from crawler import __version__
 from crawler.build.changes import summary_line
 from crawler.cli.command import main_async
 from crawler.documents import Changes
-from crawler.errors import counted
 from crawler.ops.verify import verify_branch
+from crawler.text import counted
 
 from .conftest import (
     Done,

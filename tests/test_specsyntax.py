@@ -13,8 +13,9 @@ import pytest
 import crawler
 from crawler.cli import find
 from crawler.consume.specsyntax import SpecQuery, VariantTerm, parse_spec, parse_variant
+from crawler.consumer_errors import QueryError, SpecSyntaxError, UnknownTargetError
 from crawler.documents import Index, PackageSummary, SpecDetail
-from crawler.errors import ExitCode, QueryError, SpecSyntaxError, UnknownTargetError
+from crawler.errors import ExitCode
 
 from .conftest import Done
 from .test_query import branch_of, index_of
@@ -101,7 +102,7 @@ ANSWERS = {
     "%clang": "cd",  # Spack 1.x: clang is llvm
     "%llvm@18": "d",
     "%c=gcc@13": "b",
-    "%c,cxx=gcc": "abe",
+    "%c,c=gcc": "abe",
     "target=x86_64_v4": "ae",
     "target=x86_64_v3": "bf",  # a concrete target is compared by name
     "target=x86_64_v3:": "abdef",
@@ -214,6 +215,18 @@ def test_the_parser_gives_a_typed_query() -> None:
         ("rs-base %mpi=openmpi", "        ^^^^^", "the index knows a spec's compiler"),
         ("rs-base %gcc@12 +shared", "                ^^^^^^^", "describes the compiler"),
         ("rs-base %gcc zlib", "             ^^^^", "a second spec"),
+        # The index keeps one compiler of a spec (c's provider, else cxx's, else fortran's):
+        # Spack would look at each language's, so these would find what Spack does not.
+        ("rs-base %cxx=gcc", "        ^^^^^", "one compiler per spec, the provider of its c"),
+        ("rs-base %fortran=gcc", "        ^^^^^^^^^", "ask %c=name or %name"),
+        ("rs-base %c,cxx=gcc", "        ^^^^^^^", "ask %c=name or %name"),
+        ("rs-base %gcc %llvm", "             ^", "one compiler per spec, the provider of its c"),
+        ("rs-base %gcc %c=gcc", "             ^^^", "give one %compiler"),
+        # Spack's grammar is [name] [options]: a name after an option starts another spec.
+        ("+shared rs-base", "        ^^^^^^^", "a second spec: give one spec at a time"),
+        ("@1.2 zlib", "     ^^^^", "a second spec: give one spec at a time"),
+        ("target=zen3 zlib", "            ^^^^", "a second spec: give one spec at a time"),
+        ("/aaa zlib", "     ^^^^", "a second spec: give one spec at a time"),
         ("rs-base features:=", "        ^^^^^^^^^^", "a value follows ="),
         ("rs-base !", "        ^", "unexpected here"),
     ],

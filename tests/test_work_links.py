@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -233,6 +234,81 @@ async def test_a_cache_dir_that_cannot_be_one_is_a_config_error(
     code, err = await _sync(_config(tmp_path, cache_dir=cache_dir), capsys)
     assert code == 2 and "key 'cache_dir'" in err and reason in err, err
     assert not (tmp_path / "out").exists()
+
+
+async def test_a_link_put_at_a_downloads_name_after_the_unlink_is_not_followed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A download under ``.crawler/tmp/<pid>/`` was opened by path after the unlink of an
+    earlier attempt's file: a link put back in between made the crawler truncate and write the
+    file it names. The race is made certain: the unlink itself plants the link."""
+    from crawler.errors import OutputError
+    from crawler.mirror.stream import stream_to
+
+    precious = tmp_path / "precious"
+    precious.write_text("kept")
+    dest = tmp_path / "download"
+    dest.write_text("an earlier attempt")
+    unlink = Path.unlink
+
+    def unlink_then_plant(path: Path, missing_ok: bool = False) -> None:
+        unlink(path, missing_ok=missing_ok)
+        if path == dest:
+            path.symlink_to(precious)
+
+    monkeypatch.setattr(Path, "unlink", unlink_then_plant)
+
+    async def body() -> AsyncIterator[bytes]:
+        yield b"the mirror's bytes"
+
+    with pytest.raises(OutputError, match="put at this name while it was being replaced"):
+        await stream_to(body(), dest, "http://m/x", 1 << 20, None, 1 << 16)
+    assert precious.read_text() == "kept"
+    assert dest.is_symlink()
+
+
+@pytest.mark.slow  # 65 MiB written
+def test_a_record_grown_past_any_limit_is_compacted_and_still_prunes(tmp_path: Path) -> None:
+    """Once ``.written`` was over 64 MiB, a prune only said it could not read it: the record
+    then grew without end and nothing was pruned again. It is read a line at a time now, and
+    rewritten with the names of files still there."""
+    from crawler.output.kept import KeptFolder
+
+    folder = KeptFolder(tmp_path, ("cache",))
+    (tmp_path / "cache").mkdir()
+    for name in ("old", "new", "theirs"):
+        (tmp_path / "cache" / name).write_text(name)
+    line = b"gone-long-ago-" + b"x" * 50 + b"\n"
+    with (tmp_path / "cache" / WRITTEN).open("wb") as record:
+        record.write(b"old\n" + b"z" * 5000 + b"\n")  # a line too long to be a name: skipped
+        for _ in range((65 << 20) // (len(line) * 1024)):
+            record.write(line * 1024)
+        record.write(b"new\nold\nnew")  # the last line without its newline
+
+    pruned = folder.prune(lambda name: name == "new")
+
+    assert (pruned.removed, pruned.problems) == (["old"], [])
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == [WRITTEN, "new", "theirs"]
+    assert (tmp_path / "cache" / WRITTEN).read_bytes() == b"new\n"
+
+
+def test_a_record_that_cannot_be_read_is_started_anew_and_deletes_nothing(
+    tmp_path: Path,
+) -> None:
+    from crawler.output.kept import KeptFolder
+
+    folder = KeptFolder(tmp_path, ("cache",))
+    (tmp_path / "cache").mkdir()
+    os.mkfifo(tmp_path / "cache" / WRITTEN)  # no regular file: it cannot be read
+    (tmp_path / "cache" / "old").write_text("old")
+
+    pruned = folder.prune(lambda name: False)
+
+    assert pruned.removed == []
+    assert [p.split(":")[0] for p in pruned.problems] == [f"cannot read {folder.path / WRITTEN}"]
+    assert "recorded anew, empty (the files it named are left alone)" in pruned.problems[0]
+    assert (tmp_path / "cache" / "old").read_text() == "old"
+    assert (tmp_path / "cache" / WRITTEN).read_bytes() == b""
 
 
 async def test_a_linked_binaries_folder_is_refused_before_any_work(

@@ -58,8 +58,9 @@ from ..documents import (
     RemovedSpec,
     StackChanges,
 )
-from ..errors import ChangesInputError, CrawlerError, counted
+from ..errors import ChangesInputError, CrawlerError
 from ..files import read_regular
+from ..text import counted
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,8 @@ mistake, must not empty its consumers' index). ``--force`` lifts it."""
 
 from __future__ import annotations
 
-from ..errors import PublishRefused, counted
+from ..errors import PublishRefused
+from ..text import counted
 
 
 def check_gate(branch: str, before: int | None, specs: int, max_drop: float) -> None:

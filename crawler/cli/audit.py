@@ -11,11 +11,12 @@ from typing import Any
 
 from ..config import Config, with_overrides
 from ..consume.load import load_index
-from ..errors import ExitCode, counted, printable
+from ..errors import ExitCode
 from ..mirror.fetch import Fetcher
 from ..mirror.retry import Sleep
 from ..mirror.signing import gpg_program
 from ..ops.audit import Audit, audit_branch
+from ..text import counted, printable
 from .argtypes import path
 from .records import json_lines
 from .streams import printed, tell

@@ -22,7 +22,7 @@ from pathlib import Path
 from .. import __version__
 from ..config import Config
 from ..consume.load import no_such_branch, not_a_branch_folder
-from ..errors import CrawlerError, ExitCode, UsageError, counted, printable, shown
+from ..errors import CrawlerError, ExitCode, UsageError
 from ..files import is_safe_name
 from ..heap import return_large_blocks
 from ..mirror.proxies import environment_proxies
@@ -31,6 +31,7 @@ from ..ops import metrics
 from ..output.lock import lock_named
 from ..sync.reporting import LogReporter
 from ..sync.run import RunResult, Syncer
+from ..text import counted, printable, shown
 from . import audit, completion, configcmd, find, preview, sigint
 from . import diff as branch_diff
 from . import log as history_log

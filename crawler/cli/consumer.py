@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..consume.load import branch_path
-from ..errors import CrawlerError, ExitCode, MemoryExhausted, UsageError, printable
+from ..errors import CrawlerError, ExitCode, MemoryExhausted, UsageError
+from ..text import printable
 from .argtypes import FolderArgument, path
 from .streams import tell, write_whole
 

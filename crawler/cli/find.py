@@ -23,8 +23,9 @@ import msgspec
 from ..consume.load import Packages, load_packages, no_gc
 from ..consume.query import Found, Match, Query
 from ..documents import SpecLinks
-from ..errors import ExitCode, UsageError, counted, shown
+from ..errors import ExitCode, UsageError
 from ..targets import Targets
+from ..text import counted, shown
 from .consumer import add_branch_arguments, aligned, branch_folder, rich_table, run_alone
 from .streams import printed, tell, write_whole
 

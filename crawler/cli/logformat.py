@@ -16,7 +16,7 @@ import logging
 import sys
 from datetime import datetime
 
-from ..errors import printable, without_surrogates
+from ..text import printable, without_surrogates
 
 FORMATS = ("text", "json")
 

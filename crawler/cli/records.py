@@ -10,9 +10,9 @@ from pathlib import Path
 import msgspec
 
 from ..documents import ChangeTotals, IndexStats, Report
-from ..errors import without_surrogates
 from ..mirror.discovery import Discovery
 from ..output.workdir import report_path
+from ..text import without_surrogates
 
 
 class RefListed(msgspec.Struct, frozen=True, kw_only=True):
@@ -109,7 +109,7 @@ _encode = msgspec.json.Encoder().encode
 
 
 def _escaped(value: object) -> object:
-    """``value`` (builtins) with its strings :func:`~crawler.errors.without_surrogates`."""
+    """``value`` (builtins) with its strings :func:`~crawler.text.without_surrogates`."""
     if isinstance(value, str):
         return without_surrogates(value)
     if isinstance(value, dict):

@@ -21,8 +21,8 @@ from typing import Any, Literal
 
 import msgspec
 
+from ..consumer_errors import MirrorsDifferError
 from ..documents import Index, PackageMeta, PackageSummary, SpecDetail
-from ..errors import MirrorsDifferError
 from .load import Packages, load_packages, no_gc
 
 Side = str | os.PathLike[str] | Index[PackageSummary]
@@ -184,9 +184,9 @@ def diff_indexes(before: Side, after: Side, *, any_mirror: bool = False) -> Inde
     ``index.json`` (or a copy), or an index already read.
 
     Two indexes published from two mirrors (``mirror``) are a
-    :class:`~crawler.errors.MirrorsDifferError`, unless ``any_mirror``; a path that is no
-    published branch, a :class:`~crawler.errors.NotABranchError`; an index of another
-    ``schema_version``, a :class:`~crawler.errors.SchemaVersionError`."""
+    :class:`~crawler.consumer_errors.MirrorsDifferError`, unless ``any_mirror``; a path that is no
+    published branch, a :class:`~crawler.consumer_errors.NotABranchError`; an index of another
+    ``schema_version``, a :class:`~crawler.consumer_errors.SchemaVersionError`."""
     (old_index, old), (new_index, new) = _read(before), _read(after)
     mirrors = old_index.mirror, new_index.mirror
     if not any_mirror and all(mirrors) and mirrors[0] != mirrors[1]:

@@ -11,8 +11,8 @@ as a publish does, by a rename.)
 
 Every function takes a published branch folder (``output/develop``) or the document's own file
 (``output/develop/index.json``, a copy elsewhere). A path that is neither is a
-:class:`~crawler.errors.NotABranchError` naming it and why; an ``index.json`` of another
-``schema_version`` than this version reads, a :class:`~crawler.errors.SchemaVersionError`.
+:class:`~crawler.consumer_errors.NotABranchError` naming it and why; an ``index.json`` of another
+``schema_version`` than this version reads, a :class:`~crawler.consumer_errors.SchemaVersionError`.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from typing import TypeVar
 
 import msgspec
 
+from ..consumer_errors import NotABranchError, SchemaVersionError
 from ..documents import (
     SCHEMA_VERSION,
     Changes,
@@ -38,9 +39,10 @@ from ..documents import (
     SpecDetail,
     SpecLinks,
 )
-from ..errors import NotABranchError, SchemaVersionError, UsageError, decode_reason
+from ..errors import UsageError
 from ..files import is_safe_name, map_regular, release
 from ..output.workdir import STATE_DIR
+from ..text import decode_reason
 
 _EXAMPLE = "give a published branch folder, such as output/develop"
 

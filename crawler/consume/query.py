@@ -2,8 +2,8 @@
 platform, compiler, variants, stack, or run on this host.
 
 :class:`Query` checks its criteria when it is made (a malformed version is a
-:class:`~crawler.errors.QueryError`, an unknown host or family an
-:class:`~crawler.errors.UnknownTargetError`, before any index is read); :meth:`Query.run`
+:class:`~crawler.consumer_errors.QueryError`, an unknown host or family an
+:class:`~crawler.consumer_errors.UnknownTargetError`, before any index is read); :meth:`Query.run`
 gives the specs of an index that meet them all, in the index's order (packages by name, then
 specs by hash). :func:`find_specs` does both at once. See ``docs/consumers.md``.
 """
@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, NamedTuple, TypedDict, TypeVar, Unpack
 
+from ..consumer_errors import QueryError
 from ..documents import Index, PackageSummary, SpecDetail
-from ..errors import QueryError
 from ..targets import Targets, check_family, host_target
 from .specsyntax import COMPILER_ALIASES, SpecQuery, VariantTerm, parse_spec, parse_variant
 from .versions import parse_versions

@@ -10,9 +10,11 @@ the meaning ``spack find`` gives it (``Spec.satisfies`` of a concrete spec):
 * ``+v``, ``~v``, ``-v`` (after a space, as in Spack: ``a-b`` is a name), ``v=true``,
   ``v=false`` (any case): a boolean variant; ``v=a`` or ``v=a,b``: the spec's values include
   each of those; ``v:=a,b``: its values are exactly those; ``v=*``: it has the variant;
-* ``%gcc``, ``%gcc@12`` (its compiler, at 12 or 12.x), ``%c=gcc`` or ``%c,cxx=gcc`` (the
-  same: the compiler is what provides ``c``); Spack's old names of compilers are the new
-  ones (``%clang`` is ``%llvm``, and the other way round), as Spack 1.x reads old specs;
+* ``%gcc``, ``%gcc@12`` (its compiler, at 12 or 12.x), ``%c=gcc`` (the same): the one
+  compiler the index keeps of a spec, the provider of its ``c`` (else of ``cxx``, else of
+  ``fortran``); so ``%cxx=``, ``%fortran=`` and a second ``%compiler`` are errors, where Spack
+  would look at each language's compiler. Spack's old names of compilers are the new ones
+  (``%clang`` is ``%llvm``, and the other way round), as Spack 1.x reads old specs;
 * ``target=x86_64_v3`` (exactly that target), ``target=x86_64_v2:`` (it or a descendant),
   ``target=:zen3``, ``target=haswell:zen3``, lists (``target=zen3,neoverse_v2``), through
   archspec; ``os=ubuntu24.04``, ``platform=linux``; ``arch=linux-ubuntu24.04-zen3``
@@ -23,7 +25,9 @@ What the index cannot answer is an error naming the token, never a silent "nothi
 (its dependencies' versions and variants are not in the index), compiler flags, a namespace,
 propagation (``++v``, ``v==x``), and anything written after ``%compiler`` before the next
 ``%``: in Spack 1.x it describes the compiler (``%gcc@12 +shared`` asks for a gcc with
-``+shared``), of which the index knows the name and version only.
+``+shared``), of which the index knows the name and version only. A spec is ``[name]
+[options]``, as in Spack's grammar: a name after an option (``+mpi hdf5``, ``@1.2 zlib``)
+starts a second spec, an error.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from ..errors import QueryError, SpecSyntaxError
+from ..consumer_errors import QueryError, SpecSyntaxError
 
 _NAME = r"[A-Za-z0-9_][A-Za-z0-9_.\-]*"
 _VALUE = r"(?:[A-Za-z0-9_\-+*.,:=%^~/\\]+|'[^']*'|\"[^\"]*\")"
@@ -122,6 +126,7 @@ class _Parts:
     compilers: list[str] = field(default_factory=list)
     variants: dict[str, VariantTerm] = field(default_factory=dict)
     in_compiler: bool = False  # after a %compiler: what follows is its node's
+    has_options: bool = False  # after a node option: a name there starts another spec
 
 
 def _tokens(text: str) -> Iterator[_Token]:
@@ -166,14 +171,18 @@ def _fail(parts: _Parts, token: _Token, reason: str) -> SpecSyntaxError:
 def _compiler(parts: _Parts, token: _Token, following: list[_Token]) -> int:
     """``%name[@versions]``, or ``%c=name[@versions]``: one compiler asked for; how many of
     the ``following`` tokens it took."""
-    virtuals = token.match["virtuals"]
-    if virtuals and not set(virtuals.split(",")) <= _COMPILER_VIRTUALS:
+    virtuals = set(token.match["virtuals"].split(",")) if token.match["virtuals"] else set()
+    if not virtuals <= _COMPILER_VIRTUALS:
         raise _fail(
             parts,
             token,
             "the index knows a spec's compiler (what provides c, cxx or "
             "fortran), not its other dependencies",
         )
+    if virtuals - {"c"}:  # the index keeps one: c's provider, else cxx's, else fortran's
+        raise _fail(parts, token, _ONE_COMPILER + ": ask %c=name or %name")
+    if parts.compilers:
+        raise _fail(parts, token, _ONE_COMPILER + ": give one %compiler")
     if not following or following[0].kind != "name":
         raise _fail(parts, token, "% is followed by a compiler's name: %gcc, %gcc@12")
     name = following[0].text
@@ -194,11 +203,18 @@ def _compiler(parts: _Parts, token: _Token, following: list[_Token]) -> int:
     return len(taken)
 
 
+_ONE_COMPILER = (
+    "the index keeps one compiler per spec, the provider of its c (else of cxx, else of "
+    "fortran), not one per language"
+)
+
+
 def _node_option(parts: _Parts, token: _Token) -> None:
     """One token of the spec's own node: its name, version, a variant, an arch key, a hash."""
     kind = token.kind
-    if parts.in_compiler and kind == "name":
+    if (parts.in_compiler or parts.has_options) and kind == "name":  # Spack: [name] [options]
         raise _fail(parts, token, "a second spec: give one spec at a time")
+    parts.has_options = kind != "name"
     if parts.in_compiler and kind in ("bool", "pair", "hash", "version"):
         compiler = parts.compilers[-1]
         raise _fail(

@@ -25,7 +25,7 @@ import re
 from collections.abc import Callable
 from functools import lru_cache
 
-from ..errors import QueryError
+from ..consumer_errors import QueryError
 
 #: Spack's words that sort after every number, in increasing order.
 INFINITY = ("stable", "trunk", "head", "master", "main", "develop")

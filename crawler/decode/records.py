@@ -38,12 +38,12 @@ SUPPORTED_VERSIONS = ("6", "7", "8", "9")
 #: The revision of the rules by which a record is summarised: raised by a change that makes a
 #: record summarise otherwise, so that what was kept of the old summaries (the cache, the spec
 #: store) is not used, and each branch is built again, by a build of the same version.
-SUMMARY_RULES = 3
+SUMMARY_RULES = 4
 
 
 def made_by() -> str:
     """What kept summaries are made by: this crawler's version and :data:`SUMMARY_RULES`
-    (``0.4.0+rules3``)."""
+    (``0.4.0+rules4``)."""
     from .. import __version__
 
     return f"{__version__}+rules{SUMMARY_RULES}"

@@ -37,6 +37,9 @@ from .validate import (
     MAX_DEPENDENCIES,
     MAX_VARIANT,
     MAX_VARIANTS,
+    MAX_VIRTUAL,
+    MAX_VIRTUALS,
+    SHOWN_KEY,
     Checker,
     InvalidRecord,
     all_hashes,
@@ -296,6 +299,9 @@ class RootPart:
             return _bad_edge(dependencies)
         if not "".join([dep.name for dep in dependencies]).isprintable():  # C first, then which
             return next(filter(None, (unprintable("dependency", d.name) for d in dependencies)))
+        problem = _virtuals_problem(dependencies)  # published in links.json
+        if problem:
+            return problem
         if not self.missing or self.missing.isdisjoint(hashes):
             self.foreign.update(hashes)
             return None
@@ -412,6 +418,22 @@ class RootPart:
 
 def _too_many(parameters: dict[str, PlainValue] | dict[str, ParamValue]) -> str:
     return f"parameters is {len(parameters):,} entries, more than the limit of {MAX_VARIANTS:,}"
+
+
+def _virtuals_problem(dependencies: list[Dependency]) -> str | None:
+    """Why the virtuals the edges provide cannot be published (too many, too long, not
+    printable), or None."""
+    virtuals = [v for dep in dependencies if dep.parameters for v in dep.parameters.virtuals]
+    if not virtuals:
+        return None
+    if len(virtuals) > MAX_VIRTUALS:
+        return too_large("virtuals", len(virtuals), MAX_VIRTUALS, "entries")
+    longest = max(virtuals, key=len)
+    if len(longest) > MAX_VIRTUAL:
+        return too_large(f"virtual {shorten(longest, SHOWN_KEY)!r}", len(longest), MAX_VIRTUAL)
+    if not "".join(virtuals).isprintable():
+        return next(filter(None, (unprintable("virtual", v) for v in virtuals)))
+    return None
 
 
 def _compiler_problem(compiler: str | Dependency) -> str | None:

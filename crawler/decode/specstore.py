@@ -11,7 +11,7 @@ its new bytes, as a cold run would, and named in a log line (see
 :func:`crawler.sync.decoding.tell_rewritten`): a mirror rewrote it, harmlessly when its summary
 comes out the same (a new writer's spelling), suspiciously when it does not.
 
-What is kept, under ``<output>/.crawler/specs/<made by>-db<N>.msgpack`` (``0.4.0+rules3``, see
+What is kept, under ``<output>/.crawler/specs/<made by>-db<N>.msgpack`` (``0.4.0+rules4``, see
 :func:`~crawler.decode.records.made_by`; one file per Database version: another version's
 rules may read the same bytes otherwise), is what a
 :class:`~crawler.decode.shard.RootShard` keeps of a record in the build cache: identity,

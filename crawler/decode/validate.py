@@ -12,7 +12,8 @@ out, and listed in ``invalid`` with its hash and reason, when
   strings, numbers or lists of them), or a string is not UTF-8;
 * a text it publishes is not printable (:func:`unprintable`, the one rule for every text field
   a mirror controls): ``name``, ``version``, ``arch``, the compiler, a variant's name or value,
-  a dependency's name (and a dependency type is one of Spack's four);
+  a dependency's name and the virtuals its edge provides (and a dependency type is one of
+  Spack's four);
 * the package name is not a safe folder name (pages are written to ``pages/<name>/``);
 * a field is longer than its limit (:data:`LIMITS`, below): the reason names the field, its
   size and the limit, so that nothing a mirror sends can make one record, or what it adds to
@@ -85,6 +86,8 @@ MAX_COMPILER = 512  # characters of ``name@version``
 MAX_VARIANT = 4096  # characters of one rendered variant
 MAX_VARIANTS = 1024  # entries of ``parameters``, compiler flags included
 MAX_DEPENDENCIES = 4096
+MAX_VIRTUALS = 1024  # the virtuals a record's edges provide, in all (a compiler edge gives 3)
+MAX_VIRTUAL = 200  # characters of one virtual's name (a package name's limit)
 #: What a report quotes: a key (when it is no DAG hash) and a reason, at most, in characters.
 SHOWN_KEY = 64
 SHOWN_REASON = 256
@@ -100,6 +103,8 @@ LIMITS = {
     "variant_chars": MAX_VARIANT,
     "variants": MAX_VARIANTS,
     "dependencies": MAX_DEPENDENCIES,
+    "virtuals": MAX_VIRTUALS,
+    "virtual_chars": MAX_VIRTUAL,
     "shown_key_chars": SHOWN_KEY,
     "shown_reason_chars": SHOWN_REASON,
     "invalid_shown_per_source": INVALID_SHOWN,
@@ -202,8 +207,9 @@ def _order(record: InvalidRecord) -> tuple[str, str]:
 
 def unprintable(what: str, text: str) -> str | None:
     """Why ``text``, a record's ``what``, cannot be published, or None: the rule for every text
-    field a mirror controls (identity fields, compiler, variants, dependency names; the
-    discovery document's stack labels, and the ``crawler.errors.printable`` of messages, go by
+    field a mirror controls (identity fields, compiler, variants, dependency names and
+    virtuals; the
+    discovery document's stack labels, and the ``crawler.text.printable`` of messages, go by
     the same; a dependency type must be one of Spack's four, see ``.records.DepType``).
 
     ``str.isprintable``: no C0 or C1 control character (``U+009B`` starts a terminal sequence),

@@ -25,9 +25,10 @@ import msgspec
 
 from ..config import Config
 from ..decode.records import strict_utf8
-from ..errors import IndexFormatError, shown
+from ..errors import IndexFormatError
 from ..files import as_given, branch_name_problem
-from ..urls import file_path, redacted, without_credentials
+from ..text import shown
+from ..urls import file_path, has_userinfo, redacted, without_credentials
 
 DISCOVERY_FILE = "cache_spack_io_index.json"
 ROOT_LABEL = "root"
@@ -204,20 +205,22 @@ def map_url(url: str, mirror: Mirror, config: Config) -> str:
             return _lower_scheme(replacement + url[len(rewrite.prefix) :])
     url = _lower_scheme(url)
     parts = urlsplit(url)
+    shown_url = redacted(url)
     if parts.scheme == "s3":
         if mirror.base.startswith("s3://") and mirror.contains(url):
             return url  # a mirror in S3 reads the URLs on it as they are
         location = mirror.join(parts.path)
         if not mirror.contains(location):  # a local mirror's folder: ".." may not climb out
-            raise ValueError(f"URL {url} leads out of the mirror {mirror.base}")
+            raise ValueError(f"URL {shown_url} leads out of the mirror {mirror.base}")
         return location
     if parts.scheme in ("http", "https", "file") and mirror.contains(url):
         return url
     if parts.scheme in ("http", "https", "file"):
         raise ValueError(
-            f"URL {url} is not on the mirror {mirror.base} (a configured rewrite can allow it)"
+            f"URL {shown_url} is not on the mirror {mirror.base} "
+            "(a configured rewrite can allow it)"
         )
-    raise ValueError(f"unsupported URL {url!r} (expected s3://, http(s):// or file://)")
+    raise ValueError(f"unsupported URL {shown_url!r} (expected s3://, http(s):// or file://)")
 
 
 def _lower_scheme(url: str) -> str:
@@ -229,33 +232,32 @@ def _source(ref: str, entry: _Entry, mirror: Mirror, config: Config) -> Source:
     # Labels are printed and logged: no control or bidi characters (isprintable).
     if not _LABEL.fullmatch(entry.label) or not entry.label.isprintable():
         raise ValueError(f"bad stack label {entry.label!r}")
-    # Until the query is refused below, the URL is shown without it (crawler.urls.redacted).
+    # Every message shows the URL through crawler.urls.redacted: no password, query or fragment.
+    url = redacted(entry.url)
     if not entry.url.isprintable():
-        url = redacted(entry.url)
         raise ValueError(f"URL {url!r} of stack {entry.label!r} holds control characters")
     parts = urlsplit(entry.url)
-    if without_credentials(entry.url)[1] is not None:  # they would be published
+    if has_userinfo(entry.url):  # in any scheme (s3://KEY:SECRET@ too): they would be published
         raise ValueError(
             f"URL of stack {entry.label!r} holds credentials (user@ or user:password@)"
         )
     if "?" in entry.url or "#" in entry.url:  # a bare "?" or "#" leaves urlsplit's fields empty
         # Neither form of index URL has one; the sidecar's URL is the index's plus ".hash", and
         # the s3:// mapping would drop a query (an S3 versionId, say) without a word.
-        url = redacted(entry.url)
         raise ValueError(f"URL {url} of stack {entry.label!r} has a query or fragment")
     location = map_url(entry.url, mirror, config)
     if location.startswith("file://") and "\0" in file_path(location):
-        raise ValueError(f"URL {entry.url} of stack {entry.label!r} names a path with a NUL (%00)")
+        raise ValueError(f"URL {url} of stack {entry.label!r} names a path with a NUL (%00)")
     path = parts.path
     blob = _BLOB.search(path)
     if blob:
         if blob["sum"][:2] != blob["prefix"]:
-            raise ValueError(f"blob URL {entry.url} is not under blobs/sha256/{blob['sum'][:2]}/")
+            raise ValueError(f"blob URL {url} is not under blobs/sha256/{blob['sum'][:2]}/")
         return Source(ref, entry.label, entry.url, location, "v3", blob["sum"])
     if _V2.search(path):
         return Source(ref, entry.label, entry.url, location, "v2", None)
     raise ValueError(
-        f"URL {entry.url} of stack {entry.label!r} is neither .../build_cache/index.json "
+        f"URL {url} of stack {entry.label!r} is neither .../build_cache/index.json "
         "nor .../blobs/sha256/<xx>/<sha256>"
     )
 

@@ -30,7 +30,8 @@ from aiohttp.http_exceptions import (
 from .. import __version__
 from ..config import Config
 from ..config.checks import from_environment
-from ..errors import ConfigError, FetchError, HTTPStatusError, NotFoundError, shown
+from ..errors import ConfigError, FetchError, HTTPStatusError, NotFoundError
+from ..text import shown
 from ..urls import Origin, credentials, credentials_for, origin_of, redacted
 from .proxies import environment_proxies, proxy_for
 from .retry import RetryPolicy, describe, retry_after

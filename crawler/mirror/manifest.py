@@ -22,7 +22,8 @@ from dataclasses import dataclass
 import msgspec
 
 from ..decode.records import SUPPORTED_VERSIONS, strict_utf8
-from ..errors import IndexFormatError, shown
+from ..errors import IndexFormatError
+from ..text import shown
 
 #: The layout version of a manifest (Spack refuses others: "Layout version mismatch").
 MANIFEST_VERSION = 3

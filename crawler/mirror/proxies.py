@@ -10,7 +10,8 @@ from collections.abc import Iterable
 from urllib.parse import urlsplit
 
 from ..config import check_http_url
-from ..errors import ConfigError, shown
+from ..errors import ConfigError
+from ..text import shown
 from ..urls import redacted
 
 

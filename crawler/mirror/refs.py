@@ -34,8 +34,9 @@ from urllib.parse import urlsplit
 
 from ..config import Config
 from ..config.model import DeclaredRef, IndexPlace
-from ..errors import CrawlerError, IndexFormatError, NotACacheError, NotFoundError, shown
+from ..errors import CrawlerError, IndexFormatError, NotACacheError, NotFoundError
 from ..files import branch_name_problem
+from ..text import shown
 from ..urls import file_path
 from .discovery import ROOT_LABEL, Discovery, Mirror, Source, parse_discovery
 from .fetch import Fetcher

@@ -19,7 +19,8 @@ import aiohttp
 from tenacity import AsyncRetrying, RetryCallState, stop_after_attempt, wait_random_exponential
 
 from ..config import Config
-from ..errors import FetchError, HTTPStatusError, shown
+from ..errors import FetchError, HTTPStatusError
+from ..text import shown
 
 log = logging.getLogger(__name__)
 

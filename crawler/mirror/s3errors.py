@@ -21,7 +21,8 @@ from botocore.exceptions import (
     PartialCredentialsError,
 )
 
-from ..errors import FetchError, HTTPStatusError, NotFoundError, shown
+from ..errors import FetchError, HTTPStatusError, NotFoundError
+from ..text import shown
 
 #: Codes S3 (and compatible stores) answer when asked to slow down, or for a passing fault:
 #: retried, whatever the status that came with them.

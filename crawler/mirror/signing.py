@@ -28,7 +28,8 @@ from types import TracebackType
 
 import msgspec
 
-from ..errors import FetchError, IndexFormatError, NotFoundError, shown
+from ..errors import FetchError, IndexFormatError, NotFoundError
+from ..text import shown
 from .fetch import Fetcher
 from .manifest import blob_path, check_checksum, read_manifest
 

@@ -17,7 +17,8 @@ import re
 
 import msgspec
 
-from ..errors import IndexFormatError, shown
+from ..errors import IndexFormatError
+from ..text import shown
 from .manifest import blob_path, check_checksum, is_signed, read_manifest
 
 #: The media type of a binary's tarball, as Spack writes it.

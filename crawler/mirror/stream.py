@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import math
+import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import BinaryIO
@@ -46,6 +47,8 @@ async def stream_to(
         # On the loop, not in a thread: a download cancelled meanwhile (the branch's root
         # failed, or SIGTERM) would leave the file the thread opened unclosed.
         out = _create(dest)
+    except FileExistsError:
+        raise OutputError(str(dest), _PUT_BACK) from None
     except OSError as err:
         raise OutputError(str(dest), err.strerror or str(err)) from None
     try:
@@ -68,11 +71,17 @@ async def stream_to(
     return size, digest.hexdigest()
 
 
+_PUT_BACK = "something was put at this name while it was being replaced: it is never followed"
+#: A file the run makes itself: a link or a file planted at its name after the unlink fails the
+#: open instead of being followed (and the file it names truncated) or written into.
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
 def _create(dest: Path) -> BinaryIO:
     """A new, empty file at ``dest``. An earlier attempt's file is unlinked, not truncated: a
     decoding worker may still have it mapped, and a mapping past a file's end faults."""
     dest.unlink(missing_ok=True)
-    return dest.open("wb")
+    return open(os.open(dest, _NEW_FILE, 0o600), "wb")
 
 
 def _hash_and_write(digest: hashlib._Hash, out: BinaryIO, chunks: list[bytes]) -> None:

@@ -70,7 +70,7 @@ async def audit_branch(
     progress: Progress | None = None,
 ) -> Audit:
     """Audit the published branch at ``folder`` (its index and links read as ``crawler find``
-    reads them; a folder that is none raises :class:`~crawler.errors.NotABranchError`).
+    reads them; a folder that is none raises :class:`~crawler.consumer_errors.NotABranchError`).
     ``stacks``: globs of the stacks to check (all when empty)."""
     jobs, not_checked = _jobs(folder, stacks)
     findings: list[AuditFinding] = []

@@ -18,8 +18,8 @@ from msgspec import UnsetType
 
 from ..consume.load import Buffer, Pass
 from ..documents import Index, PackageSummary
-from ..errors import counted
 from ..files import release
+from ..text import counted
 from .schemas import part_validator, validator
 
 MAX_SCHEMA_ERRORS = 20

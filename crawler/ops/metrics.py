@@ -252,9 +252,11 @@ def load_last_success(path: Path) -> dict[str, float]:
 
     A missing or unreadable file, or lines that are not such samples, give nothing: the worst
     outcome of a damaged file is that branches look never synced until their next success.
+    A link is not followed (one planted after ``crawler.cli.checks.check_metrics`` would make
+    the run read another file): it gives nothing, and :func:`write_metrics` replaces it.
     """
     try:
-        text = read_regular(path, MAX_METRICS_BYTES).decode("utf-8", errors="replace")
+        text = read_regular(path, MAX_METRICS_BYTES, follow=False).decode("utf-8", errors="replace")
     except OSError:
         return {}
     found: dict[str, float] = {}

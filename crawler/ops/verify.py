@@ -57,10 +57,10 @@ import msgspec
 
 from ..consume.load import Pass, RawLinks
 from ..documents import Changes, History, PackageSummary, Report, SpecLinks
-from ..errors import decode_reason
 from ..files import map_regular, read_regular, release
 from ..output.published import COMPANIONS, OS_LITTER, companion_problem, foreign_entries
 from ..output.render import render_page
+from ..text import decode_reason
 from .indexcheck import IndexCheck, SchemaErrors, short
 from .schemas import validator
 

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import NamedTuple, TypeVar
 
 from ..errors import OutputError
-from ..files import is_safe_name, read_regular
+from ..files import is_safe_name, open_regular, read_regular
 from .atomic import FOLDER_FLAGS, replace_at, temp_name
 from .folder import held_folder
 
@@ -54,7 +54,8 @@ MISSING = (FileNotFoundError, NotADirectoryError)
 
 #: The record of what the crawler wrote in a folder.
 WRITTEN = ".written"
-_MAX_WRITTEN = 64 << 20
+#: The longest line of the record looked at: longer ones name no file the crawler writes.
+_MAX_LINE = 1024
 #: A temporary file of :func:`~crawler.output.atomic.temp_name`.
 _TEMPORARY = re.compile(r"\.[A-Za-z0-9][A-Za-z0-9._+-]{0,199}\.[0-9a-f]{8}\.tmp")
 
@@ -193,21 +194,26 @@ class KeptFolder:
 
     def prune(self, keep: Callable[[str], bool]) -> Pruned:
         """Delete the files the crawler recorded writing here but for those ``keep`` keeps,
-        and record the rest anew."""
+        and record the rest anew: the record, however long it grew, is compacted to the names
+        it lists of files still there. A record that cannot be read is started anew, empty,
+        with a warning: the files it named are then unrecorded, and never deleted."""
         pruned = Pruned([], [])
         try:
-            recorded = self.read(WRITTEN, _MAX_WRITTEN).decode("utf-8", "replace").splitlines()
+            present = set(self.names())
+            recorded = self._recorded(present)
         except MISSING:
             return pruned
         except OSError as err:
-            pruned.problems.append(f"cannot read {self.path / WRITTEN}: {err.strerror or err}")
-            return pruned
+            pruned.problems.append(
+                f"cannot read {self.path / WRITTEN}: {err.strerror or err}; recorded anew, "
+                "empty (the files it named are left alone)"
+            )
+            recorded = []
+            with contextlib.suppress(OSError):  # not a link (refused): the writing says why
+                self.remove(WRITTEN)  # a FIFO, say, that the writing would append to first
         kept = set()
-        present = set(self.names())
-        for name in dict.fromkeys(recorded):
-            if name == WRITTEN or not (is_safe_name(name) or is_temporary(name)):
-                continue  # not a name the crawler writes: never deleted
-            if keep(name) or name not in present:
+        for name in recorded:
+            if keep(name):
                 kept.add(name)
                 continue
             try:
@@ -217,10 +223,32 @@ class KeptFolder:
                 pruned.problems.append(f"cannot remove {err.filename}: {err.strerror or err}")
                 kept.add(name)
         try:
-            self.write(WRITTEN, "".join(f"{n}\n" for n in sorted(kept & present)).encode())
+            self.write(WRITTEN, "".join(f"{n}\n" for n in sorted(kept)).encode())
         except OutputError as err:
             pruned.problems.append(str(err))
         return pruned
+
+    def _recorded(self, present: set[str]) -> list[str]:
+        """The names the record lists of files in ``present``, once each, in order; read a
+        line at a time, so that memory is bounded by the folder's listing, not the record."""
+        path = self.path / WRITTEN
+        fd = self.open()
+        try:
+            record = _at(lambda: open_regular(WRITTEN, follow=False, dir_fd=fd), path)
+        finally:
+            os.close(fd)
+        found: dict[str, None] = {}
+        with open(record, "rb") as file:
+            while line := _at(lambda: file.readline(_MAX_LINE), path):
+                if len(line) == _MAX_LINE and not line.endswith(b"\n"):  # no name: skip it
+                    while (rest := file.readline(_MAX_LINE)) and not rest.endswith(b"\n"):
+                        pass
+                    continue
+                name = line.rstrip(b"\n").decode("utf-8", "replace")
+                ours = name != WRITTEN and (is_safe_name(name) or is_temporary(name))
+                if ours and name in present:  # else no file the crawler writes: never deleted
+                    found[name] = None
+        return list(found)
 
     def _record(self, fd: int, names: list[str]) -> None:
         """Append ``names`` to the record of what was written in the folder ``fd`` (this

@@ -77,8 +77,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 
-from ..errors import LockBusyError, OutputError, shown
+from ..errors import LockBusyError, OutputError
 from ..files import read_regular
+from ..text import shown
 from .folder import OutputFolder, hold, let_go
 from .kept import open_below
 

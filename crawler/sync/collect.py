@@ -12,9 +12,10 @@ from ..build import consolidate
 from ..build.locations import Caches
 from ..decode.validate import SourceSummary
 from ..documents import Conflict, PackageSummary, SpecLinks
-from ..errors import BranchError, counted
+from ..errors import BranchError
 from ..mirror.discovery import Source
 from ..targets import archspec_version as version
+from ..text import counted
 from .outcome import SourceOutcome
 
 log = logging.getLogger(__name__)

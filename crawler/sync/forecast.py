@@ -23,13 +23,14 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ..decode.validate import Kind
-from ..errors import BranchError, CrawlerError, NotFoundError, counted
+from ..errors import BranchError, CrawlerError, NotFoundError
 from ..mirror.discovery import Discovery, Source
 from ..mirror.fetch import Fetcher
 from ..mirror.http import usable_etag
 from ..mirror.transport import Probed
 from ..output.published import check_replaceable
 from ..output.state import BranchState, SourceState
+from ..text import counted
 from .branch import (
     BranchStatus,
     RunContext,

@@ -11,8 +11,8 @@ from __future__ import annotations
 import logging
 from typing import Literal, Protocol
 
-from ..errors import counted
 from ..mirror.transport import Progress
+from ..text import counted
 from ..urls import redacted
 from .outcome import SourceOutcome
 

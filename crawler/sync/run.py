@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ..build.consolidate import thawed_gc
 from ..config import Config
-from ..errors import IndexFormatError, UsageError, counted, shown
+from ..errors import IndexFormatError, UsageError
 from ..files import branch_name_problem
 from ..mirror.discovery import Discovery, Mirror
 from ..mirror.fetch import Fetcher
@@ -29,6 +29,7 @@ from ..output.lock import RunLock
 from ..output.site.listing import write_listing
 from ..output.state import Store
 from ..output.workdir import check_work_folders, recover, run_workspace
+from ..text import counted, shown
 from .branch import BranchResult, BranchSync, RunContext
 from .forecast import BranchForecast, Forecaster
 from .plan import Planner

@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from urllib.parse import urlsplit, urlunsplit
 
 from ...documents import Changes, History, Index, PackageSummary, Report
-from ...errors import counted
 from ...mirror.layout import Place
+from ...text import counted
 from ...urls import redacted
 from . import plots
 from .layout import (

@@ -20,7 +20,7 @@ from collections.abc import Collection
 
 from ...consume.versions import version_key
 from ...documents import Index, PackageSummary, SpecDependency, SpecDetail, SpecLinks
-from ...errors import counted
+from ...text import counted
 from .catalog import stacks_of
 from .layout import (
     LETTERS,
