@@ -29,6 +29,21 @@ def counted(n: int, word: str) -> str:
     return f"{n:,} {word}{'' if n == 1 else 's'}"
 
 
+_UNITS = ("B", "kB", "MB", "GB", "TB")
+
+
+def byte_size(size: str) -> str:
+    """A tarball's size (``index.json``'s byte count) as a reader takes it in, in decimal
+    units: ``88 B``, ``12.3 MB``; ``-`` where it is unknown (anything but a byte count)."""
+    if not (size.isascii() and size.isdigit()):
+        return "-"
+    count = int(size)
+    value, unit = float(count), 0
+    while unit < len(_UNITS) - 1 and round(value, 1) >= 1000:  # 999,999 bytes: 1.0 MB
+        value, unit = value / 1000, unit + 1
+    return f"{count} B" if unit == 0 else f"{value:.1f} {_UNITS[unit]}"
+
+
 def _escaped(c: str) -> str:
     if "\udc80" <= c <= "\udcff":  # a byte that was not UTF-8 (decoded with surrogateescape)
         return f"\\x{ord(c) - 0xDC00:02x}"

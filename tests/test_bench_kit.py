@@ -178,7 +178,7 @@ def test_the_benchmark_runs_from_its_one_command(
     figures = json.loads(saved.read_text())
     assert figures["shaping"]["name"] == "lat1"
     assert figures["targets"]["warm index.json identical"] is True
-    assert figures["targets"]["baseline/cold >= 20"] is None  # skipped
+    assert figures["targets"]["baseline/cold >= 8"] is None  # skipped
     capsys.readouterr()
     bench.run._print({**figures, "shaping": {**figures["shaping"], "name": "unshaped"}})
     unshaped = capsys.readouterr().out

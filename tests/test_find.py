@@ -9,8 +9,10 @@ import os
 import pty
 import re
 import shutil
+import struct
 import subprocess
 import sys
+import termios
 import time
 from pathlib import Path
 
@@ -30,6 +32,9 @@ def sample(tmp_path_factory: pytest.TempPathFactory) -> Path:
     output = tmp_path_factory.mktemp("sample") / "output"
     sync_sample(output)
     return output
+
+
+HEADER = ["NAME", "VERSION", "HASH", "TARGET", "OS", "COMPILER", "SIZE", "STACKS"]
 
 
 def run_find(*args: str, cwd: Path) -> Done:
@@ -72,7 +77,16 @@ def test_json_lines_and_the_table_in_a_process(sample: Path) -> None:
     table = run_find("py-numpy", "--in", str(sample / "develop"), cwd=sample)
     assert table.code == 0
     header, *rows = table.out.splitlines()
-    assert header.split() == ["NAME", "VERSION", "HASH", "TARGET", "OS", "COMPILER", "STACKS"]
+    assert header.split() == [
+        "NAME",
+        "VERSION",
+        "HASH",
+        "TARGET",
+        "OS",
+        "COMPILER",
+        "SIZE",
+        "STACKS",
+    ]
     assert [row.split()[2] for row in rows] == [line["hash"] for line in lines]
 
 
@@ -92,7 +106,16 @@ def test_a_table_on_a_terminal(sample: Path) -> None:
     assert all(h[:7] in text for h in hashes) and hashes[0] not in text
     assert f"{len(hashes)} specs of 1 package in " in text  # it said "spec(s) of 1 package(s)"
     header = re.sub(r"\x1b\[[0-9;]*m", "", text).splitlines()[0].split()
-    assert header == ["NAME", "VERSION", "HASH", "TARGET", "OS", "COMPILER", "STACKS"]  # a pipe's
+    assert header == [
+        "NAME",
+        "VERSION",
+        "HASH",
+        "TARGET",
+        "OS",
+        "COMPILER",
+        "SIZE",
+        "STACKS",
+    ]  # a pipe's
 
 
 @pytest.mark.slow
@@ -111,14 +134,18 @@ def test_control_characters_and_markup_in_an_index_are_shown_as_text(
     table = here(capsys, "zlib", "--in", str(branch))
     assert table.code == 0, table.err
     assert " [/oops] " in table.out and " gcc\\x1b]0;PWNED\\x07\\x1b[2J@1 " in table.out
-    drawn = on_a_terminal("find", "zlib", "--in", str(branch), COLUMNS="200")
+    # rich takes a dumb terminal for 80 columns, whatever its size: a real one is 200 wide.
+    drawn = on_a_terminal("find", "zlib", "--in", str(branch), COLUMNS="200", TERM="xterm")
     assert "[/oops]" in drawn and "\\x1b]0;PWNED" in drawn and "\x1b]0" not in drawn
 
 
 def on_a_terminal(*args: str, **env: str) -> str:
     """What ``crawler ARGS`` prints on its standard output when that is a terminal (160
-    columns wide), with ``env`` added to its environment; it must exit 0."""
+    columns wide, or ``COLUMNS`` of ``env``: the terminal's size too, which rich reads),
+    with ``env`` added to its environment; it must exit 0."""
     leader, follower = pty.openpty()
+    columns = int(env.get("COLUMNS", "160"))
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
     try:
         process = subprocess.Popen(
             [sys.executable, "-m", "crawler", *args],

@@ -20,7 +20,7 @@ from bench.synth import SynthRef, SynthSpec, build_mirror
 from crawler.documents import Changes, History, Index, PackageSummary, Report
 from crawler.output.site import listing
 from crawler.output.site.front import front_page, mirror_name, mirror_url
-from crawler.output.site.layout import Frame, natural_key, script_json, search_keys
+from crawler.output.site.layout import Frame, natural_key, script_json, search_keys, size_cell
 from crawler.output.site.package import download_link
 from tests.conftest import SAMPLE_MIRROR, cli_env, fast_config
 
@@ -181,21 +181,22 @@ def test_links_reach_package_pages_and_branches(sample_site: Path, page: Page) -
     p.click('ul.letters a:text-is("z")')
     p.click('a:text-is("zlib-ng")')
     p.wait_for_url("**/packages/zlib-ng.html")
-    # Each spec links its spec manifest in the root's cache, shows its size (its tarball's
-    # bytes, as index.json has it), and lists its dependencies, folded.
+    # Each spec links its tarball (as its spec manifest in the root's cache names it), shows
+    # its size (its tarball's bytes, as index.json has them: exact in the title), and lists its
+    # dependencies, folded.
     p.goto(_url(sample_site / "develop" / "site" / "packages" / "petsc.html"))
     rows = p.locator("#specs tbody tr")
     row = rows.first
-    download = row.locator('a:text-is("spec manifest")')
+    download = row.locator('a:text-is("tarball")')
     assert download.get_attribute("title") == "root"
     href = download.get_attribute("href") or ""
-    assert href.startswith("file:") and href.endswith(".spec.manifest.json")
+    assert href.startswith("file:") and "/blobs/sha256/" in href
     index = json.loads((sample_site / "develop" / "index.json").read_bytes())
     sizes = sorted(spec["size"] for spec in index["packages"]["petsc"]["spec_details"])
-    shown = sorted(
-        rows.nth(i).locator("td").nth(8).text_content() or "" for i in range(rows.count())
-    )
-    assert shown == sizes and all(size.isdigit() for size in sizes)
+    cells = [rows.nth(i).locator("td").nth(8) for i in range(rows.count())]
+    assert sorted(cell.get_attribute("data-value") or "" for cell in cells) == sizes
+    assert all(size.isdigit() for size in sizes)
+    assert sorted(cell.text_content() or "" for cell in cells) == [f"{s} B" for s in sizes]
     row.locator("details.deps summary").click()
     assert "gcc-runtime/" in (row.locator("details.deps").text_content() or "")
 
@@ -379,6 +380,16 @@ def test_a_download_link_says_what_it_links() -> None:
     assert download_link(blob, "e4s", "tarball") == (
         '<a href="https://h/c/blobs/sha256/ab/ab12?x=&lt;1&gt;" title="e4s">tarball</a>'
     )
+
+
+def test_a_size_is_shown_in_decimal_units_and_sorted_by_its_bytes() -> None:
+    assert size_cell("-") == "<td>-</td>"
+    assert size_cell("٣") == "<td>-</td>"  # a digit, but not one index.json writes
+    assert size_cell("88") == '<td data-value="88" title="88 bytes">88 B</td>'
+    assert size_cell("12345678") == (
+        '<td data-value="12345678" title="12,345,678 bytes">12.3 MB</td>'
+    )
+    assert size_cell("999999") == '<td data-value="999999" title="999,999 bytes">1.0 MB</td>'
 
 
 def test_names_sort_naturally() -> None:

@@ -25,7 +25,7 @@ from ..consume.query import Found, Match, Query
 from ..documents import SpecLinks
 from ..errors import ExitCode, UsageError
 from ..targets import Targets
-from ..text import counted, shown
+from ..text import byte_size, counted, shown
 from .consumer import add_branch_arguments, aligned, branch_folder, rich_table, run_alone
 from .streams import printed, tell, write_whole
 
@@ -234,7 +234,7 @@ def json_lines(
     return b"".join(lines)
 
 
-_COLUMNS = ("name", "version", "hash", "target", "os", "compiler", "stacks")
+_COLUMNS = ("name", "version", "hash", "target", "os", "compiler", "size", "stacks")
 _HEADER = tuple(c.upper() for c in _COLUMNS)  # on a terminal as in a pipe
 
 
@@ -249,6 +249,7 @@ def _row(match: Match, short: bool) -> tuple[str, ...]:
         spec.target,
         spec.os,
         spec.shown_compiler,
+        byte_size(spec.size),
         stacks,
     )
 

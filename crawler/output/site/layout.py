@@ -19,6 +19,7 @@ from typing import NamedTuple
 from urllib.parse import quote
 
 from ...consume.versions import version_key
+from ...text import byte_size
 
 #: The folders of ``site/``: one page per package, one list per first character, the search
 #: index in chunks (see :func:`search_keys`).
@@ -96,6 +97,16 @@ def newest_first(versions: list[str]) -> list[str]:
 def number(n: int) -> str:
     """A count as the CLI writes it: ``12,345``."""
     return f"{n:,}"
+
+
+def size_cell(size: str) -> str:
+    """A table cell of a tarball's size (:func:`~crawler.text.byte_size`), its exact count in
+    its title and as what the table sorts by."""
+    shown = byte_size(size)
+    if shown == "-":
+        return "<td>-</td>"
+    count = int(size)
+    return f'<td data-value="{count}" title="{number(count)} bytes">{shown}</td>'
 
 
 def script_json(value: object) -> str:

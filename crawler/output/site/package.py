@@ -32,6 +32,7 @@ from .layout import (
     natural_key,
     newest_first,
     page,
+    size_cell,
     text,
 )
 
@@ -116,12 +117,12 @@ class PackagePages:
         if links is None:
             location = deps = ""
         else:
-            location = _location(spec.stacks, links.locations)
+            location = _location(spec.stacks, links)
             deps = self._dependencies_of(links.dependencies, depends)
         return (
             f'<tr id="{shown}"><td><code title="{ident}">{shown}</code></td>'
             f"<td>{self._texts[spec.versions[0]]}</td><td>{_variants(spec.variants)}</td>"
-            f"{cells}{stacks}<td>{self._texts[spec.size]}</td><td>{location}</td>"
+            f"{cells}{stacks}{size_cell(spec.size)}<td>{location}</td>"
             f"<td>{deps}</td></tr>"
         )
 
@@ -206,11 +207,15 @@ def ordered(specs: list[SpecDetail]) -> list[SpecDetail]:
     return sorted(by_target, key=lambda spec: version_key(spec.versions[0]), reverse=True)
 
 
-def _location(stacks: tuple[str, ...], locations: dict[str, str]) -> str:
-    """Where the spec is downloaded from: its root's copy, else its first stack's (the same
-    file in each stack's cache; ``links.json`` has them all). One link, not one per stack: a
-    develop-sized site would be 30 MB larger."""
+def _location(stacks: tuple[str, ...], links: SpecLinks) -> str:
+    """Where the spec is downloaded from: its tarball, where its spec manifest named one (in
+    the cache whose manifest the sync read), else its root's spec manifest or file, else its
+    first stack's (the same file in each stack's cache; ``links.json`` has them all). One
+    link, not one per stack: a develop-sized site would be 30 MB larger."""
+    locations = links.locations
     label = "root" if "root" in locations else next((s for s in stacks if s in locations), None)
+    if isinstance(links.tarball, str):
+        return download_link(links.tarball, label or "its cache", "tarball")
     if label is None:
         return ""
     return download_link(locations[label], label)

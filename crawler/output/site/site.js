@@ -145,9 +145,11 @@
   }
 
   // A count is written with thousands separators (1,234), which the collator would read as
-  // two numbers.
+  // two numbers; a cell that shows a rounded figure (a size, 12.3 MB) sorts by its data-value.
   function sortText(row, column) {
-    var value = row.cells[column].textContent;
+    var cell = row.cells[column];
+    if (cell.dataset.value) return cell.dataset.value;
+    var value = cell.textContent;
     return /^[0-9,]+$/.test(value) ? value.replace(/,/g, "") : value;
   }
 
