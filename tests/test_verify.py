@@ -454,7 +454,16 @@ def test_bad_report(branch: Path) -> None:
     report.write_text("[]")
     assert verify_branch(branch) == ["report.json: not a JSON object"]
     report.write_text('{"branch": "main"}')
-    assert verify_branch(branch) == ["report.json: branch is 'main' but the folder is 'develop'"]
+    problems = verify_branch(branch)
+    assert problems[0] == "report.json: branch is 'main' but the folder is 'develop'"
+    assert any(p.startswith("report.json: schema: ") for p in problems), problems
+    # A report of {} said one thing, with a Python None in it: now all that is wrong.
+    report.write_text("{}")
+    problems = verify_branch(branch)
+    assert problems[0] == "report.json: names no branch (the folder is 'develop')"
+    assert any(p.startswith("report.json: schema: ") for p in problems), problems
+    assert problems[-1].startswith("report.json: not a report.json as a publish writes it: ")
+    assert not any("None" in p for p in problems), problems
 
 
 def test_bad_changes(branch: Path) -> None:
@@ -465,7 +474,9 @@ def test_bad_changes(branch: Path) -> None:
     changes.write_text("[]")
     assert verify_branch(branch) == ["changes.json: not a JSON object"]
     changes.write_text('{"branch": "main"}')
-    assert verify_branch(branch) == ["changes.json: branch is 'main' but the folder is 'develop'"]
+    problems = verify_branch(branch)
+    assert problems[0] == "changes.json: branch is 'main' but the folder is 'develop'"
+    assert problems[-1].startswith("changes.json: not a changes.json as a publish writes it: ")
 
 
 def test_source_and_stats_counts(branch: Path) -> None:

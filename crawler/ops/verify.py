@@ -58,7 +58,13 @@ import msgspec
 from ..consume.load import Pass, RawLinks
 from ..documents import Changes, History, PackageSummary, Report, SpecLinks
 from ..files import map_regular, read_regular, release
-from ..output.published import COMPANIONS, OS_LITTER, companion_problem, foreign_entries
+from ..output.published import (
+    COMPANIONS,
+    OS_LITTER,
+    branch_problem,
+    companion_problem,
+    foreign_entries,
+)
 from ..output.render import render_page
 from ..text import decode_reason
 from .indexcheck import IndexCheck, SchemaErrors, short
@@ -70,20 +76,23 @@ _HASH = re.compile(r"[a-z2-7]{32}")
 
 
 def _companion_problems(folder: Path, name: str, schema: bool) -> list[str]:
-    """What is wrong with the companion ``name``, if it is there: not a JSON object of the
-    branch; else, with ``schema``, what its schema says."""
-    problem = companion_problem(folder, name)
+    """What is wrong with the companion ``name``, if it is there: not a JSON object; else all
+    of: another branch's (or none's), what its schema says (with ``schema``), not what the
+    readers decode."""
+    problem = companion_problem(folder, name, branch_too=False)
     if problem is not None:
         return [short(problem)]
     if not (folder / name).exists():
         return []
     try:
         data = read_regular(folder / name)
-        problems = []
+        document = json.loads(data)
+        other = branch_problem(name, document.get("branch"), folder.name)
+        problems = [] if other is None else [short(other)]
         if schema:
             errors = SchemaErrors(name)
-            errors.add(validator(name).iter_errors(json.loads(data)))
-            problems = errors.problems()
+            errors.add(validator(name).iter_errors(document))
+            problems += errors.problems()
         msgspec.json.decode(data, type=_TYPED[name])  # what the readers decode it as
     except msgspec.ValidationError as err:  # a schema may allow it (58.0 for an integer)
         return [*problems, f"{name}: not a {name} as a publish writes it: {short(str(err))}"]

@@ -72,10 +72,11 @@ def check_replaceable(target: Path) -> None:
 COMPANIONS = ("changes.json", "report.json", "history.json")
 
 
-def companion_problem(folder: Path, name: str) -> str | None:
+def companion_problem(folder: Path, name: str, *, branch_too: bool = True) -> str | None:
     """What is wrong with the companion ``name`` (see :data:`COMPANIONS`) of the published
     branch ``folder``, if it is there: it must be a JSON object whose ``branch`` is the
-    folder's name. None when it is sound or absent."""
+    folder's name (not asked with ``branch_too=False``: verify says it beside the rest).
+    None when it is sound or absent."""
     path = folder / name
     if not path.exists():
         return None
@@ -91,9 +92,17 @@ def companion_problem(folder: Path, name: str) -> str | None:
         return f"{name}: not readable JSON: {err}"
     except RecursionError:
         return f"{name}: not readable JSON: nested too deeply"
-    if branch != folder.name:
-        return f"{name}: branch is {branch!r} but the folder is {folder.name!r}"
-    return None
+    return branch_problem(name, branch, folder.name) if branch_too else None
+
+
+def branch_problem(name: str, branch: object, folder: str) -> str | None:
+    """The problem of the document ``name`` whose ``branch`` is ``branch`` in the folder
+    ``folder``: none when they agree, else naming both (or the branch as missing)."""
+    if branch == folder:
+        return None
+    if branch is None:
+        return f"{name}: names no branch (the folder is {folder!r})"
+    return f"{name}: branch is {branch!r} but the folder is {folder!r}"
 
 
 _COMPANION = msgspec.json.Decoder(Companion)
