@@ -19,6 +19,7 @@ from msgspec import UnsetType
 from ..consume.load import Buffer, Pass
 from ..documents import Index, PackageSummary
 from ..files import release
+from ..output.published import branch_problem
 from ..text import counted
 from .schemas import part_validator, validator
 
@@ -163,11 +164,8 @@ class IndexCheck:
     def _top_problems(self) -> list[str]:
         index, tally = self.index, self.tally
         assert index is not None
-        problems = []
-        if index.branch != self.folder:
-            problems.append(
-                f"index.json: branch is {index.branch!r} but the folder is {self.folder!r}"
-            )
+        other = branch_problem("index.json", index.branch, self.folder)
+        problems = [] if other is None else [other]
         labels = Counter(s.label for s in index.sources)
         for label, count in sorted(labels.items()):
             if count > 1:

@@ -121,10 +121,8 @@ def _links_problems(folder: Path, stacks: dict[str, tuple[str, ...]]) -> list[st
     except (OSError, msgspec.DecodeError, RecursionError) as err:  # ValidationError included
         return [f"links.json: not a links.json as a publish writes it: {short(decode_reason(err))}"]
     release(data)
-    problems = []
-    if links.branch != folder.name:
-        where = f"links.json: branch is {links.branch!r} but the folder is {folder.name!r}"
-        problems.append(where)
+    other = branch_problem("links.json", links.branch, folder.name)
+    problems = [] if other is None else [other]
     problems += [
         f"links.json: {key} is no spec of the index" for key in links.specs if key not in stacks
     ]
