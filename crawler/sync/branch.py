@@ -26,6 +26,7 @@ a published branch also carries its own ``report.json``.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Sequence
@@ -38,32 +39,24 @@ import msgspec
 from msgspec import UNSET
 
 from .. import __version__
-from ..build.binaries import Facts, record_binaries, with_sizes, with_tarballs
-from ..build.changes import (
-    SpecStacks,
-    changes_between,
-    published,
-    spec_stacks_of,
-    summary_line,
+from ..build.binaries import Facts
+from ..build.branch import (
+    BuildInput,
+    Built,
+    Consolidated,
+    Previous,
+    Refused,
+    build,
+    filtered,
 )
+from ..build.changes import SpecStacks, published, spec_stacks_of, summary_line
 from ..build.consolidate import consolidate, paused_gc
-from ..build.gate import check_gate
 from ..build.history import read_history
 from ..build.locations import Caches
-from ..build.report import branch_stats, record_findings
 from ..config import Config
 from ..decode.validate import SourceSummary
-from ..documents import (
-    Changes,
-    Conflict,
-    Index,
-    IndexFilters,
-    Links,
-    PackageSummary,
-    Report,
-    SpecLinks,
-)
-from ..errors import BranchError, CrawlerError, PublishRefused
+from ..documents import IndexFilters, Report, SpecLinks
+from ..errors import BranchError, CrawlerError
 from ..files import is_safe_name
 from ..mirror.discovery import Discovery, Mirror, Source
 from ..output.folder import replaced_error
@@ -75,7 +68,7 @@ from .binaries import read_binaries
 from .collect import EarlyConsolidation, check_sources, read_all
 from .outcome import SourceOutcome
 from .plan import BranchPlan, Planner
-from .publish import after_publish, checkpoint, publish_branch
+from .publish import after_publish, publish_branch
 from .reporting import Reporter
 from .sources import SourceReader
 
@@ -143,8 +136,6 @@ class BranchSync:
         branch = self.branch
         try:
             return await self._sync(discovery)
-        except PublishRefused as err:
-            return self._done("refused", str(err))
         except (CrawlerError, OSError) as err:  # OSError: a folder of the output not searchable
             return self._done("failed", failure_line(branch, err))
         except MemoryError:  # ``ulimit -v``, or a full machine: no bug, no traceback
@@ -205,39 +196,50 @@ class BranchSync:
         return self._done(*current_status(failed))
 
     async def _rebuild(self, plan: BranchPlan, failed: list[SourceOutcome]) -> BranchResult:
-        branch, report = self.branch, self.report
+        branch = self.branch
         self.run.reporter.branch_phase(branch, "building")
         root, stacks = await self._summaries()
         self.reader.close()  # the workers, idle now, free their memory for the output
         inputs = self._fingerprint(plan.formats)  # a source read again may have other bytes
+        caches = Caches.of(o.source for o in self.outcomes)
+        consolidated = await asyncio.to_thread(self._consolidated, root, stacks, caches)
+        del root, stacks
+        facts = await self._binaries(consolidated.links)
+        previous = await asyncio.to_thread(self._previous, plan)
+        given = BuildInput(
+            branch=branch,
+            mirror=self.run.mirror.base,
+            sources=self.outcomes,
+            consolidated=consolidated,
+            facts=facts,
+            previous=previous,
+            filters=self.published_filters,
+            max_drop=None if self.run.force else self.run.config.publish.max_drop,
+            report=self.report,
+        )
+        del consolidated
+        built = await asyncio.to_thread(build, given)
+        del given, previous
+        self.report = built.report
+        if isinstance(built, Refused):
+            return self._done("refused", built.message)
+        for o in self.outcomes:
+            o.release()  # the summaries are built in: free them before serialising
+        return await self._publish(plan, failed, built, inputs)
+
+    async def _publish(
+        self, plan: BranchPlan, failed: list[SourceOutcome], built: Built, inputs: str
+    ) -> BranchResult:
+        branch, report, changes = self.branch, self.report, built.changes
         status: BranchStatus = "partial" if failed else "published"
-        with paused_gc():  # everything up to the publish builds acyclic data
-            # The build is synchronous work in steps of up to a second or so (more for a
-            # large branch); between them, checkpoint() lets SIGTERM or SIGINT stop it.
-            caches = Caches.of(o.source for o in self.outcomes)
-            packages, conflicts, links = self.early.finish(root, stacks, caches)
-            del root, stacks
-            if self.published_filters is not None:
-                keeps = self.filters.keeps_package
-                packages = {name: p for name, p in packages.items() if keeps(name)}
-            # The links of the specs published (filters may have left packages out).
-            kept = {d.hash: links[d.hash] for p in packages.values() for d in p.spec_details}
-            del links
-            facts = await self._binaries(kept)
-            packages, kept = with_sizes(packages, facts), with_tarballs(kept, facts)
-            await checkpoint()
-            index, changes = await self._build(plan, packages, conflicts)
-            record_binaries(report, packages, facts)
-            report.status, report.error, report.changes = status, None, changes.totals
-            keep = self.run.config.history
-            folder = self.run.output / branch
-            self.run.reporter.branch_phase(branch, "publishing")
+        report.status, report.error, report.changes = status, None, changes.totals
+        keep = self.run.config.history
+        folder = self.run.output / branch
+        self.run.reporter.branch_phase(branch, "publishing")
+        with paused_gc():
             written = await publish_branch(
                 self.run.output,
-                index,
-                changes,
-                report,
-                Links(branch=branch, specs=kept),
+                built,
                 with_pages="pages" in plan.formats,
                 with_site="html" in plan.formats,
                 finish=self._finish,
@@ -252,7 +254,7 @@ class BranchSync:
             written.index_sha256,
             plan.formats,
             [o.state() for o in self.outcomes],
-            index.stats,
+            built.index.stats,
             written.pages_sha256,
             written.links_size,
         )
@@ -276,46 +278,23 @@ class BranchSync:
         root = self.outcomes[0].source.label
         return await read_binaries(self.reader.fetcher, self.run.output, self.branch, links, root)
 
-    async def _build(
-        self,
-        plan: BranchPlan,
-        packages: dict[str, PackageSummary],
-        conflicts: list[Conflict],
-    ) -> tuple[Index[PackageSummary], Changes]:
-        """The branch's index and its changes since the last publish, through the gate."""
-        branch, outcomes = self.branch, self.outcomes
-        stats = branch_stats(outcomes, packages, conflicts)
-        record_findings(self.report, outcomes, conflicts)
-        self.report.stats = stats
-        entries = [o.index_entry() for o in outcomes]
-        for o in outcomes:
-            o.release()  # the summaries are consolidated: free them before serialising
-        last = published(self.run.output / branch / "index.json")
-        old = last.specs if last is not None else None
-        if old is None and plan.previous is not None:  # a repair: compare with what it was
-            old = _recorded_spec_stacks(self.run.store, branch, plan.previous)
-        before = len(old) if old is not None else _published_count(plan.record)
-        if last is not None and last.filters != self.published_filters:
-            # Under other filters the counts are not comparable: no drop to refuse.
-            log.info("%s: filters changed since the last publish: no drop is checked", branch)
-            before = None
-        if not self.run.force:
-            check_gate(branch, before, stats.specs, self.run.config.publish.max_drop)
-        await checkpoint()
-        changes = changes_between(branch, old, spec_stacks_of(packages))
-        if last is not None:
-            changes = last.removed_specs(changes)
-        await checkpoint()
-        mirror = self.run.mirror.base
-        index = Index(
-            branch=branch,
-            mirror=mirror,
-            filters=self.published_filters or UNSET,
-            sources=entries,
-            stats=stats,
-            packages=packages,
-        )
-        return index, changes
+    def _consolidated(
+        self, root: SourceSummary, stacks: dict[str, SourceSummary], caches: Caches
+    ) -> Consolidated:
+        """The branch's specs deduplicated, those the filters keep (in a thread)."""
+        with paused_gc():
+            consolidated = self.early.finish(root, stacks, caches)
+            if self.published_filters is None:
+                return consolidated
+            return filtered(consolidated, self.filters.keeps_package)
+
+    def _previous(self, plan: BranchPlan) -> Previous:
+        """The last publish, as the build compares with it (read from the output folder)."""
+        last = published(self.run.output / self.branch / "index.json")
+        specs = None
+        if last is None and plan.previous is not None:  # a repair: compare with what it was
+            specs = _recorded_spec_stacks(self.run.store, self.branch, plan.previous)
+        return Previous(last, specs, _published_count(plan.record))
 
     def _done(self, status: BranchStatus, message: str) -> BranchResult:
         """Finish a branch that publishes nothing: record why, tell the user."""

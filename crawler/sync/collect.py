@@ -9,9 +9,9 @@ import logging
 from collections.abc import Awaitable, Callable, Collection, Sequence
 
 from ..build import consolidate
+from ..build.branch import Consolidated
 from ..build.locations import Caches
 from ..decode.validate import SourceSummary
-from ..documents import Conflict, PackageSummary, SpecLinks
 from ..errors import BranchError
 from ..mirror.discovery import Source
 from ..targets import archspec_version as version
@@ -48,7 +48,7 @@ class EarlyConsolidation:
 
     def finish(
         self, root: SourceSummary, stacks: dict[str, SourceSummary], caches: Caches
-    ) -> tuple[dict[str, PackageSummary], list[Conflict], dict[str, SpecLinks]]:
+    ) -> Consolidated:
         """:func:`crawler.build.consolidate.consolidate` of the final summaries, and each
         spec's links (located in ``caches``)."""
         consolidator = self._consolidator
@@ -67,7 +67,7 @@ class EarlyConsolidation:
                 version(),
                 unknown,
             )
-        return packages, conflicts, consolidator.links
+        return Consolidated(packages, conflicts, consolidator.links)
 
 
 async def read_all(

@@ -14,8 +14,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
+from ..build.branch import Built
 from ..build.history import extended
-from ..documents import Changes, History, Index, Links, PackageSummary, Report
+from ..documents import History
 from ..errors import CrawlerError
 from ..output.published import PublishedBranch
 from ..output.render import encode_chunked, encode_json, render_page
@@ -54,10 +55,7 @@ class Written(NamedTuple):
 
 async def publish_branch(
     output: Path,
-    index: Index[PackageSummary],
-    changes: Changes,
-    report: Report,
-    links: Links,
+    built: Built,
     *,
     with_pages: bool,
     finish: Callable[[], None],
@@ -65,7 +63,7 @@ async def publish_branch(
     keep: int,
     with_site: bool,
 ) -> Written:
-    """Stage and publish ``index``'s branch, with its pages or not. ``finish`` stamps the
+    """Stage and publish the branch ``built``, with its pages or not. ``finish`` stamps the
     report's times just before it is written. With a ``history`` (the branch's before),
     ``history.json`` is written too: this publish first, at most ``keep`` publishes in all.
     ``with_site``: its site too (``site/``, the ``html`` format), made from those documents.
@@ -75,6 +73,7 @@ async def publish_branch(
     before it saved the state left it so. Swapping in the same index would replace that run's
     ``changes.json`` by one listing no change.
     """
+    index, changes, report, links = built.index, built.changes, built.report, built.links
     branch = index.branch
     stage = BranchStage(output, branch)
     try:
