@@ -27,33 +27,22 @@ from collections.abc import Sequence
 
 import msgspec
 
+from .problems import bad_edge, compiler_problem, virtuals_problem
 from .read import ROOT, Digested, Records, typed
-from .records import Dependency, ParamValue, PlainNode, PlainValue, Record
+from .records import Dependency, PlainNode, Record
 from .specstore import NO_DIGEST, Edge, Known
 from .validate import (
-    FLAGS,
-    HASH,
     MAX_COMPILER,
     MAX_DEPENDENCIES,
-    MAX_VARIANT,
-    MAX_VARIANTS,
-    MAX_VIRTUAL,
-    MAX_VIRTUALS,
-    SHOWN_KEY,
     Checker,
     InvalidRecord,
     all_hashes,
     key_digest,
     own_compiler,
-    render_variant,
-    shorten,
     too_large,
     unprintable,
 )
-
-_MEMO_LIMIT = 50_000
-_FLAG = -1  # what a memo gives for compiler flags, which are not variants
-_REFUSED = -2  # what :meth:`RootPart._number` gives for a variant too long or not printable
+from .variants import VariantNumbers
 
 
 class RootShard(msgspec.Struct, frozen=True, gc=False):
@@ -105,8 +94,6 @@ class RootPart:
         self.foreign: set[str] = set()
         self.records = 0
         self.numbers: dict[str, int] = {}
-        self.memo: dict[tuple[object, ...], int] = {}
-        self.plain: dict[tuple[str, PlainValue], int] = {}
         self.hashes: list[str] = []
         self.versions: list[str] = []
         self.specs: list[str] = []
@@ -126,6 +113,7 @@ class RootPart:
         if known is not None:  # numbered as the store numbers them (see :meth:`_take`)
             self.numbers = known.numbers.copy()
             self.edge_table = known.edge_numbering.copy()
+        self.variant_numbers = VariantNumbers(self.numbers)  # shares the strings' numbering
 
     def add_digested(self, piece: Digested) -> None:
         """A piece read through the spec store: its known records taken from the store, the
@@ -156,18 +144,18 @@ class RootPart:
             if not problem and record.in_buildcache:
                 compiler = own_compiler(node)
                 if type(node) is PlainNode:
-                    found = self._plain_variants(node.parameters)
+                    found = self.variant_numbers.plain(node.parameters)
                 else:
-                    found = self._variants(node.parameters)
+                    found = self.variant_numbers.of(node.parameters)
                 if type(found) is str:
                     problem = found
-                elif (  # each case that _compiler_problem names, tested in C first
+                elif (  # each case that compiler_problem names, tested in C first
                     type(compiler) is not str
                     or len(compiler) > MAX_COMPILER
                     or compiler[:1] in ("", "@")
                     or not compiler.isprintable()
                 ):
-                    problem = _compiler_problem(compiler)  # the common case passes in C above
+                    problem = compiler_problem(compiler)  # the common case passes in C above
             if problem:
                 check.reject(key, problem)
                 continue
@@ -296,10 +284,10 @@ class RootPart:
             return too_large("dependencies", len(dependencies), MAX_DEPENDENCIES, "edges")
         hashes = [dep.hash for dep in dependencies]
         if not all_hashes(hashes):
-            return _bad_edge(dependencies)
+            return bad_edge(dependencies)
         if not "".join([dep.name for dep in dependencies]).isprintable():  # C first, then which
             return next(filter(None, (unprintable("dependency", d.name) for d in dependencies)))
-        problem = _virtuals_problem(dependencies)  # published in links.json
+        problem = virtuals_problem(dependencies)  # published in links.json
         if problem:
             return problem
         if not self.missing or self.missing.isdisjoint(hashes):
@@ -317,73 +305,6 @@ class RootPart:
                 return f"dependency {dep.name}/{found} is not in this index"
             self.foreign.add(found)
         return None
-
-    def _plain_variants(self, parameters: dict[str, PlainValue]) -> list[int] | str:
-        """:meth:`_variants` for the common case: strings, booleans and tuples of them.
-
-        Such (name, value) pairs never compare equal across types, so the items themselves key
-        the memo and are looked up in one pass in C; only pairs seen for the first time are
-        rendered.
-        """
-        if len(parameters) > MAX_VARIANTS:
-            return _too_many(parameters)
-        found = list(map(self.plain.get, parameters.items()))
-        if None in found:
-            for i, item in enumerate(parameters.items()):
-                if found[i] is None:
-                    found[i] = self._plain_miss(item)
-            if _REFUSED in found:
-                return _refused_variant(parameters, found)  # type: ignore[arg-type]
-        return list(filter(_FLAG.__ne__, found))  # type: ignore[arg-type]
-
-    def _plain_miss(self, item: tuple[str, PlainValue]) -> int:
-        found = self._number(*item)
-        # Values unique to each record would not repeat; one refused is not kept.
-        if len(self.plain) < _MEMO_LIMIT and found != _REFUSED:
-            self.plain[item] = found
-        return found
-
-    def _number(self, name: str, value: ParamValue | PlainValue) -> int:
-        """The number of a variant's text in ``strings``, :data:`_FLAG` for a flag, or
-        :data:`_REFUSED` for a text over :data:`.validate.MAX_VARIANT` or not printable
-        (:func:`.validate.unprintable`; not kept)."""
-        if name in FLAGS:
-            return _FLAG
-        text = render_variant(name, value)
-        if len(text) > MAX_VARIANT or not text.isprintable():
-            return _REFUSED
-        numbers = self.numbers
-        return numbers.setdefault(text, len(numbers))
-
-    def _variants(self, parameters: dict[str, ParamValue]) -> list[int] | str:
-        """A spec's variants (their numbers in ``strings``), or why one is too long.
-
-        Each (name, value) pair is rendered once. The memo's key holds the value's type, since
-        True == 1 == 1.0 as keys but each renders differently, and floats and lists by their
-        text (0.0 == -0.0, [1] == [True]).
-        """
-        if len(parameters) > MAX_VARIANTS:
-            return _too_many(parameters)
-        memo, out = self.memo, []
-        key: tuple[object, ...]
-        for name, value in parameters.items():
-            kind = type(value)
-            if kind is str:
-                key = (name, value)
-            elif kind is bool or kind is int:
-                key = (name, kind, value)
-            else:
-                key = (name, kind, repr(value))
-            found = memo.get(key)
-            if found is None:
-                found = self._number(name, value)
-                if found == _REFUSED:
-                    return _variant_problem(name, value)
-                if len(memo) < _MEMO_LIMIT:  # values unique to each record would not repeat
-                    memo[key] = found
-            if found != _FLAG:
-                out.append(found)
-        return out
 
     def shard(self, version: str) -> RootShard:
         """The finished shard."""
@@ -414,62 +335,3 @@ class RootPart:
             self.rewritten,
             self.taken,
         )
-
-
-def _too_many(parameters: dict[str, PlainValue] | dict[str, ParamValue]) -> str:
-    return f"parameters is {len(parameters):,} entries, more than the limit of {MAX_VARIANTS:,}"
-
-
-def _virtuals_problem(dependencies: list[Dependency]) -> str | None:
-    """Why the virtuals the edges provide cannot be published (too many, too long, not
-    printable), or None."""
-    virtuals = [v for dep in dependencies if dep.parameters for v in dep.parameters.virtuals]
-    if not virtuals:
-        return None
-    if len(virtuals) > MAX_VIRTUALS:
-        return too_large("virtuals", len(virtuals), MAX_VIRTUALS, "entries")
-    longest = max(virtuals, key=len)
-    if len(longest) > MAX_VIRTUAL:
-        return too_large(f"virtual {shorten(longest, SHOWN_KEY)!r}", len(longest), MAX_VIRTUAL)
-    if not "".join(virtuals).isprintable():
-        return next(filter(None, (unprintable("virtual", v) for v in virtuals)))
-    return None
-
-
-def _compiler_problem(compiler: str | Dependency) -> str | None:
-    """Why a compiler (or the name of the edge that gives it) cannot be shown, or None: too
-    long, without a name (an annotation ``@13``), or with control characters, refused as in
-    a name or version (pages and the site show it, ``crawler find`` prints it)."""
-    if isinstance(compiler, Dependency):
-        return too_large("the compiler dependency's name", len(compiler.name), MAX_COMPILER)
-    if len(compiler) > MAX_COMPILER:
-        return too_large("compiler", len(compiler), MAX_COMPILER)
-    if compiler[:1] in ("", "@"):
-        return f"compiler {compiler!r} has no name"
-    return unprintable("compiler", compiler)
-
-
-def _bad_edge(dependencies: list[Dependency]) -> str:
-    for dep in dependencies:
-        if not HASH.fullmatch(dep.hash):
-            name = shorten(dep.name, 64)
-            return f"dependency {name!r} has a hash that is not a 32-character base32 DAG hash"
-    raise AssertionError("no bad edge")  # pragma: no cover
-
-
-def _refused_variant(parameters: dict[str, PlainValue], found: list[int]) -> str:
-    name, value = next(
-        item for item, n in zip(parameters.items(), found, strict=True) if n == _REFUSED
-    )
-    return _variant_problem(name, value)
-
-
-def _variant_problem(name: str, value: ParamValue | PlainValue) -> str:
-    """Why :meth:`RootPart._number` refused a variant: too long, or not printable."""
-    text = render_variant(name, value)
-    if len(text) <= MAX_VARIANT:
-        reason = unprintable("variant", text)
-        assert reason is not None  # refused, and not for its length
-        return reason
-    limit = f"more than the limit of {MAX_VARIANT:,}"
-    return f"variant {shorten(name, 64)!r} is {len(text):,} characters, {limit}"

@@ -33,7 +33,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
 
 import msgspec
 from msgspec import UNSET
@@ -49,23 +48,34 @@ from ..build.branch import (
     build,
     filtered,
 )
-from ..build.changes import SpecStacks, published, spec_stacks_of, summary_line
-from ..build.consolidate import consolidate, paused_gc
+from ..build.changes import published, summary_line
+from ..build.consolidate import paused_gc
 from ..build.history import read_history
 from ..build.locations import Caches
 from ..config import Config
 from ..decode.validate import SourceSummary
-from ..documents import IndexFilters, Report, SpecLinks
+from ..documents import Report, SpecLinks
 from ..errors import BranchError, CrawlerError
 from ..files import is_safe_name
 from ..mirror.discovery import Discovery, Mirror, Source
 from ..output.folder import replaced_error
-from ..output.published import PublishedBranch, check_replaceable
+from ..output.published import check_replaceable
 from ..output.render import encode_json
-from ..output.state import BranchState, Store, fingerprint
+from ..output.state import BranchState, Store
 from ..output.workdir import work_folder
 from .binaries import read_binaries
 from .collect import EarlyConsolidation, check_sources, read_all
+from .inputs import (
+    BranchStatus,
+    branch_sources,
+    current_status,
+    failure_line,
+    inputs_of,
+    is_current,
+    published_count,
+    published_filters,
+    recorded_spec_stacks,
+)
 from .outcome import SourceOutcome
 from .plan import BranchPlan, Planner
 from .publish import after_publish, publish_branch
@@ -73,8 +83,6 @@ from .reporting import Reporter
 from .sources import SourceReader
 
 log = logging.getLogger(__name__)
-
-BranchStatus = Literal["published", "partial", "unchanged", "skipped", "refused", "failed"]
 
 
 @dataclass
@@ -293,8 +301,8 @@ class BranchSync:
         last = published(self.run.output / self.branch / "index.json")
         specs = None
         if last is None and plan.previous is not None:  # a repair: compare with what it was
-            specs = _recorded_spec_stacks(self.run.store, self.branch, plan.previous)
-        return Previous(last, specs, _published_count(plan.record))
+            specs = recorded_spec_stacks(self.run.store, self.branch, plan.previous)
+        return Previous(last, specs, published_count(plan.record))
 
     def _done(self, status: BranchStatus, message: str) -> BranchResult:
         """Finish a branch that publishes nothing: record why, tell the user."""
@@ -365,96 +373,3 @@ class BranchSync:
             self._save_report()
         except CrawlerError as err:
             log.warning("%s: %s (the run report of this branch is not saved)", self.branch, err)
-
-
-def failure_line(branch: str, err: CrawlerError | OSError) -> str:
-    """The line a branch that failed ends with (a sync's, a dry run's)."""
-    if isinstance(err, BranchError):
-        return str(err)
-    if isinstance(err, OSError):  # the output as the filesystem has it
-        where = f"cannot use {err.filename}: " if err.filename is not None else ""
-        return f"branch {branch} failed: {where}{err.strerror or err}"
-    return f"branch {branch} failed: {err}"
-
-
-def current_status(failed: Sequence[SourceOutcome]) -> tuple[BranchStatus, str]:
-    """The status and line of a branch whose output is current, its ``failed`` stacks apart."""
-    if not failed:
-        return "unchanged", "output is current"
-    labels = ", ".join(o.source.label for o in failed)
-    return "partial", f"output is current, but stacks still fail: {labels}"
-
-
-def branch_sources(config: Config, discovery: Discovery, branch: str) -> list[Source]:
-    """The sources of ``branch`` a sync reads: the root, and the stacks the filters keep."""
-    filters = config.filters
-    return [s for s in discovery.refs[branch] if s.is_root or filters.keeps_stack(s.label)]
-
-
-def published_filters(config: Config) -> IndexFilters | None:
-    """The filters a branch is published with (None: whole), as ``index.json`` states them."""
-    f = config.filters  # refs apart: they choose branches, not what a branch holds
-    shaped = IndexFilters(
-        packages=list(f.packages),
-        exclude_packages=list(f.exclude_packages),
-        stacks=list(f.stacks),
-        exclude_stacks=list(f.exclude_stacks),
-    )
-    return shaped if shaped != IndexFilters() else None
-
-
-def inputs_of(
-    outcomes: Sequence[SourceOutcome],
-    formats: list[str],
-    mirror: Mirror,
-    filters: IndexFilters | None,
-) -> str:
-    """A branch's inputs as read (its sources' outcomes, written in ``formats``, published
-    with ``filters``): what an unchanged branch has the same of."""
-    entries = [o.index_entry() for o in outcomes]
-    locations = [o.source.location for o in outcomes]
-    return fingerprint(entries, formats, mirror.base, locations, filters)
-
-
-def is_current(
-    output: Path, branch: str, previous: BranchState, inputs: str, formats: list[str]
-) -> bool:
-    """True when the published branch was made from exactly these inputs and is intact in
-    the ``formats`` a run would write."""
-    if previous.fingerprint != inputs:
-        log.debug("%s: inputs differ from the last publish's", branch)
-        return False
-    return PublishedBranch(output, branch).intact(previous, formats)
-
-
-def _published_count(previous: BranchState | None) -> int | None:
-    """The spec count of the last publish as its state recorded it: the gate's reference when
-    the published ``index.json`` cannot be read (damaged, say), rather than none at all."""
-    if previous is None:
-        return None
-    return previous.stats.specs if previous.stats is not None else None
-
-
-def _recorded_spec_stacks(store: Store, branch: str, previous: BranchState) -> SpecStacks | None:
-    """The specs (and their stacks) of the last publish, rebuilt from the cached summaries
-    of its sources, when its ``index.json`` cannot be read (deleted, damaged): the changes
-    of a repair are those since that publish, not a first publish's. None when a summary
-    is not in the cache any more."""
-    summaries: dict[str, SourceSummary] = {}
-    for i, source in enumerate(previous.sources):
-        if source.sha256 is None or source.facts is None:  # missing or failed then
-            continue
-        cached = store.load("root" if i == 0 else "stack", source.sha256)
-        if cached is None:
-            log.info(
-                "%s: the last publish's summaries are gone: comparing against nothing",
-                branch,
-            )
-            return None
-        summaries[source.label] = cached.summary
-    root = summaries.pop(previous.sources[0].label, None) if previous.sources else None
-    if root is None:
-        return None
-    packages, _ = consolidate(root, summaries)
-    log.info("%s: changes are against the last publish's specs, from its summaries", branch)
-    return spec_stacks_of(packages)

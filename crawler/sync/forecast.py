@@ -31,9 +31,10 @@ from ..mirror.transport import Probed
 from ..output.published import check_replaceable
 from ..output.state import BranchState, SourceState
 from ..text import counted
-from .branch import (
+from .branch import RunContext
+from .collect import check_sources
+from .inputs import (
     BranchStatus,
-    RunContext,
     branch_sources,
     current_status,
     failure_line,
@@ -41,7 +42,6 @@ from .branch import (
     is_current,
     published_filters,
 )
-from .collect import check_sources
 from .outcome import SourceOutcome, Status
 from .plan import BranchPlan
 from .sources import promised_sha256, read_sidecar
