@@ -16,6 +16,7 @@ import os
 import re
 import stat
 from pathlib import Path
+from typing import Protocol
 
 NOT_REGULAR = "not a regular file (a named pipe, a device or a socket)"
 
@@ -135,3 +136,11 @@ def as_given(path: Path) -> Path:
         return path
     last = len(parts) - 1 - parts[::-1].index("..")
     return Path(*parts[: last + 1]).resolve().joinpath(*parts[last + 1 :])
+
+
+class Digest(Protocol):
+    """A running hash (what ``hashlib.sha256()`` returns, which has no public type)."""
+
+    def update(self, data: bytes | bytearray | memoryview, /) -> None: ...
+
+    def hexdigest(self) -> str: ...

@@ -23,8 +23,9 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import FrameType
+from typing import Any
 
 from ..errors import ExitCode
 from . import sigint
@@ -33,6 +34,9 @@ log = logging.getLogger("crawler")
 
 #: Seconds a stopping run is given to end cleanly before it is ended at once.
 GRACE = 5.0
+
+#: What ``signal.getsignal`` gives (typeshed names it privately).
+Handler = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 #: The signals a process may have been started ignoring on purpose (see Stopper.installed).
@@ -139,7 +143,7 @@ class Stopper:
         in a command-line run (``hard``), it ends the process at once with that code, as the
         process ends anyway (Python's exit joins threads); in-process, the caller's handlers
         are put back."""
-        previous: dict[signal.Signals, signal._HANDLER] = {}
+        previous: dict[signal.Signals, Handler] = {}
         for signum in SIGNALS:
             handler = signal.getsignal(signum)
             if signum in _LEFT_IGNORED and handler == signal.SIG_IGN:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ..errors import OutputError
+from ..files import Digest
 from .transport import MAX_INDEX, Progress, check_size
 
 
@@ -84,7 +85,7 @@ def _create(dest: Path) -> BinaryIO:
     return open(os.open(dest, _NEW_FILE, 0o600), "wb")
 
 
-def _hash_and_write(digest: hashlib._Hash, out: BinaryIO, chunks: list[bytes]) -> None:
+def _hash_and_write(digest: Digest, out: BinaryIO, chunks: list[bytes]) -> None:
     try:
         for chunk in chunks:
             digest.update(chunk)

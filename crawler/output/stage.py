@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import hashlib
 import logging
 import os
 import secrets
@@ -28,6 +27,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from ..errors import OutputError
+from ..files import Digest
 from .atomic import FOLDER_FLAGS, exchange, flush_tree, makedirs_at
 from .folder import OutputFolder, held_folder
 from .kept import open_below
@@ -90,7 +90,7 @@ class BranchStage:
         self,
         relative: str,
         chunks: Iterable[bytes | bytearray],
-        digest: hashlib._Hash | None = None,
+        digest: Digest | None = None,
     ) -> int:
         """Add one file written a chunk at a time, each also fed to ``digest`` if given; its
         size."""
