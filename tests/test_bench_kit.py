@@ -3,7 +3,8 @@
 A small generated mirror is crawled by the real crawler and summarized by the sequential baseline
 (bench/baseline.py, an independent implementation of FORMAT.md section 3): both must give the same
 packages, byte for byte once loaded, and the generator's own counts must match what the crawler
-read. The loopback server must delay, pace, answer 304 and never leave its folder.
+read. The loopback server must delay, pace, answer 304 and never leave its folder; the plain
+downloads the shaped target is measured against must see its shaping over 8 connections.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import crawler
 import crawler.sync.run
 from bench.baseline import summarize_ref
 from bench.bytecode import compile_crawler
+from bench.floor import download_pooled
 from bench.generate import MirrorParams, generate_mirror
 from bench.server import serve
 from crawler.cli.command import main_async
@@ -133,6 +135,21 @@ async def test_server_shapes_answers_304_and_stays_in_its_folder(tmp_path: Path)
             assert answer.startswith(b"HTTP/1.1 404 ") and b"outside" not in answer, path
 
 
+async def test_plain_downloads_take_each_file_once_over_8_shaped_connections(
+    tmp_path: Path,
+) -> None:
+    """16 files, each 0.3 s of latency and 0.1 s of body on its connection: 8 connections take
+    two rounds (0.8 s); 7 would take three, 16 (or no limit, as the floor has) one."""
+    root = tmp_path / "mirror"
+    root.mkdir()
+    for number in range(16):
+        (root / f"{number}.json").write_bytes(b"x" * 100_000)
+    async with serve(root, latency_ms=300, bandwidth_mbps=1.0) as url:
+        seconds, size = await download_pooled([f"{url}/{n}.json" for n in range(16)])
+    assert size == 16 * 100_000  # each file once, whole
+    assert 0.8 <= seconds < 1.15
+
+
 async def _raw_get(url: str, path: str) -> bytes:
     reader, writer = await asyncio.open_connection("127.0.0.1", URL(url).port)
     writer.write(f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
@@ -159,8 +176,9 @@ def test_the_benchmark_runs_from_its_one_command(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """``bench/run.py``, as bench/README.md gives it, on a tiny mirror with a shaped server:
-    every figure is printed and saved, and the targets, set for unshaped loopback, are said to
-    be for comparison only (and are not so said unshaped)."""
+    every figure is printed and saved, the targets set for unshaped loopback are said to be for
+    comparison only (and are not so said unshaped), and the shaped network's target is checked
+    against 8 parallel plain downloads (and skipped unshaped)."""
     saved = tmp_path / "figures.json"
     argv = [sys.executable, str(REPO / "bench" / "run.py"), "--records", "200", "--stacks", "3"]
     argv += ["--skip-baseline", "--latency-ms", "1", "--out", "out"]  # relative to the cwd
@@ -169,20 +187,42 @@ def test_the_benchmark_runs_from_its_one_command(
         argv, cwd=tmp_path, capture_output=True, text=True, timeout=50, check=False
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    for start in ("floor      download", "cold       wall", "warm       wall", "cold_over_floor"):
+    starts = ("floor      download", "plain      download", "cold       wall", "warm       wall")
+    for start in (*starts, "cold_over_floor", "cold_over_8_parallel"):
         assert f"\n{start}" in done.stdout, start
     assert "\nPASS  warm index.json identical\n" in done.stdout
     assert f"\n{_COMPARISON}\n" in done.stdout
+    assert "\ntarget set for a shaped network (50 ms a request, " in done.stdout
     assert (tmp_path / "out" / "mirrors").is_dir() and (tmp_path / "out" / "runs").is_dir()
 
     figures = json.loads(saved.read_text())
     assert figures["shaping"]["name"] == "lat1"
     assert figures["targets"]["warm index.json identical"] is True
     assert figures["targets"]["baseline/cold >= 8"] is None  # skipped
+    plain = figures["plain_downloads"]
+    assert plain["connections"] == 8 and plain["files"] == figures["mirror"]["branch_files"]
+    assert plain["bytes"] == figures["mirror"]["branch_bytes"]
+    ratio = figures["ratios"]["cold_over_8_parallel"]
+    assert ratio == pytest.approx(figures["cold"]["seconds"] / plain["seconds"])
+    shaped_ok = figures["targets"][_SHAPED]
+    assert shaped_ok is (ratio <= 1.5)
+    assert f"\n{'PASS' if shaped_ok else 'FAIL'}  {_SHAPED}\n" in done.stdout
+
+    # Unshaped: no comparison line, and the shaped target skipped, in the figures as printed.
+    unshaped = {
+        **figures,
+        "shaping": {**figures["shaping"], "name": "unshaped"},
+        "ratios": dict(figures["ratios"]),
+        "targets": dict(figures["targets"]),
+    }
+    bench.run._add_shaped_target(unshaped)
+    assert unshaped["targets"][_SHAPED] is None
     capsys.readouterr()
-    bench.run._print({**figures, "shaping": {**figures["shaping"], "name": "unshaped"}})
-    unshaped = capsys.readouterr().out
-    assert "PASS  warm index.json identical" in unshaped and _COMPARISON not in unshaped
+    bench.run._print(unshaped)
+    printed = capsys.readouterr().out
+    assert "\nPASS  warm index.json identical\n" in printed and _COMPARISON not in printed
+    assert f"\nSKIP  {_SHAPED}\n" in printed
 
 
+_SHAPED = "cold <= 1.5x 8 parallel downloads (shaped)"
 _COMPARISON = "targets are set for unshaped loopback; with shaping they are for comparison only"
