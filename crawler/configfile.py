@@ -29,7 +29,7 @@ class ConfigFile(NamedTuple):
         """The config in a message: ``the config /etc/crawler.yaml (named by CRAWLER_CONFIG)``,
         or why there is none."""
         if self.path is None:
-            return f"no config read (no --config, {CONFIG_ENV} unset, no ./{DEFAULT_CONFIG})"
+            return f"no config was read (no --config, {CONFIG_ENV} unset, no ./{DEFAULT_CONFIG})"
         how = f" (named by {self.named_by})" if self.named_by else " (found in this folder)"
         return f"the config {self.path}{how}"
 

@@ -249,7 +249,10 @@ def test_on_a_120_column_terminal_nothing_is_cut(sample: Path) -> None:
 
 
 def test_branch_names_are_read_in_the_output_folder_of_the_config(
-    sample: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    sample: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     """``crawler diff develop develop-2025-04-20`` needed ``--output`` wherever the config
     said the output is: a name that is no path here is a branch of the config's output
@@ -284,6 +287,6 @@ def test_branch_names_are_read_in_the_output_folder_of_the_config(
     assert nowhere.code == 11
     assert nowhere.err.startswith("error: output/develop: not a published branch: no such ")
     assert (
-        "; no config read (no --config, CRAWLER_CONFIG unset, no ./config/crawler.yaml), so "
+        "; no config was read (no --config, CRAWLER_CONFIG unset, no ./config/crawler.yaml), so "
         "the output folder is ./output; give A and B as branch folders"
     ) in nowhere.err

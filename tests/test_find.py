@@ -389,7 +389,10 @@ def test_a_spec_built_with_no_compiler_shows_none_in_the_table(
 
 
 def test_find_and_log_read_the_output_folder_of_the_config(
-    sample: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    sample: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     """With the config elsewhere than the output (in /etc, say), ``find`` and ``log`` needed
     ``--output`` every time: they read the config's output folder, from ``--config``,
@@ -441,7 +444,10 @@ WAYS = (
 
 
 def test_no_branch_found_says_which_config_was_read_and_every_way_to_point_at_one(
-    sample: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    sample: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     """From another folder, ``crawler find zlib`` said only ``output/develop: not a published
     branch``, mentioning neither ``--output``, ``--in`` nor a config (exit 11 stays)."""
@@ -450,7 +456,7 @@ def test_no_branch_found_says_which_config_was_read_and_every_way_to_point_at_on
         assert (done.code, done.out) == (11, "")
         assert done.err == (
             "error: output/develop: not a published branch: no such folder (give a published "
-            "branch folder, such as output/develop); no config read (no --config, "
+            "branch folder, such as output/develop); no config was read (no --config, "
             "CRAWLER_CONFIG unset, no ./config/crawler.yaml), so the output folder is "
             f"./output; {WAYS}"
         )
