@@ -232,7 +232,9 @@ def _add_verify(commands: Any) -> None:
         "-q", "--quiet", action="store_true", help="print problems only (no progress, no note)"
     )
     verify.add_argument(
-        "--json", action="store_true", help="one JSON object on stdout: the verdict, its problems"
+        "--json",
+        action="store_true",
+        help="one JSON object on stdout: the verdict, its problems, the note (no progress)",
     )
     verify.add_argument(
         "--no-schema",
