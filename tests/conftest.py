@@ -27,6 +27,8 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
+from crawler.configfile import CONFIG_ENV
+
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE_MIRROR = REPO / "sample" / "mirror"
 REFERENCE_PAGES = REPO / "sample" / "reference"
@@ -287,6 +289,13 @@ SCHEMA_SAMPLE = 10
 
 
 @pytest.fixture(autouse=True)
+def _no_config_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test reads the config that the environment of the one running the suite names
+    (``CRAWLER_CONFIG``), nor does a ``crawler`` process it starts (:func:`cli_env`)."""
+    monkeypatch.delenv(CONFIG_ENV, raising=False)
+
+
+@pytest.fixture(autouse=True)
 def _published_indexes_match_the_schema(
     request: pytest.FixtureRequest, tmp_path: Path
 ) -> Iterator[None]:
@@ -398,7 +407,7 @@ class Done:
 def cli_env() -> dict[str, str]:
     """The environment of a ``crawler`` subprocess: no terminal sizing, colour or warnings."""
     env = dict(os.environ)
-    for name in ("COLUMNS", "LINES", "FORCE_COLOR", "PYTHONWARNINGS"):
+    for name in ("COLUMNS", "LINES", "FORCE_COLOR", "PYTHONWARNINGS", CONFIG_ENV):
         env.pop(name, None)
     env["PYTHONUNBUFFERED"] = "1"
     return env

@@ -2119,3 +2119,29 @@ def test_the_public_api_is_what_all_names_and_imports_nothing_until_used() -> No
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def test_a_sync_from_another_mirror_than_the_published_one_is_warned_of(
+    here: RunHere, tmp_path: Path
+) -> None:
+    """Switching an output to another mirror went ahead silently (only the publish gate
+    could stop a drop): a warning names both mirrors before the branch is read, in a dry run
+    too; once published from the new one, the next sync says nothing."""
+    config = sample_config(tmp_path)
+    sync = ("sync", "--branch", "develop", "--config", str(config), "-q")
+    assert here(*sync).code == 0
+    other = tmp_path / "other-mirror"
+    shutil.copytree(SAMPLE_MIRROR, other)
+    warning = (
+        f" WARNING develop: switching mirrors: published from {SAMPLE_MIRROR.as_uri()}, now "
+        f"synced from {other.as_uri()} (its specs may all change; the publish gate checks the "
+        "drop)"
+    )
+    dry = here(*sync, "--mirror", str(other), "--dry-run")
+    assert dry.code == 0 and [line[23:] for line in dry.err.splitlines()] == [warning], dry.err
+    done = here(*sync, "--mirror", str(other))
+    assert done.code == 0 and [line[23:] for line in done.err.splitlines()] == [warning]
+    index = json.loads((tmp_path / "out" / "develop" / "index.json").read_bytes())
+    assert index["mirror"] == other.as_uri()
+    again = here(*sync, "--mirror", str(other))
+    assert (again.code, again.err) == (6, "")

@@ -82,6 +82,27 @@ def test_empty_file_gives_defaults(tmp_path: Path, text: str) -> None:
     assert config.origin == str(path)
 
 
+def test_the_environment_names_the_config_before_the_default_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``CRAWLER_CONFIG`` names the config of a command given no ``--config`` (sync's, and
+    find's for its output folder), before ``./config/crawler.yaml``; empty, it is unset."""
+    write(tmp_path / "config" / "crawler.yaml", "concurrency: 3\n")
+    write(tmp_path / "etc" / "crawler.yaml", "concurrency: 5\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CRAWLER_CONFIG", str(tmp_path / "etc" / "crawler.yaml"))
+    assert load_config(None).concurrency == 5
+    assert load_config(Path("config/crawler.yaml")).concurrency == 3  # --config first
+    monkeypatch.setenv("CRAWLER_CONFIG", "")
+    assert load_config(None).concurrency == 3
+    monkeypatch.setenv("CRAWLER_CONFIG", "etc/none.yaml")
+    with pytest.raises(ConfigError) as caught:
+        load_config(None)
+    assert str(caught.value) == (
+        "config error in etc/none.yaml: file not found (named by CRAWLER_CONFIG)"
+    )
+
+
 def test_no_config_file_and_no_default_file_gives_defaults(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

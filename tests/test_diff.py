@@ -246,3 +246,47 @@ def test_on_a_120_column_terminal_nothing_is_cut(sample: Path) -> None:
     assert "root only" in text and "stacks -" not in text
     header = rows[0].split()
     assert header == ["CHANGE", "NAME", "VERSION", "HASH", "TARGET", "OS", "COMPILER", "DETAIL"]
+
+
+def test_branch_names_are_read_in_the_output_folder_of_the_config(
+    sample: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``crawler diff develop develop-2025-04-20`` needed ``--output`` wherever the config
+    said the output is: a name that is no path here is a branch of the config's output
+    folder; ``--config`` makes both names; a path that is there stays a path."""
+    config = tmp_path / "crawler.yaml"
+    config.write_text(f"output: {sample}\n")
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    snapshot = "develop-2025-04-20"
+    wanted = here(capsys, "--output", str(sample), "develop", snapshot)
+    assert wanted.code == 0 and wanted.out, wanted.err
+    assert here(capsys, "--config", str(config), "develop", snapshot) == wanted
+    monkeypatch.setenv("CRAWLER_CONFIG", str(config))
+    assert here(capsys, "develop", snapshot) == wanted
+    shutil.copytree(sample / snapshot, work / snapshot)
+    local = here(capsys, "develop", snapshot)  # ./develop-2025-04-20, the copy
+    assert local.code == 0 and local.out == wanted.out
+    assert local.err.startswith(f"{sample / 'develop'} -> {snapshot}: "), local.err
+    shutil.rmtree(work / snapshot)
+    missing = here(capsys, "develop", "v9")
+    assert (missing.code, missing.out) == (11, "")
+    assert missing.err == (
+        f"error: {sample / 'v9'}: not a published branch: no such branch published in {sample} "
+        f"(its branches: develop, develop-2025-04-20, v0.23.1); {sample} is the output folder "
+        f"of the config {config} (named by CRAWLER_CONFIG); give A and B as branch folders, or "
+        "as branch names with --output DIR, or with a config whose output holds them: "
+        "--config FILE or CRAWLER_CONFIG=FILE\n"
+    )
+    monkeypatch.delenv("CRAWLER_CONFIG")
+    nowhere = here(capsys, "develop", str(sample / snapshot))
+    assert nowhere.code == 11
+    assert nowhere.err.startswith("error: output/develop: not a published branch: no such ")
+    assert (
+        "; no config was read (no --config, CRAWLER_CONFIG unset, no ./config/crawler.yaml), so "
+        "the output folder is ./output; give A and B as branch folders"
+    ) in nowhere.err

@@ -20,6 +20,7 @@ import pytest
 
 import crawler
 from crawler.cli import find
+from crawler.cli import log as history_log
 from crawler.cli.command import main
 
 from .conftest import CLI_TIMEOUT, Done, cli_env
@@ -385,3 +386,96 @@ def test_a_spec_built_with_no_compiler_shows_none_in_the_table(
     }
     as_json = here(capsys, "py-numpy", "--json", "--in", str(sample / "develop"))
     assert '"compiler":"none"' in as_json.out
+
+
+def test_find_and_log_read_the_output_folder_of_the_config(
+    sample: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """With the config elsewhere than the output (in /etc, say), ``find`` and ``log`` needed
+    ``--output`` every time: they read the config's output folder, from ``--config``,
+    ``$CRAWLER_CONFIG`` or ``./config/crawler.yaml`` as sync does; ``--output`` still wins."""
+    config = tmp_path / "etc" / "crawler.yaml"
+    config.parent.mkdir()
+    config.write_text(f"output: {sample}\n")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    given = here(capsys, "zlib", "--config", str(config))
+    assert given.code == 0 and given.out.splitlines()[1].startswith("zlib "), given.err
+    monkeypatch.setenv("CRAWLER_CONFIG", str(config))
+    assert here(capsys, "zlib").out == given.out
+    logged = log_here(capsys)
+    assert logged.code == 0 and logged.out.startswith("PUBLISHED "), logged.err
+    gone = here(capsys, "zlib", "--output", str(tmp_path / "gone"))
+    assert gone.code == 11 and "--output named the output folder, no config was read" in gone.err
+    both = here(capsys, "zlib", "--in", str(sample / "develop"), "--config", str(config))
+    assert (both.code, both.err) == (
+        2,
+        "error: give --in FOLDER, or --output (or --config) and --branch, not both\n",
+    )
+    monkeypatch.delenv("CRAWLER_CONFIG")
+    (elsewhere / "config").mkdir()
+    (elsewhere / "config" / "crawler.yaml").write_text(f"output: {sample}\n")
+    assert here(capsys, "zlib").out == given.out
+    monkeypatch.setenv("CRAWLER_CONFIG", str(tmp_path / "nope.yaml"))  # before ./config
+    missing = here(capsys, "zlib")
+    assert (missing.code, missing.err) == (
+        2,
+        f"error: config error in {tmp_path / 'nope.yaml'}: file not found "
+        "(named by CRAWLER_CONFIG)\n",
+    )
+
+
+def log_here(capsys: pytest.CaptureFixture[str], *args: str) -> Done:
+    """``crawler log ARGS`` in this process, as the ``crawler`` command's entry runs it."""
+    code = history_log.main(list(args))
+    captured = capsys.readouterr()
+    return Done(code, captured.out, captured.err)
+
+
+#: How find's and log's errors end when no published branch is where they looked.
+WAYS = (
+    "point at a branch with --in FOLDER, or --output DIR (and --branch NAME), or a config "
+    "whose output holds it with --config FILE or CRAWLER_CONFIG=FILE\n"
+)
+
+
+def test_no_branch_found_says_which_config_was_read_and_every_way_to_point_at_one(
+    sample: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """From another folder, ``crawler find zlib`` said only ``output/develop: not a published
+    branch``, mentioning neither ``--output``, ``--in`` nor a config (exit 11 stays)."""
+    monkeypatch.chdir(tmp_path)
+    for done in (here(capsys, "zlib"), log_here(capsys)):
+        assert (done.code, done.out) == (11, "")
+        assert done.err == (
+            "error: output/develop: not a published branch: no such folder (give a published "
+            "branch folder, such as output/develop); no config was read (no --config, "
+            "CRAWLER_CONFIG unset, no ./config/crawler.yaml), so the output folder is "
+            f"./output; {WAYS}"
+        )
+    config = tmp_path / "crawler.yaml"
+    config.write_text(f"output: {sample}\n")
+    monkeypatch.setenv("CRAWLER_CONFIG", str(config))
+    done = here(capsys, "zlib", "--branch", "v9")
+    assert (done.code, done.err) == (
+        11,
+        f"error: {sample / 'v9'}: not a published branch: no such branch published in "
+        f"{sample} (its branches: develop, develop-2025-04-20, v0.23.1); {sample} is the "
+        f"output folder of the config {config} (named by CRAWLER_CONFIG); {WAYS}",
+    )
+    done = here(capsys, "zlib", "--in", str(tmp_path / "v9"))
+    assert done.code == 11 and done.err.endswith(f"--in named it, no config was read; {WAYS}")
+    # A branch that is there but broken is no matter of where to look: no ways.
+    broken = tmp_path / "broken"
+    shutil.copytree(sample / "develop", broken)
+    (broken / "index.json").write_text("[")
+    done = here(capsys, "zlib", "--in", str(broken))
+    assert done.code == 11 and "--in FOLDER" not in done.err, done.err
+    shutil.rmtree(broken)  # not left for the schema check of every index a test leaves

@@ -86,10 +86,12 @@ def test_sync_then_verify(tmp_path: Path) -> None:
     verified = crawler("verify", str(develop), "--json", cwd=tmp_path)
     assert verified.code == 0, verified.err
     assert lines(verified.out) == [
-        {"path": str(develop), "ok": True, "schema": True, "problems": []}
+        {"path": str(develop), "ok": True, "schema": True, "problems": [], "note": None}
     ]
     quick = crawler("verify", str(develop), "--json", "-q", "--no-schema", cwd=tmp_path)
-    assert lines(quick.out) == [{"path": str(develop), "ok": True, "schema": False, "problems": []}]
+    assert lines(quick.out) == [
+        {"path": str(develop), "ok": True, "schema": False, "problems": [], "note": None}
+    ]
     (develop / "extra.txt").write_text("mine")
     damaged = crawler("verify", str(develop), "--json", cwd=tmp_path)
     assert damaged.code == 8

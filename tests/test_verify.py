@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import pty
 import shutil
 import subprocess
 import sys
@@ -605,3 +606,129 @@ def test_out_of_memory_is_an_error_not_a_traceback(branch: Path, command: list[s
     assert done.returncode == ExitCode.OUT_OF_MEMORY, done.stderr
     assert done.stderr.startswith(f"error: out of memory: crawler {command[0]} (docs/consumers.md")
     assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1
+
+
+def _verify(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """``crawler verify ARGS`` in this process: its exit code, stdout and stderr."""
+    code = asyncio.run(main_async(["verify", *args]))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_a_copy_under_another_name_holds_with_a_note(
+    published: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``cp -r output/develop /tmp/vcopy`` (a snapshot, as docs/consumers.md suggests) failed
+    with five problems, "branch is 'develop' but the folder is 'vcopy'"; ``--branch`` says
+    which branch its documents must name."""
+    copy = tmp_path / "vcopy"
+    shutil.copytree(published, copy)
+    assert verify_branch(copy) == []
+    note = "a copy of branch 'develop' under another name ('vcopy')"
+    assert crawler.ops.verify.expected_branch(copy).note == note
+    assert _verify(capsys, str(copy)) == (
+        0,
+        f"{copy}: all checks hold\n",
+        f"note: {copy}: {note}\n",
+    )
+    assert _verify(capsys, str(copy), "--branch", "develop")[:2] == (
+        0,
+        f"{copy}: all checks hold\n",
+    )
+    assert _verify(capsys, str(copy), "-q") == (0, "", "")
+    code, out, _ = _verify(capsys, str(copy), "--json")
+    assert (code, json.loads(out)) == (
+        0,
+        {"path": str(copy), "ok": True, "schema": True, "problems": [], "note": note},
+    )
+    code, out, err = _verify(capsys, str(copy), "--branch", "main", "--no-schema")
+    assert (code, err) == (8, f"{copy}: 5 problems\n")
+    names = ("index.json", "links.json", "changes.json", "report.json", "history.json")
+    assert out == "".join(
+        f"{n}: branch is 'develop' but the branch expected is 'main'\n" for n in names
+    )
+    code, out, _ = _verify(capsys, str(published), "--branch", "develop", "--json")
+    assert (code, json.loads(out)["note"]) == (0, None)
+
+
+def test_documents_of_a_copy_that_disagree_are_problems(published: Path, tmp_path: Path) -> None:
+    """Only a folder whose documents all name one branch is a copy of it: one that names
+    another, or none, is a problem, as in the branch's own folder."""
+    copy = tmp_path / "vcopy"
+    shutil.copytree(published, copy)
+    report = json.loads((copy / "report.json").read_bytes())
+    (copy / "report.json").write_bytes(encode_json({**report, "branch": "other"}))
+    assert crawler.ops.verify.expected_branch(copy).note is None
+    assert verify_branch(copy, schema=False) == [
+        "index.json: branch is 'develop' but the folder is 'vcopy'",
+        "links.json: branch is 'develop' but the folder is 'vcopy'",
+        "changes.json: branch is 'develop' but the folder is 'vcopy'",
+        "report.json: branch is 'other' but the folder is 'vcopy'",
+        "history.json: branch is 'develop' but the folder is 'vcopy'",
+    ]
+    del report["branch"]
+    (copy / "report.json").write_bytes(encode_json(report))
+    problems = verify_branch(copy, schema=False)
+    assert problems[0] == "report.json: names no branch (the other documents name 'develop')"
+    assert len(problems) == 2 and problems[1].startswith("report.json: not a report.json as a")
+
+
+def _stderr_on_a_terminal(*args: str) -> tuple[int, str, bytes]:
+    """``crawler ARGS`` whose stderr is a terminal (stdout a pipe): its exit code, stdout and
+    what it wrote on the terminal."""
+    leader, follower = pty.openpty()
+    chunks = []
+    try:
+        with subprocess.Popen(
+            [sys.executable, "-m", "crawler", *args],
+            stdout=subprocess.PIPE,
+            stderr=follower,
+            env={**cli_env(), "TERM": "xterm"},
+        ) as process:
+            os.close(follower)
+            while True:
+                try:
+                    chunk = os.read(leader, 65536)
+                except OSError:  # EIO: the process closed the terminal
+                    break
+                if not chunk:
+                    break
+                chunks.append(chunk)
+            assert process.stdout is not None
+            out = process.stdout.read().decode()
+            code = process.wait(timeout=CLI_TIMEOUT)
+    finally:
+        os.close(leader)
+    return code, out, b"".join(chunks)
+
+
+@pytest.mark.slow
+def test_verify_shows_its_progress_on_a_terminal_only(branch: Path) -> None:
+    """It printed nothing while it ran (8 s for a 20,000-spec branch): on a terminal, a line
+    redrawn in place says what it checks and how far it is, cleared at the end; nothing with
+    --quiet or --json, nor into a pipe."""
+    packages = len(json.loads((branch / "index.json").read_bytes())["packages"])
+    pages = len(list((branch / "pages").glob("*/specs.md")))
+    specs = len(json.loads((branch / "links.json").read_bytes())["specs"])
+    code, out, shown = _stderr_on_a_terminal("verify", str(branch))
+    assert (code, out) == (0, f"{branch}: all checks hold\n"), shown
+    lines = shown.split(b"\r")
+    for what in (
+        f"index.json: package {packages}",
+        f"pages: page {pages}",
+        f"links.json: spec {specs}",
+    ):
+        total = int(what.rsplit(" ", 1)[1])
+        assert f"checking {what} of {total}\x1b[K".encode() in lines, shown
+    assert shown.endswith(b"\r\x1b[K"), shown  # the last line cleared
+    for quiet in (["-q"], ["--json"]):
+        code, _, shown = _stderr_on_a_terminal("verify", str(branch), *quiet)
+        assert code == 0 and b"checking" not in shown, shown
+    piped = subprocess.run(
+        [sys.executable, "-m", "crawler", "verify", str(branch)],
+        env=cli_env(),
+        capture_output=True,
+        timeout=CLI_TIMEOUT,
+        check=False,
+    )
+    assert (piped.returncode, piped.stderr) == (0, b"")

@@ -9,6 +9,7 @@ import msgspec
 
 from .. import __version__
 from ..config import Config, load_config, with_overrides
+from ..configfile import CONFIG_ENV, DEFAULT_CONFIG
 from ..errors import UsageError
 from . import audit, completion, configcmd, find
 from . import diff as branch_diff
@@ -72,7 +73,7 @@ def _common(sub: argparse.ArgumentParser) -> None:
         "--config",
         type=path,
         action=FileArgument,
-        help="YAML config file (default: ./config/crawler.yaml if present)",
+        help=f"YAML config file (default: ${CONFIG_ENV}, else ./{DEFAULT_CONFIG} if present)",
     )
     sub.add_argument("--mirror", help="mirror URL or folder (overrides the config)")
     sub.add_argument(
@@ -209,8 +210,9 @@ def _add_verify(commands: Any) -> None:
         help="re-check a published branch folder",
         description="Check <output>/<branch>: the JSON Schemas of its documents, hash "
         "uniqueness, meta against spec_details, stacks against sources, pages against "
-        "index.json, the branch named in its files, and that it holds nothing a publish does "
-        "not write.",
+        "index.json, the branch named in its files (the folder's name, or --branch; a folder "
+        "whose files all name one other branch is a copy of it, which a note says), and that "
+        "it holds nothing a publish does not write. On a terminal, its progress on stderr.",
         epilog="exit codes: 0 all checks hold, 1 internal error, 2 usage error (no branch "
         "folder), 8 problems found (one per line on stdout), 16 out of memory",
     )
@@ -220,9 +222,19 @@ def _add_verify(commands: Any) -> None:
         action=FolderArgument,
         help="a published branch folder, e.g. output/develop",
     )
-    verify.add_argument("-q", "--quiet", action="store_true", help="print problems only")
     verify.add_argument(
-        "--json", action="store_true", help="one JSON object on stdout: the verdict, its problems"
+        "--branch",
+        metavar="NAME",
+        help="the branch its files must name (default: the folder's name, or the one branch "
+        "they all name, for a copy under another name)",
+    )
+    verify.add_argument(
+        "-q", "--quiet", action="store_true", help="print problems only (no progress, no note)"
+    )
+    verify.add_argument(
+        "--json",
+        action="store_true",
+        help="one JSON object on stdout: the verdict, its problems, the note (no progress)",
     )
     verify.add_argument(
         "--no-schema",
@@ -232,7 +244,7 @@ def _add_verify(commands: Any) -> None:
     verify.add_argument("-v", "--verbose", action="store_true", help=argparse.SUPPRESS)
 
 
-def _add_audit(commands: argparse._SubParsersAction[_Parser]) -> None:
+def _add_audit(commands: Any) -> None:
     sub = audit.add_parser(commands)
     _common(sub)
     sub.add_argument(

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
+from functools import partial
 from typing import Any
 
 from ..config import Config, with_overrides
@@ -18,6 +18,7 @@ from ..mirror.signing import gpg_program
 from ..ops.audit import Audit, audit_branch
 from ..text import counted, printable
 from .argtypes import path
+from .display import Counting
 from .records import json_lines
 from .streams import printed, tell
 
@@ -53,7 +54,7 @@ async def run(args: argparse.Namespace, config: Config, sleep: Sleep) -> int:
     """Audit ``args.path``; the exit code."""
     if args.mirror is None:  # the mirror the branch was published from
         config = with_overrides(config, mirror=load_index(args.path).mirror or None)
-    progress = _Progress() if sys.stderr.isatty() and not args.quiet else None
+    progress = Counting() if sys.stderr.isatty() and not args.quiet else None
     async with Fetcher(config, sleep=sleep) as fetcher:
         audit = await audit_branch(
             args.path,
@@ -61,7 +62,7 @@ async def run(args: argparse.Namespace, config: Config, sleep: Sleep) -> int:
             gpg=gpg_program(),
             stacks=args.stack or (),
             concurrency=config.concurrency,
-            progress=progress,
+            progress=partial(progress.count, "checked") if progress else None,
         )
     if progress:
         progress.end()
@@ -86,21 +87,3 @@ def _verdict(audit: Audit) -> str:
     found = counted(len(audit.findings), "finding") if audit.findings else "every binary is there"
     checked = f"{audit.checked:,} binar{'y' if audit.checked == 1 else 'ies'}"
     return f"{audit.path}: {checked} checked{skipped}: {found}"
-
-
-class _Progress:
-    """``checked N of M`` on the terminal, redrawn at most ten times a second."""
-
-    def __init__(self) -> None:
-        self._shown = 0.0
-
-    def __call__(self, done: int, total: int) -> None:
-        now = time.monotonic()
-        if now - self._shown >= 0.1 or done == total:
-            self._shown = now
-            sys.stderr.write(f"\rchecked {done:,} of {total:,}")
-            sys.stderr.flush()
-
-    def end(self) -> None:
-        sys.stderr.write("\r\033[K")
-        sys.stderr.flush()

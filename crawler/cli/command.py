@@ -38,7 +38,7 @@ from . import log as history_log
 from .arguments import build_parser, settings
 from .checks import check_metrics, check_output, leave_a_deleted_working_folder
 from .consumer import out_of_memory
-from .display import LiveReporter, wants_live
+from .display import Counting, LiveReporter, wants_live
 from .logformat import setup_logging
 from .records import Verified, json_lines, listed, synced
 from .stopping import GRACE, Stopper, timer
@@ -103,7 +103,7 @@ def _interruptible(hard: bool) -> None:
 
 
 def _verify(args: argparse.Namespace, hard: bool) -> int:
-    from ..ops.verify import verify_branch  # jsonschema is slow to import and only needed here
+    from ..ops.verify import expected_branch  # jsonschema: slow to import, only needed here
 
     _interruptible(hard)  # once jsonschema is loaded (see .sigint)
     path: Path = args.path
@@ -114,14 +114,19 @@ def _verify(args: argparse.Namespace, hard: bool) -> int:
         raise UsageError(f"crawler verify: cannot look into {path}: {reason}") from None
     if found is not None:  # a typo, the index file itself, the output folder: no branch
         raise UsageError(f"crawler verify: {path}: {found}")
-    problems = verify_branch(path, schema=not args.no_schema)
+    note = expected_branch(path.resolve(), args.branch).note
+    problems = _verified(args)
     verdict = [] if problems or args.quiet else [f"{path}: all checks hold"]
     # A problem may quote the folder's documents, anyone's to write: escaped for a terminal.
     results: str | bytes = _text([printable(p) for p in problems] or verdict)
     if args.json:  # the verdict, whatever it is
         schema = not args.no_schema
-        verified = Verified(path=str(path), ok=not problems, schema=schema, problems=problems)
+        verified = Verified(
+            path=str(path), ok=not problems, schema=schema, problems=problems, note=note
+        )
         results = json_lines([verified])
+    if note is not None and not args.quiet:
+        tell(f"note: {path}: {printable(note)}")
     what = "the problems found" if problems else "the verdict"
     printed(results, what, needed=False)  # the exit code is the verdict, and stands
     if problems:
@@ -129,6 +134,27 @@ def _verify(args: argparse.Namespace, hard: bool) -> int:
             tell(f"{path}: {counted(len(problems), 'problem')}")
         return ExitCode.VERIFY_FAILED
     return ExitCode.OK
+
+
+def _verified(args: argparse.Namespace) -> list[str]:
+    """The problems of the folder ``crawler verify`` checks; its progress on a terminal, but
+    not with ``--quiet`` or ``--json``."""
+    from ..ops.verify import verify_branch
+
+    path: Path = args.path
+    if args.json or not wants_live(args.quiet):
+        return verify_branch(path, schema=not args.no_schema, branch=args.branch)
+    shown = Counting()
+    try:
+        problems = verify_branch(
+            path,
+            schema=not args.no_schema,
+            branch=args.branch,
+            progress=lambda what, done, total: shown.count(f"checking {what}", done, total),
+        )
+    finally:
+        shown.end()
+    return problems
 
 
 def _not_a_branch_folder(path: Path) -> str | None:

@@ -6,14 +6,17 @@ sync's imports (so the error line and exit code are given here rather than by
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, NamedTuple, TextIO
 
+from ..configfile import CONFIG_ENV, DEFAULT_CONFIG, config_file
 from ..consume.load import branch_path
+from ..consumer_errors import NotABranchError
 from ..errors import CrawlerError, ExitCode, MemoryExhausted, UsageError
 from ..text import printable
-from .argtypes import FolderArgument, path
+from .argtypes import FileArgument, FolderArgument, path
 from .streams import tell, write_whole
 
 DEFAULT_OUTPUT = "output"
@@ -34,15 +37,11 @@ class Parser(argparse.ArgumentParser):
 
 
 def add_branch_arguments(parser: argparse.ArgumentParser) -> None:
-    """Which published branch a consumer's command reads: ``--output`` and ``--branch``, or
-    ``--in`` a branch folder (see :func:`branch_folder`)."""
+    """Which published branch a consumer's command reads: ``--output`` (or the config's
+    output) and ``--branch``, or ``--in`` a branch folder (see :func:`branch_folder`)."""
     where = parser.add_argument_group("which branch")
-    where.add_argument(
-        "--output",
-        type=path,
-        action=FolderArgument,
-        metavar="DIR",
-        help=f"output folder (default: ./{DEFAULT_OUTPUT})",
+    add_output_arguments(
+        where, f"output folder (default: the config's output, else ./{DEFAULT_OUTPUT})"
     )
     where.add_argument("--branch", metavar="NAME", help=f"branch (default: {DEFAULT_BRANCH})")
     where.add_argument(
@@ -54,15 +53,71 @@ def add_branch_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def branch_folder(args: argparse.Namespace) -> Path:
+def add_output_arguments(group: Any, output: str) -> None:
+    """``--output`` (helped as ``output``) and ``--config``, the config whose output folder is
+    read without it (``group``: a parser or an argument group)."""
+    group.add_argument("--output", type=path, action=FolderArgument, metavar="DIR", help=output)
+    group.add_argument(
+        "--config",
+        type=path,
+        action=FileArgument,
+        metavar="FILE",
+        help=f"the config whose output folder to read, without --output (default: "
+        f"${CONFIG_ENV}, else ./{DEFAULT_CONFIG} if present)",
+    )
+
+
+class Where(NamedTuple):
+    """A branch folder a consumer's command reads, and how it was found (for a message)."""
+
+    folder: Path
+    origin: str
+
+
+def branch_folder(args: argparse.Namespace) -> Where:
     """The branch folder :func:`add_branch_arguments` named."""
     if args.folder is not None:
-        if args.output is not None or args.branch is not None:
-            raise UsageError("give --in FOLDER, or --output and --branch, not both")
-        folder: Path = args.folder
-        return folder
-    output = DEFAULT_OUTPUT if args.output is None else args.output
-    return branch_path(output, DEFAULT_BRANCH if args.branch is None else args.branch)
+        if args.output is not None or args.branch is not None or args.config is not None:
+            raise UsageError("give --in FOLDER, or --output (or --config) and --branch, not both")
+        return Where(args.folder, "--in named it, no config was read")
+    output, origin = output_folder(args)
+    branch = DEFAULT_BRANCH if args.branch is None else args.branch
+    return Where(branch_path(output, branch), origin)
+
+
+def output_folder(args: argparse.Namespace) -> tuple[Path, str]:
+    """The output folder: ``--output``, else the config's (``--config``, ``$CRAWLER_CONFIG``
+    or ``./config/crawler.yaml``), else ``./output``; and how it was found. The config's
+    modules are imported only when there is one to read."""
+    if args.output is not None:
+        return args.output, "--output named the output folder, no config was read"
+    found = config_file(args.config)
+    if found.path is None:
+        return Path(DEFAULT_OUTPUT), f"{found.describe()}, so the output folder is ./output"
+    from ..config.load import load_config
+
+    output = load_config(args.config).output_dir
+    return output, f"{output} is the output folder of {found.describe()}"
+
+
+#: The ways ``find`` and ``log`` are told where a branch is, as their errors list them.
+BRANCH_WAYS = (
+    "point at a branch with --in FOLDER, or --output DIR (and --branch NAME), or a config "
+    f"whose output holds it with --config FILE or {CONFIG_ENV}=FILE"
+)
+
+
+@contextmanager
+def pointing(origin: str, ways: str, *folders: Path) -> Iterator[None]:
+    """A :class:`NotABranchError` about one of ``folders`` says how it was found
+    (``origin``) and the ``ways`` to point at another: without them, a user who ran a
+    command in another folder than usual learnt only that ``output/develop`` is none."""
+    try:
+        yield
+    except NotABranchError as err:
+        if err.path not in map(str, folders):
+            raise
+        raise NotABranchError(err.path, f"{err.reason}; {origin}; {ways}") from None
 
 
 def aligned(rows: Sequence[tuple[str, ...]]) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,20 +20,23 @@ from typing import Any
 
 import msgspec
 
+from ..configfile import CONFIG_ENV
 from ..consume.diff import Change, IndexDiff, diff_indexes
 from ..consume.load import branch_path, no_gc
 from ..errors import ExitCode
-from .argtypes import FolderArgument, path
-from .consumer import aligned, rich_table, run_alone
+from ..files import is_safe_name
+from .consumer import add_output_arguments, aligned, output_folder, pointing, rich_table, run_alone
 from .streams import printed, tell, write_whole
 
 _TEXTS = {
     "description": "Print what changed from the published branch A to B: packages, versions "
     "and specs added and removed, and specs whose record changed (moved between stacks...). "
-    "Reads their index.json; writes nothing.",
+    "Reads their index.json; writes nothing. With --output or --config, A and B are branches "
+    "of that output folder; otherwise a branch name that is no path here is a branch of the "
+    "config's output folder (./output without a config).",
     "epilog": "exit codes: 0 compared (with or without differences: stderr says), 1 internal "
-    "error, 2 usage error, 4 the changes could not be written, 11 A or B is no published "
-    "branch, 12 an index.json of a schema_version this crawler does not read (newer), "
+    "error, 2 usage or config error, 4 the changes could not be written, 11 A or B is no "
+    "published branch, 12 an index.json of a schema_version this crawler does not read (newer), "
     "14 with --exit-code: A and B differ, 15 A and B were published from two mirrors "
     "(see --any-mirror), 16 out of memory, 141 its reader closed the pipe",
 }
@@ -53,16 +57,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         parser.add_argument(
             name,
             metavar=which,
-            help=f"a published branch folder or its index.json; with --output, a branch name"
-            f" ({'the older' if which == 'A' else 'the newer'})",
+            help=f"a published branch folder or its index.json, or a branch name; with "
+            f"--output or --config, a branch name ({'the older' if which == 'A' else 'the newer'})",
         )
-    parser.add_argument(
-        "--output",
-        type=path,
-        action=FolderArgument,
-        metavar="DIR",
-        help="A and B are branches of this output folder",
-    )
+    add_output_arguments(parser, "A and B are branches of this output folder")
     parser.add_argument(
         "--any-mirror",
         action="store_true",
@@ -77,11 +75,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run ``crawler diff`` with parsed arguments; returns the exit code, raises a
     :class:`~crawler.errors.CrawlerError` for bad input."""
-    if args.output is not None:
-        before, after = (branch_path(args.output, name) for name in (args.before, args.after))
-    else:
-        before, after = Path(args.before), Path(args.after)
-    with no_gc():
+    before, after, origin = _operands(args)
+    with no_gc(), pointing(origin, _WAYS, before, after):
         diff = diff_indexes(before, after, any_mirror=args.any_mirror)
         _KEPT[:] = [diff]
     tell(summary(diff, before, after))
@@ -89,6 +84,32 @@ def run(args: argparse.Namespace) -> int:
     if code == ExitCode.OK and args.exit_code and diff:
         return ExitCode.DIFFERENT
     return code
+
+
+#: The ways ``diff`` is told where its branches are, as its errors list them.
+_WAYS = (
+    "give A and B as branch folders, or as branch names with --output DIR, or with a config "
+    f"whose output holds them: --config FILE or {CONFIG_ENV}=FILE"
+)
+
+
+def _operands(args: argparse.Namespace) -> tuple[Path, Path, str]:
+    """The folders of A and B, and how they were found. With ``--output`` or ``--config``
+    both are branch names; otherwise each is a path, unless no path of that name is here and
+    it is a branch's name: then it is a branch of the config's output folder (the config
+    read only then)."""
+    named = args.output is not None or args.config is not None
+    output: Path | None = None
+    origin = "A and B name folders, no config was read"
+    folders = []
+    for given in (args.before, args.after):
+        if named or (not os.path.lexists(given) and is_safe_name(given)):
+            if output is None:
+                output, origin = output_folder(args)
+            folders.append(branch_path(output, given))
+        else:
+            folders.append(Path(given))
+    return folders[0], folders[1], origin
 
 
 def summary(diff: IndexDiff, before: Path, after: Path) -> str:

@@ -304,6 +304,31 @@ class LiveReporter:
                 self.progress.stop()  # ends rich's redrawing thread (idempotent)
 
 
+class Counting:
+    """``checked 1,234 of 5,678`` on the terminal (stderr), redrawn at most ten times a
+    second, and cleared at the end: the progress of a command that counts what it checks
+    (audit, verify). A terminal that hung up is written to no more (:class:`_Terminal`)."""
+
+    def __init__(self) -> None:
+        self.terminal = _Terminal(sys.stderr)
+        self._shown = 0.0
+
+    def count(self, what: str, done: int, total: int) -> None:
+        """``what`` (``checked``), ``done`` of ``total``."""
+        now = time.monotonic()
+        if now - self._shown >= 0.1 or done == total:
+            self._shown = now
+            self._draw(f"\r{what} {done:,} of {total:,}\033[K")
+
+    def end(self) -> None:
+        """The line cleared, for what follows."""
+        self._draw("\r\033[K")
+
+    def _draw(self, text: str) -> None:
+        self.terminal.write(text)
+        self.terminal.flush()
+
+
 def wants_live(quiet: bool) -> bool:
     """A live display only on an interactive terminal, not with ``--quiet``, and not when the
     logs are JSON (for a log collector, which reads every line of stderr)."""

@@ -1,8 +1,9 @@
 """``crawler find``: the specs of a published branch that meet a query, as a table or JSON Lines.
 
 It only reads (no lock, no state, nothing written under the output), and starts fast: it
-imports what it uses and nothing of the sync (aiohttp, the decoding pool, the config), rich
-only to draw a table on a terminal, archspec only for ``--family`` and ``--runs-on``. The
+imports what it uses and nothing of the sync (aiohttp, the decoding pool), the config only
+when it reads one for its output folder, rich only to draw a table on a terminal, archspec
+only for ``--family`` and ``--runs-on``. The
 ``crawler`` command runs it through :mod:`.entry` without importing the rest of the command
 line; :mod:`.command` runs it too, in-process.
 """
@@ -26,15 +27,23 @@ from ..documents import SpecLinks
 from ..errors import ExitCode, UsageError
 from ..targets import Targets
 from ..text import byte_size, counted, shown
-from .consumer import add_branch_arguments, aligned, branch_folder, rich_table, run_alone
+from .consumer import (
+    BRANCH_WAYS,
+    add_branch_arguments,
+    aligned,
+    branch_folder,
+    pointing,
+    rich_table,
+    run_alone,
+)
 from .streams import printed, tell, write_whole
 
 EPILOG = (
-    "exit codes: 0 found, 1 internal error, 2 usage error (a bad flag, or a malformed spec, "
-    "version, compiler or variant), 4 the results could not be written, 10 no spec matches, 11 no "
-    "published branch there, 12 its index.json has a schema_version this crawler does not read "
-    "(newer), 13 an unknown --runs-on host, --family or bound of a target range, 16 out of "
-    "memory, 141 its reader closed the pipe"
+    "exit codes: 0 found, 1 internal error, 2 usage or config error (a bad flag, a malformed "
+    "spec, version, compiler or variant, a config that cannot be read), 4 the results could "
+    "not be written, 10 no spec matches, 11 no published branch there, 12 its index.json has "
+    "a schema_version this crawler does not read (newer), 13 an unknown --runs-on host, "
+    "--family or bound of a target range, 16 out of memory, 141 its reader closed the pipe"
 )
 
 
@@ -49,7 +58,8 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
 
 _TEXTS = {
     "description": "Print the specs of a published branch that meet every criterion given "
-    "(none: every spec). Reads <output>/<branch>/index.json; writes nothing.",
+    "(none: every spec). Reads <output>/<branch>/index.json, <output> being --output, else "
+    "the config's output folder; writes nothing.",
     "epilog": EPILOG,
 }
 
@@ -120,10 +130,11 @@ def run(args: argparse.Namespace) -> int:
     )
     if args.links and not args.json:
         raise UsageError("--links adds to the JSON lines: give --json too")
-    folder = branch_folder(args)
+    folder, origin = branch_folder(args)
     with no_gc():  # a short run over one acyclic document: a collection would only walk it
         # A table shows no variants: unless a criterion tests them, they are not even read.
-        packages = load_packages(folder, variants=args.json or query.asks_variants)
+        with pointing(origin, BRANCH_WAYS, folder):
+            packages = load_packages(folder, variants=args.json or query.asks_variants)
         if args.json:
             return _stream(query, packages, folder, links=args.links)
         found = query.select(packages)

@@ -13,14 +13,15 @@ import msgspec
 from ..consume.load import load_history
 from ..documents import ChangeTotals, HistoryEntry
 from .argtypes import int_between
-from .consumer import add_branch_arguments, aligned, branch_folder, run_alone
+from .consumer import BRANCH_WAYS, add_branch_arguments, aligned, branch_folder, pointing, run_alone
 from .streams import printed
 
 _TEXTS = {
     "description": "List the last publishes of a published branch, newest first, with what "
-    "each changed. Reads <output>/<branch>/history.json; writes nothing.",
-    "epilog": "exit codes: 0 listed, 1 internal error, 2 usage error, 4 the list could not be "
-    "written, 11 no published branch there (or one published without a history: "
+    "each changed. Reads <output>/<branch>/history.json, <output> being --output, else the "
+    "config's output folder; writes nothing.",
+    "epilog": "exit codes: 0 listed, 1 internal error, 2 usage or config error, 4 the list "
+    "could not be written, 11 no published branch there (or one published without a history: "
     "history: 0), 16 out of memory, 141 its reader closed the pipe",
 }
 
@@ -49,7 +50,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``crawler log`` with parsed arguments; returns the exit code."""
-    history = load_history(branch_folder(args))
+    folder, origin = branch_folder(args)
+    with pointing(origin, BRANCH_WAYS, folder):
+        history = load_history(folder)
     publishes = history.publishes
     if args.max_count is not None:
         publishes = publishes[: args.max_count]

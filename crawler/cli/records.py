@@ -28,12 +28,14 @@ class RefListed(msgspec.Struct, frozen=True, kw_only=True):
 
 class Verified(msgspec.Struct, frozen=True, kw_only=True):
     """The verdict on a branch folder (``crawler verify --json``): ``ok`` when ``problems``
-    is empty; ``schema``: whether the JSON Schemas were checked (not with ``--no-schema``)."""
+    is empty; ``schema``: whether the JSON Schemas were checked (not with ``--no-schema``);
+    ``note``: that the folder is a copy of a branch under another name, or null."""
 
     path: str
     ok: bool
     schema: bool
     problems: list[str]
+    note: str | None = None
 
 
 class Synced(msgspec.Struct, frozen=True, kw_only=True):

@@ -16,12 +16,13 @@ from typing import Any
 import msgspec
 import yaml
 
+from ..configfile import CONFIG_ENV, DEFAULT_CONFIG, config_file
 from ..errors import ConfigError
 from ..files import read_regular
 from .checks import NO_WORKING_FOLDER, _resolve, build_config
 from .model import Config
 
-DEFAULT_CONFIG = Path("config") / "crawler.yaml"
+__all__ = ["DEFAULT_CONFIG", "MAX_CONFIG_BYTES", "load_config", "with_overrides"]
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -132,15 +133,14 @@ MAX_CONFIG_BYTES = 1 << 20
 def load_config(path: Path | None) -> Config:
     """Read a YAML config file.
 
-    With ``path`` None, ``config/crawler.yaml`` under the working directory is read when it
-    exists; otherwise the built-in defaults (identical to that file) apply.
+    With ``path`` None, the file the environment's ``CRAWLER_CONFIG`` names is read, else
+    ``config/crawler.yaml`` under the working directory when it exists; otherwise the
+    built-in defaults (identical to that file) apply (:func:`crawler.configfile.config_file`).
     """
-    if path is None:
-        # A folder or a dangling link there is a broken config, not an absent one: running on
-        # the defaults (the public mirror, ./output) instead would be a surprise.
-        if not os.path.lexists(DEFAULT_CONFIG):
-            return Config()
-        path = DEFAULT_CONFIG
+    found = config_file(path)
+    if found.path is None:
+        return Config()
+    path = found.path
     origin = str(path)
     try:
         path = path.expanduser()  # `--config ~/crawler.yaml`, quoted
@@ -158,7 +158,8 @@ def load_config(path: Path | None) -> Config:
             target = os.readlink(path)
             reason = f"file not found (a symbolic link to {target}, which does not exist)"
             raise ConfigError(origin, reason) from None
-        raise ConfigError(origin, "file not found") from None
+        named = f" (named by {found.named_by})" if found.named_by == CONFIG_ENV else ""
+        raise ConfigError(origin, f"file not found{named}") from None
     except OSError as err:  # the message names the file already: not its path again
         raise ConfigError(origin, f"cannot read file: {err.strerror or err}") from None
     except UnicodeDecodeError as err:

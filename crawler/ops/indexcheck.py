@@ -10,8 +10,8 @@ file, and those two per spec, never the document's tree (``docs/consumers.md``, 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, NamedTuple
 
 import msgspec
 from msgspec import UnsetType
@@ -27,6 +27,18 @@ MAX_SCHEMA_ERRORS = 20
 _MAX_MESSAGE = 200
 _TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _PACKAGE = msgspec.json.Decoder(PackageSummary)
+
+#: What verify tells as it goes: what it checks (``index.json: package``), how many of how
+#: many it has checked.
+Progress = Callable[[str, int, int], None]
+
+
+class Expected(NamedTuple):
+    """The branch every document of a branch folder must name (``name``), and whose name
+    that is, as a problem says it (``said``: ``the folder is``)."""
+
+    name: str
+    said: str = "the folder is"
 
 
 def short(text: str) -> str:
@@ -82,15 +94,17 @@ class Tally:
 
 
 class IndexCheck:
-    """The checks of one mapped ``index.json`` (``data``) of the branch folder named
-    ``folder``: :meth:`run` gives its problems; then :attr:`index` is its top level (None when
+    """The checks of one mapped ``index.json`` (``data``) of a branch folder whose documents
+    must name the branch ``expected`` (``progress`` told of each package checked):
+    :meth:`run` gives its problems; then :attr:`index` is its top level (None when
     too broken for the consistency checks), :attr:`names` its packages' names, :attr:`tally`
     what its specs are, and :meth:`package` decodes one package again (for its page)."""
 
-    def __init__(self, data: Buffer, folder: str, schema: bool) -> None:
+    def __init__(self, data: Buffer, expected: Expected, schema: bool, progress: Progress) -> None:
         self.data = data
-        self.folder = folder
+        self.expected = expected
         self.schema = schema
+        self.progress = progress
         self.index: Index[msgspec.Raw] | None = None
         self.raw: dict[str, msgspec.Raw] = {}
         self.names: list[str] = []
@@ -136,7 +150,8 @@ class IndexCheck:
         problems: list[str] = []
         readable = set() if self.index is None else _readable(self.index)
         check = part_validator("index.json", "/properties/packages") if self.schema else None
-        for name in sorted(self.raw):
+        for done, name in enumerate(sorted(self.raw), 1):
+            self.progress("index.json: package", done, len(self.raw))
             raw = self._reading.read(self.raw[name])
             if check is not None:
                 errors.add(check.iter_errors({name: msgspec.json.decode(raw)}), ["packages"])
@@ -164,7 +179,7 @@ class IndexCheck:
     def _top_problems(self) -> list[str]:
         index, tally = self.index, self.tally
         assert index is not None
-        other = branch_problem("index.json", index.branch, self.folder)
+        other = branch_problem("index.json", index.branch, *self.expected)
         problems = [] if other is None else [other]
         labels = Counter(s.label for s in index.sources)
         for label, count in sorted(labels.items()):

@@ -13,7 +13,9 @@ What is checked, in this order:
    :data:`.indexcheck.MAX_SCHEMA_ERRORS` schema errors are listed.
 3. Consistency, which a schema cannot express:
 
-   * ``branch`` is the folder's name;
+   * ``branch`` is the folder's name, or the branch asked for (``crawler verify --branch``);
+     a folder whose documents all name one other branch is a copy of that branch under
+     another name, which is no problem (:func:`expected_branch`);
    * source labels are unique, and ``stats.sources`` / ``sources_missing`` / ``sources_failed``
      count them;
    * no hash is the spec of two entries (in one package or across packages);
@@ -51,12 +53,14 @@ import json
 import os
 import re
 from collections.abc import Callable, Iterable
+from functools import partial
 from pathlib import Path
+from typing import NamedTuple
 
 import msgspec
 
 from ..consume.load import Pass, RawLinks
-from ..documents import Changes, History, PackageSummary, Report, SpecLinks
+from ..documents import Changes, Companion, History, PackageSummary, Report, SpecLinks
 from ..files import map_regular, read_regular, release
 from ..output.published import (
     COMPANIONS,
@@ -67,15 +71,56 @@ from ..output.published import (
 )
 from ..output.render import render_page
 from ..text import decode_reason
-from .indexcheck import IndexCheck, SchemaErrors, short
+from .indexcheck import Expected, IndexCheck, Progress, SchemaErrors, short
 from .schemas import validator
 
 #: How many times a branch replaced while it is verified is verified (see verify_branch).
 VERIFY_ATTEMPTS = 3
 _HASH = re.compile(r"[a-z2-7]{32}")
+_NAMED = msgspec.json.Decoder(Companion)
 
 
-def _companion_problems(folder: Path, name: str, schema: bool) -> list[str]:
+class Branch(NamedTuple):
+    """The branch every document of a branch folder must name (:class:`Expected`), and a
+    note when the folder is a copy of it under another name."""
+
+    expected: Expected
+    note: str | None = None
+
+
+def expected_branch(folder: Path, asked: str | None = None) -> Branch:
+    """The branch the documents of ``folder`` must name: ``asked`` when given, else the
+    folder's name, unless every document that names a branch names one other branch: then
+    the folder is a copy of that branch under another name (``cp -r output/develop
+    snapshots/develop-2025-04-20``, as docs/consumers.md suggests), which the note says."""
+    named = _named_branches(folder)
+    if len(named) != 1 or folder.name in named:
+        note = None
+    else:
+        only = next(iter(named))
+        note = f"a copy of branch {only!r} under another name ({folder.name!r})"
+    if asked is not None:
+        return Branch(Expected(asked, "the branch expected is"), note if asked in named else None)
+    if note is not None:
+        return Branch(Expected(only, "the other documents name"), note)
+    return Branch(Expected(folder.name))
+
+
+def _named_branches(folder: Path) -> set[str]:
+    """The branch names the documents of ``folder`` give; one that cannot be read gives
+    none (that is a problem of its own). Each is only scanned: about 0.5 ms a MB."""
+    named = set()
+    for name in ("index.json", "links.json", *COMPANIONS):
+        try:
+            branch = _NAMED.decode(map_regular(folder / name)).branch
+        except (OSError, ValueError, RecursionError):  # msgspec's errors are ValueErrors
+            continue
+        if isinstance(branch, str):
+            named.add(branch)
+    return named
+
+
+def _companion_problems(folder: Path, name: str, schema: bool, expected: Expected) -> list[str]:
     """What is wrong with the companion ``name``, if it is there: not a JSON object; else all
     of: another branch's (or none's), what its schema says (with ``schema``), not what the
     readers decode."""
@@ -87,7 +132,7 @@ def _companion_problems(folder: Path, name: str, schema: bool) -> list[str]:
     try:
         data = read_regular(folder / name)
         document = json.loads(data)
-        other = branch_problem(name, document.get("branch"), folder.name)
+        other = branch_problem(name, document.get("branch"), *expected)
         problems = [] if other is None else [short(other)]
         if schema:
             errors = SchemaErrors(name)
@@ -105,7 +150,9 @@ def _companion_problems(folder: Path, name: str, schema: bool) -> list[str]:
 _TYPED: dict[str, type] = {"changes.json": Changes, "report.json": Report, "history.json": History}
 
 
-def _links_problems(folder: Path, stacks: dict[str, tuple[str, ...]]) -> list[str]:
+def _links_problems(
+    folder: Path, stacks: dict[str, tuple[str, ...]], expected: Expected, progress: Progress
+) -> list[str]:
     """``links.json`` (beside an index of schema 2): the folder's branch's, one entry per spec
     of the index (``stacks``: each spec's), with hashes for dependencies and locations in the
     spec's stacks.
@@ -121,14 +168,15 @@ def _links_problems(folder: Path, stacks: dict[str, tuple[str, ...]]) -> list[st
     except (OSError, msgspec.DecodeError, RecursionError) as err:  # ValidationError included
         return [f"links.json: not a links.json as a publish writes it: {short(decode_reason(err))}"]
     release(data)
-    other = branch_problem("links.json", links.branch, folder.name)
+    other = branch_problem("links.json", links.branch, *expected)
     problems = [] if other is None else [other]
     problems += [
         f"links.json: {key} is no spec of the index" for key in links.specs if key not in stacks
     ]
     problems += [f"links.json: spec {key} has no entry" for key in stacks if key not in links.specs]
     reading = Pass(data)
-    for key, raw in links.specs.items():
+    for done, (key, raw) in enumerate(links.specs.items(), 1):
+        progress("links.json: spec", done, len(links.specs))
         try:
             entry = _SPEC_LINKS.decode(reading.read(raw))
         except (msgspec.DecodeError, RecursionError) as err:
@@ -159,6 +207,7 @@ def _page_problems(
     branch: str,
     names: Iterable[str],
     package: Callable[[str], PackageSummary | None],
+    progress: Progress,
 ) -> list[str]:
     """The pages against the packages ``names`` of the index, each decoded when its page is
     compared (``package``: None for one too broken to be)."""
@@ -169,7 +218,9 @@ def _page_problems(
         f"{where}: cannot be listed: {why} (the pages in it are not checked)"
         for where, why in sorted(unlisted.items())
     ]
-    for relative in sorted(found | set(expected)):
+    every = sorted(found | set(expected))
+    for done, relative in enumerate(every, 1):
+        progress("pages: page", done, len(every))
         if relative not in expected:
             problems.append(f"pages/{relative}: not a page of any package in index.json")
             continue
@@ -213,13 +264,20 @@ def _files_under(pages: Path) -> tuple[set[str], dict[str, str]]:
 
 
 def verify_branch(
-    path: Path, *, schema: bool = True, check: Callable[[Path, bool], list[str]] | None = None
+    path: Path,
+    *,
+    schema: bool = True,
+    check: Callable[[Path, bool], list[str]] | None = None,
+    branch: str | None = None,
+    progress: Progress | None = None,
 ) -> list[str]:
     """Every problem of the published branch folder ``path``; empty when it is sound.
 
     ``schema=False`` skips the (slow) JSON Schema validation; every other check still runs.
-    ``check`` is one pass over the folder (default: :func:`verify_once`), for a caller that
-    must observe or time it.
+    ``branch`` is the branch its documents must name (default: see :func:`expected_branch`).
+    ``progress`` is told, as each pass goes, what it checks and how far it is
+    (``progress("index.json: package", 12, 3000)``). ``check`` is one pass over the folder
+    (default: :func:`verify_once`), for a caller that must observe or time it.
 
     A sync may publish the branch meanwhile, swapping another folder in at ``path``: the files
     read before and after the swap are of two publishes, and would disagree. So when ``path``
@@ -227,12 +285,17 @@ def verify_branch(
     :data:`VERIFY_ATTEMPTS` times in all).
     """
     folder = path.resolve()
+    once = check or partial(verify_once, branch=branch, progress=progress or _unseen)
     for _ in range(VERIFY_ATTEMPTS):
         before = _folder_identity(folder)
-        problems = (check or verify_once)(folder, schema)
+        problems = once(folder, schema)
         if _folder_identity(folder) == before:
             return problems
     return [*problems, f"{folder}: replaced while it was verified, {VERIFY_ATTEMPTS} times over"]
+
+
+def _unseen(what: str, done: int, total: int) -> None:
+    """No progress shown."""
 
 
 def _folder_identity(folder: Path) -> tuple[int, int] | None:
@@ -243,26 +306,29 @@ def _folder_identity(folder: Path) -> tuple[int, int] | None:
     return stat.st_dev, stat.st_ino
 
 
-def verify_once(folder: Path, schema: bool) -> list[str]:
+def verify_once(
+    folder: Path, schema: bool, branch: str | None = None, progress: Progress = _unseen
+) -> list[str]:
     """The problems of one pass over the branch ``folder`` (see :func:`verify_branch`)."""
     index_path = folder / "index.json"
     if not index_path.exists():
         return [f"index.json: missing in {folder}"]
+    expected = expected_branch(folder, branch).expected
     try:
         # msgspec, as the readers decode it: json.loads takes a byte order mark, they do not.
-        check = IndexCheck(map_regular(index_path), folder.name, schema)
+        check = IndexCheck(map_regular(index_path), expected, schema, progress)
         problems = check.run()
     except (OSError, ValueError, RecursionError) as err:
         return [f"index.json: not readable JSON: {short(decode_reason(err))}"]
     index = check.index
     pages = folder / "pages"  # a link is no publish's (see _foreign_problems), and not walked
     if pages.is_dir() and not pages.is_symlink():
-        branch = index.branch if index is not None else folder.name
-        problems += _page_problems(folder, branch, check.names, check.package)
+        named = index.branch if index is not None else folder.name
+        problems += _page_problems(folder, named, check.names, check.package, progress)
     if index is not None and index.schema_version >= 2 and check.tally.whole:
-        problems += _links_problems(folder, check.tally.stacks)
+        problems += _links_problems(folder, check.tally.stacks, expected, progress)
     for name in COMPANIONS:
-        problems += _companion_problems(folder, name, schema)
+        problems += _companion_problems(folder, name, schema, expected)
     reported = {p.split(": ", 1)[0] for p in problems if p.startswith(("pages/", "pages:"))}
     return problems + _foreign_problems(folder, reported)
 

@@ -95,14 +95,17 @@ def companion_problem(folder: Path, name: str, *, branch_too: bool = True) -> st
     return branch_problem(name, branch, folder.name) if branch_too else None
 
 
-def branch_problem(name: str, branch: object, folder: str) -> str | None:
-    """The problem of the document ``name`` whose ``branch`` is ``branch`` in the folder
-    ``folder``: none when they agree, else naming both (or the branch as missing)."""
-    if branch == folder:
+def branch_problem(
+    name: str, branch: object, expected: str, said: str = "the folder is"
+) -> str | None:
+    """The problem of the document ``name`` whose ``branch`` is ``branch`` where the branch
+    ``expected`` is (by default the folder's name; ``said`` says whose, as the problem
+    words it): none when they agree, else naming both (or the branch as missing)."""
+    if branch == expected:
         return None
     if branch is None:
-        return f"{name}: names no branch (the folder is {folder!r})"
-    return f"{name}: branch is {branch!r} but the folder is {folder!r}"
+        return f"{name}: names no branch ({said} {expected!r})"
+    return f"{name}: branch is {branch!r} but {said} {expected!r}"
 
 
 _COMPANION = msgspec.json.Decoder(Companion)

@@ -3,7 +3,8 @@
 The last publish's state, the formats to write (those asked for, and those the branch was
 published in unless ``prune_formats`` says otherwise), and whether an immutable ref already
 published is skipped, or synced again because its output is damaged, it was published
-without some stacks, or stacks missing then are back.
+without some stacks, or stacks missing then are back. A branch published from another mirror
+than the run's is warned of (:func:`other_mirror`).
 """
 
 from __future__ import annotations
@@ -14,8 +15,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import msgspec
+
 from ..config import Config, normal_formats
-from ..mirror.discovery import Source
+from ..files import map_regular
+from ..mirror.discovery import Mirror, Source
 from ..mirror.fetch import Fetcher
 from ..output.published import PublishedBranch
 from ..output.state import BranchState, Store
@@ -54,6 +58,7 @@ class Planner:
         self.output = output
         self.store = store
         self.force = force
+        self.mirror = Mirror.parse(config.mirror).base  # as index.json names it
         self._probing = True  # see missing_back
 
     async def plan(
@@ -62,6 +67,9 @@ class Planner:
         """The plan for ``branch``, whose sources the mirror lists now are ``sources``;
         ``immutable``: held still once published
         (:meth:`~crawler.mirror.discovery.Discovery.is_immutable`)."""
+        switched = other_mirror(self.output / branch, self.mirror)
+        if switched is not None:
+            log.warning("%s: %s", branch, switched)
         previous = self.store.branch(branch)
         record = previous or self.store.branch(branch, any_version=True)
         asked: list[str] = list(self.config.formats)  # normalised by the config
@@ -151,6 +159,33 @@ class Planner:
                 redacted(unknown[0]),
             )
         return [source.label for source, there in pairs if there]
+
+
+class _Published(msgspec.Struct):
+    """What :func:`other_mirror` reads of a published ``index.json``."""
+
+    mirror: object = None
+
+
+_PUBLISHED = msgspec.json.Decoder(_Published)
+
+
+def other_mirror(folder: Path, mirror: str) -> str | None:
+    """What to warn of when the branch ``folder`` was last published from another mirror
+    than ``mirror`` (its ``index.json``'s ``mirror``), or None: the output is being switched
+    to another mirror, whose specs may all differ, and only the publish gate would say so
+    (``crawler diff`` refuses to compare two such publishes). The index is only scanned
+    (about 0.5 ms a MB); one that cannot be read names no mirror."""
+    try:
+        published = _PUBLISHED.decode(map_regular(folder / "index.json")).mirror
+    except (OSError, ValueError, RecursionError):  # none yet, or damaged: nothing to compare
+        return None
+    if not isinstance(published, str) or not published or published == mirror:
+        return None
+    return (
+        f"switching mirrors: published from {redacted(published)}, now synced from "
+        f"{redacted(mirror)} (its specs may all change; the publish gate checks the drop)"
+    )
 
 
 def _others(formats: list[str], asked: list[str]) -> str:
