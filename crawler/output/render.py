@@ -12,7 +12,8 @@ from typing import Any
 
 import msgspec
 
-from ..documents import PAGE_FIELDS, PackageSummary
+from ..documents import PAGE_FIELDS, Links, PackageSummary
+from ..linkfile import packed
 
 _ENCODER = msgspec.json.Encoder(order="sorted")
 
@@ -41,7 +42,12 @@ def encode_chunked(document: msgspec.Struct, key: str) -> Iterator[bytes]:
     The document is encoded with that map empty, and its entries are put where ``"key":{}``
     is: with sorted keys, that is the first place these bytes appear (in a string, the quotes
     would be escaped).
+
+    The resolved :class:`~crawler.documents.Links` are written packed, as ``links.json``'s
+    schema 2 (:mod:`crawler.linkfile`): no writer writes version 1 any more.
     """
+    if isinstance(document, Links):
+        document = packed(document)
     frame = _ENCODER.encode(msgspec.structs.replace(document, **{key: {}}))
     marker = _ENCODER.encode(key) + b":"
     head, found, tail = frame.partition(marker + b"{}")

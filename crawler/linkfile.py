@@ -1,0 +1,181 @@
+"""``links.json`` as a publish writes it (its ``schema_version`` 2), and the resolved links of
+:mod:`crawler.documents` packed into it and read back.
+
+The resolved links (:class:`~crawler.documents.Links`, what readers hand their callers, and
+what ``links.json`` was before it had a ``schema_version``: version 1) give, for every spec,
+the full URL of its manifest in each stack and the name of each dependency: for a branch of
+60,000 specs in 30 stacks, 120 MB, most of it the same cache URLs and names over and over.
+Packed, each is stated once:
+
+* ``caches``: each stack's cache URL (label -> URL); a spec's manifest is given by its path
+  under the caches (``paths``: path -> the stacks whose cache has it there: a spec has the
+  same path in every cache of one layout), its tarball by a stack and the path under its cache;
+* ``names``: the name of each hash a dependency edge reaches; an edge names its dependency
+  itself only where another edge to that hash gave another name (which no Spack writes).
+
+Nothing is left for a reader to guess: a URL is a cache's URL, ``/``, and a path, and
+:func:`resolved` gives back, entry by entry, the very links that were packed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+from .documents import Links, SpecDependency, SpecLinks
+
+#: ``schema_version`` of the ``links.json`` this version writes (version 1, the resolved
+#: links, has none). Independent of ``index.json``'s, which it sits beside.
+LINKS_VERSION = 2
+
+#: What precedes a spec's path in its cache's URL, in each layout (v3: its spec manifest; v2:
+#: its spec file), as :mod:`crawler.build.locations` makes them.
+_CACHE_FOLDERS = ("/v3/manifests/spec/", "/build_cache/")
+
+
+class PackedDependency(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
+    """A dependency edge of a spec: as :class:`~crawler.documents.SpecDependency`, its name
+    left to ``names`` (given here only where it is another one)."""
+
+    hash: str
+    type: tuple[str, ...]
+    virtuals: tuple[str, ...] = ()
+    name: str | UnsetType = UNSET
+
+
+class PackedTarball(msgspec.Struct, frozen=True, gc=False):
+    """Where a spec's tarball is: a stack of the spec, and the path under its cache's URL."""
+
+    stack: str
+    path: str
+
+
+class PackedSpecLinks(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
+    """A spec's entry of a packed ``links.json``."""
+
+    dependencies: tuple[PackedDependency, ...] = ()
+    #: The path of its manifest (or v2 spec file) under a cache -> the stacks (sorted) whose
+    #: caches hold it there.
+    paths: dict[str, tuple[str, ...]] = {}
+    tarball: PackedTarball | UnsetType = UNSET
+    signer: str | UnsetType = UNSET
+
+
+class PackedLinks(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """``links.json`` of ``schema_version`` 2 (see the module docstring)."""
+
+    schema_version: int = LINKS_VERSION
+    branch: str
+    caches: dict[str, str]
+    names: dict[str, str]
+    specs: dict[str, PackedSpecLinks]
+
+
+def packed(links: Links) -> PackedLinks:
+    """``links`` packed: a ``ValueError`` if the locations of one stack are not under one
+    cache URL (what no build makes: :class:`~crawler.build.locations.Caches` gives each stack
+    one)."""
+    packer = _Packer()
+    # The first edge to a hash, in this order, names it.
+    specs = {key: packer.spec(links.specs[key]) for key in sorted(links.specs)}
+    return PackedLinks(
+        branch=links.branch,
+        caches=dict(sorted(packer.caches.items())),
+        names=dict(sorted(packer.names.items())),
+        specs=specs,
+    )
+
+
+class _Packer:
+    """The tables of a packing, filled as its specs are packed."""
+
+    def __init__(self) -> None:
+        self.caches: dict[str, str] = {}
+        self.names: dict[str, str] = {}
+        # A build's specs share the edges of the root's table (a tenth as many as the specs
+        # have): each packed once, known by its identity (all are alive while packing).
+        self.edges: dict[int, PackedDependency] = {}
+
+    def spec(self, link: SpecLinks) -> PackedSpecLinks:
+        caches, paths = self.caches, dict[str, list[str]]()
+        for stack, url in link.locations.items():
+            cache = caches.get(stack)
+            if cache is None:
+                cache = caches[stack] = _cache_of(stack, url)
+            paths.setdefault(_under(cache, url, stack), []).append(stack)
+        edges, edge = self.edges, self.edge
+        dependencies = tuple([edges.get(id(dep)) or edge(dep) for dep in link.dependencies])
+        tarball: PackedTarball | UnsetType = UNSET
+        if not isinstance(link.tarball, UnsetType):
+            tarball = _tarball(link.tarball, {stack: caches[stack] for stack in link.locations})
+        return PackedSpecLinks(
+            dependencies,
+            {path: tuple(sorted(stacks)) for path, stacks in sorted(paths.items())},
+            tarball,
+            link.signer,
+        )
+
+    def edge(self, dep: SpecDependency) -> PackedDependency:
+        name = self.names.setdefault(dep.hash, dep.name)
+        own = UNSET if name == dep.name else dep.name
+        packed = self.edges[id(dep)] = PackedDependency(dep.hash, dep.type, dep.virtuals, own)
+        return packed
+
+
+def _cache_of(stack: str, url: str) -> str:
+    for folder in _CACHE_FOLDERS:
+        cache, found, _ = url.rpartition(folder)
+        if found and cache:
+            return cache
+    raise ValueError(f"stack {stack}: {url} is no spec manifest or spec file of a cache")
+
+
+def _under(cache: str, url: str, stack: str) -> str:
+    path = url.removeprefix(f"{cache}/")
+    if path == url:
+        raise ValueError(f"stack {stack}: {url} is not in its cache, {cache}")
+    return path
+
+
+def _tarball(url: str, caches: Mapping[str, str]) -> PackedTarball:
+    """The tarball under the cache of one of the spec's stacks (``caches``: theirs): the
+    longest cache URL that holds it (one cache may be in another's folder), then the first
+    stack."""
+    held = [(stack, cache) for stack, cache in caches.items() if url.startswith(f"{cache}/")]
+    if not held:
+        raise ValueError(f"tarball {url} is in no cache of its spec's stacks")
+    stack, cache = min(held, key=lambda found: (-len(found[1]), found[0]))
+    return PackedTarball(stack, url[len(cache) + 1 :])
+
+
+def resolved(
+    entry: PackedSpecLinks, caches: Mapping[str, str], names: Mapping[str, str]
+) -> SpecLinks:
+    """A spec's links, its URLs and names resolved against ``caches`` and ``names``; a
+    ``ValueError`` for a stack of no cache, a dependency of no name, or a stack given two
+    paths."""
+    locations = {}
+    for path, stacks in entry.paths.items():
+        for stack in stacks:
+            if stack in locations:
+                raise ValueError(f"stack {stack} is given two paths")
+            locations[stack] = f"{_cache(caches, stack)}/{path}"
+    dependencies = []
+    for dep in entry.dependencies:
+        name = names.get(dep.hash) if isinstance(dep.name, UnsetType) else dep.name
+        if name is None:
+            raise ValueError(f"dependency {dep.hash} has no name in names")
+        dependencies.append(SpecDependency(dep.hash, name, dep.type, dep.virtuals))
+    tarball: str | UnsetType = UNSET
+    if not isinstance(entry.tarball, UnsetType):
+        tarball = f"{_cache(caches, entry.tarball.stack)}/{entry.tarball.path}"
+    return SpecLinks(tuple(dependencies), dict(sorted(locations.items())), tarball, entry.signer)
+
+
+def _cache(caches: Mapping[str, str], stack: str) -> str:
+    cache = caches.get(stack)
+    if cache is None:
+        raise ValueError(f"stack {stack} has no cache in caches")
+    return cache
