@@ -19,7 +19,7 @@ Nothing is left for a reader to guess: a URL is a cache's URL, ``/``, and a path
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -97,7 +97,7 @@ def packed(links: Links) -> PackedLinks:
             paths.setdefault(url[len(prefix) :], []).append(stack)
         tarball: PackedTarball | UnsetType = UNSET
         if not isinstance(link.tarball, UnsetType):
-            tarball = _tarball(link.tarball, {s: caches[s] for s in link.locations})
+            tarball = _tarball(link.tarball, link.locations, under)
         specs[key] = PackedSpecLinks(
             tuple(map(edge, link.dependencies)),
             {path: tuple(sorted(stacks)) for path, stacks in paths.items()},  # keys: encoded sorted
@@ -135,15 +135,17 @@ def _cache_of(stack: str, url: str) -> str:
     raise ValueError(f"stack {stack}: {url} is no spec manifest or spec file of a cache")
 
 
-def _tarball(url: str, caches: Mapping[str, str]) -> PackedTarball:
-    """The tarball under the cache of one of the spec's stacks (``caches``: theirs): the
-    longest cache URL that holds it (one cache may be in another's folder), then the first
-    stack."""
-    held = [(stack, cache) for stack, cache in caches.items() if url.startswith(f"{cache}/")]
-    if not held:
+def _tarball(url: str, stacks: Iterable[str], under: Mapping[str, str]) -> PackedTarball:
+    """The tarball under the cache of one of the spec's ``stacks`` (``under``: each stack's
+    cache URL and ``/``): the longest that holds it (one cache may be in another's folder),
+    then the first stack."""
+    held = None
+    for stack in stacks:
+        if url.startswith(under[stack]) and (held is None or len(under[stack]) > len(held[1])):
+            held = (stack, under[stack])
+    if held is None:
         raise ValueError(f"tarball {url} is in no cache of its spec's stacks")
-    stack, cache = min(held, key=lambda found: (-len(found[1]), found[0]))
-    return PackedTarball(stack, url[len(cache) + 1 :])
+    return PackedTarball(held[0], url[len(held[1]) :])
 
 
 def resolved(

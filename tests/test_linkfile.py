@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ from crawler.ops.schemas import part_validator
 from crawler.ops.verify import verify_branch
 from crawler.output.render import encode_chunked, encode_json
 
-from .conftest import SAMPLE_MIRROR, fast_config
+from .conftest import REPO, SAMPLE_MIRROR, fast_config
 from .linkjson import resolved_specs
 
 MIRROR = "https://mirror.example/develop"
@@ -207,3 +208,22 @@ def test_verify_names_a_packed_entry_that_does_not_resolve(published: Path, tmp_
     raw["schema_version"] = 3
     (branch / "links.json").write_bytes(encode_json(raw))
     assert verify_branch(branch) == ["links.json: schema_version 3, not one this version reads"]
+
+
+def test_the_documented_plain_json_reading_runs(
+    published: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/output-format.md's example of reading links.json as plain JSON, as written, gives
+    what load_links gives."""
+    page = (REPO / "docs" / "output-format.md").read_text()
+    section = page[page.index("### `links.json`") : page.index("### `report.json`")]
+    [example] = re.findall(r"```python\n(.*?)```", section, re.S)
+    shutil.copytree(published, tmp_path / "output" / "develop")
+    monkeypatch.chdir(tmp_path)
+    found: dict[str, Any] = {}
+    exec(compile(example, "docs/output-format.md: links.json", "exec"), found)
+    [key] = re.findall(r'links\["specs"\]\["(\w+)"\]', example)
+    link = crawler.load_links(published).specs[key]
+    assert found["locations"] == link.locations
+    assert found["needs"] == [d.name for d in link.dependencies]
+    assert found["tarball"] == link.tarball

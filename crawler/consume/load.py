@@ -12,7 +12,7 @@ as a publish does, by a rename.)
 Every function takes a published branch folder (``output/develop``) or the document's own file
 (``output/develop/index.json``, a copy elsewhere). A path that is neither is a
 :class:`~crawler.consumer_errors.NotABranchError` naming it and why; an ``index.json`` of another
-``schema_version`` than this version reads, a :class:`~crawler.consumer_errors.SchemaVersionError`.
+``schema_version`` than this version reads (a ``links.json``: its own), a ``SchemaVersionError``.
 """
 
 from __future__ import annotations
