@@ -100,7 +100,7 @@ def test_packed_links_state_each_cache_and_name_once_and_read_back_the_same(
     assert other["dependencies"] == [{"hash": H[1], "name": "zlib-ng", "type": ["link"]}]
     assert raw["specs"][H[3]] == {}
     assert MIRROR not in json.dumps(raw["specs"])  # no URL repeated in the entries
-    # Read back: the very links packed, whole and a spec at a time.
+    # Read back: the very links packed; and a publish writes these bytes.
     path = write_links(tmp_path, document)
     assert crawler.load_links(path) == links
     assert b"".join(encode_chunked(links, "specs")) == path.read_bytes()
