@@ -43,6 +43,7 @@ from crawler.documents import (  # noqa: E402
     SpecDetail,
     SpecLinks,
 )
+from crawler.linkfile import packed  # noqa: E402
 
 MIB = 1 << 20
 STACKS = tuple(f"stack-{i:02d}" for i in range(30))
@@ -185,9 +186,11 @@ def write_branch(folder: Path, specs: int, *, changed: bool) -> None:
         head, tail = _ENCODE(index).split(b'"packages":{}', 1)
         out.write(head + b'"packages":' + body + tail + b"\n")
     index_file.unlink()
+    # As a publish writes it: packed (links.json's schema 2).
+    document = packed(Links(branch=folder.name, specs=dict(sorted(links.items()))))
     with (folder / "links.json").open("wb") as out:
-        frame = _ENCODE(Links(branch=folder.name, specs={}))
-        _write_map(out, frame, b"specs", ((k, _ENCODE(links[k])) for k in sorted(links)))
+        frame = _ENCODE(msgspec.structs.replace(document, specs={}))
+        _write_map(out, frame, b"specs", ((k, _ENCODE(v)) for k, v in document.specs.items()))
 
 
 @dataclass(frozen=True)

@@ -62,8 +62,8 @@ class NotABranchError(CrawlerError):
 
 
 class SchemaVersionError(CrawlerError):
-    """A published ``index.json`` of a ``schema_version`` this version does not read: a newer
-    crawler wrote it (upgrade), or it is no crawler's index."""
+    """A published ``index.json`` (or ``links.json``) of a ``schema_version`` this version does
+    not read: a newer crawler wrote it (upgrade), or it is no crawler's."""
 
     exit_code = ExitCode.SCHEMA_VERSION
 

@@ -74,7 +74,9 @@ class SpecDetail(msgspec.Struct, frozen=True, gc=False):
 
 
 class SpecLinks(msgspec.Struct, frozen=True, gc=False):
-    """A spec's entry in ``links.json``: what it links to."""
+    """What a spec links to, resolved: every URL and name in full, as readers give it for a
+    ``links.json`` of either schema (an entry of schema 1 is this; one of schema 2 is packed,
+    :mod:`crawler.linkfile`)."""
 
     dependencies: tuple[SpecDependency, ...] = ()
     #: For each of the spec's ``stacks``, where it is fetched from in that stack's cache: its
@@ -167,10 +169,11 @@ class Index(msgspec.Struct, Generic[P], frozen=True, kw_only=True, gc=False):
 
 
 class Links(msgspec.Struct, frozen=True, kw_only=True, gc=False):
-    """``links.json`` (beside an ``index.json`` of schema 2): each spec's dependencies and
-    locations, by hash. Three quarters of the bytes of a develop-sized branch's index: apart,
-    a reader of the packages does not read them (``crawler find`` two to three times faster,
-    ``crawler verify`` ten times), and one who wants them reads them alone."""
+    """What ``links.json`` (beside an ``index.json`` of schema 2) says, resolved: each spec's
+    dependencies and locations, by hash (a ``links.json`` of schema 1 is this; a publish
+    writes it packed, schema 2: :mod:`crawler.linkfile`). Apart from the index, a reader of
+    the packages does not read them (``crawler find`` two to three times faster, ``crawler
+    verify`` ten times), and one who wants them reads them alone."""
 
     branch: str
     specs: dict[str, SpecLinks]

@@ -13,6 +13,7 @@ from crawler.cli.command import main_async
 from crawler.sync.binaries import store_folder
 
 from .conftest import ServeMirror, fast_config
+from .linkjson import resolved_entry
 from .test_audit import prune_one
 from .test_s3 import write_config
 
@@ -54,7 +55,10 @@ async def test_a_sync_publishes_sizes_tarballs_and_missing_binaries(tmp_path: Pa
     output = tmp_path / "out"
     found = sizes(output)
     assert found == {s.dag_hash: str(tarball_size(folder, s.dag_hash)) for s in SPECS}
-    link = published(output, "links.json")["specs"][SPECS[0].dag_hash]
+    links = published(output, "links.json")
+    assert links["caches"] == {"root": folder.as_uri()}  # stated once, not in every URL
+    assert links["specs"][SPECS[0].dag_hash]["tarball"]["stack"] == "root"
+    link = resolved_entry(links, SPECS[0].dag_hash)
     assert link["tarball"].startswith(f"{folder.as_uri()}/blobs/sha256/")
     assert link["locations"]["root"].endswith(".spec.manifest.json")
     report = published(output, "report.json")

@@ -24,6 +24,7 @@ from crawler.cli import log as history_log
 from crawler.cli.command import main
 
 from .conftest import CLI_TIMEOUT, Done, cli_env
+from .linkjson import resolved_specs
 from .test_query import sync_sample
 
 
@@ -69,7 +70,7 @@ def test_json_lines_and_the_table_in_a_process(sample: Path) -> None:
     expected = index["packages"]["py-numpy"]["spec_details"]
     assert [{k: v for k, v in line.items() if k != "name"} for line in lines] == expected
     linked = run_find("py-numpy", "--json", "--links", "--output", str(sample), cwd=sample)
-    links = json.loads((sample / "develop" / "links.json").read_bytes())["specs"]
+    links = resolved_specs(sample / "develop")  # as a consumer of plain JSON resolves them
     assert [json.loads(line) for line in linked.out.splitlines()] == [
         {**line, **links[line["hash"]]} for line in lines
     ]

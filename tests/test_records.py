@@ -22,6 +22,7 @@ from crawler.cli.command import main_async
 from crawler.documents import PAGE_FIELDS
 
 from .conftest import ServeMirror, fast_config, finish, start_cli
+from .linkjson import resolved_specs
 from .schema import assert_valid, assert_valid_index
 
 STACKS = ("e4s", "ml")
@@ -38,14 +39,17 @@ def _specs() -> list[SynthSpec]:
 
 
 async def _sync(tmp_path: Path, mirror: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The index.json and links.json of develop, synced from ``mirror``, schema-valid."""
+    """The index.json and links.json of develop, synced from ``mirror``, schema-valid, the
+    entries of links.json resolved."""
     out = tmp_path / "out"
     config = tmp_path / "c.yaml"
     config.write_text(yaml.safe_dump(fast_config(mirror, out)))
     assert await main_async(["sync", "--all", "--config", str(config), "-q"]) == 0
-    return assert_valid_index(out / "develop" / "index.json"), assert_valid(
-        out / "develop" / "links.json"
-    )
+    assert_valid(out / "develop" / "links.json")
+    # Its entries as a consumer of plain JSON resolves them (URLs and names in full).
+    return assert_valid_index(out / "develop" / "index.json"), {
+        "specs": resolved_specs(out / "develop")
+    }
 
 
 def _edges(root: Path, url: str, key: str) -> list[dict[str, Any]]:
@@ -168,7 +172,7 @@ async def test_find_json_links_gives_each_match_its_links(tmp_path: Path) -> Non
     argv = ["sync", "--all", "--mirror", str(site_cache), "--output", str(out), "-q"]
     assert await main_async(argv) == 0
     index = json.loads((out / "site-cache" / "index.json").read_bytes())
-    specs_links = json.loads((out / "site-cache" / "links.json").read_bytes())["specs"]
+    specs_links = resolved_specs(out / "site-cache")
     done = await finish(
         await start_cli("find", "--in", str(out / "site-cache"), "--json", "--links", cwd=tmp_path)
     )

@@ -12,6 +12,7 @@ import pytest
 import crawler
 from bench.synth import SynthSpec, index_document
 from crawler.decode.root import load_root_shard, merge_root, summarize_root_shard
+from crawler.linkfile import packed
 from crawler.output.render import ENTRIES_PER_CHUNK, encode_chunked, encode_json
 
 from .test_query import sync_sample
@@ -89,4 +90,4 @@ def test_documents_encoded_in_chunks_are_the_same_bytes(published: Path, entries
     entry = next(iter(links.specs.values()))
     specs = {f"{i:032}": entry for i in range(entries)}
     links = msgspec.structs.replace(links, branch='"specs":{}', specs=specs)
-    assert b"".join(encode_chunked(links, "specs")) == encode_json(links)
+    assert b"".join(encode_chunked(packed(links), "specs")) == encode_json(packed(links))

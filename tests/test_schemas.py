@@ -15,6 +15,7 @@ import msgspec
 import pytest
 
 import crawler.documents as documents
+import crawler.linkfile as linkfile
 from crawler.ops.schemas import SCHEMAS, schema
 from crawler.ops.verify import verify_branch
 
@@ -22,7 +23,8 @@ from .conftest import REPO, SAMPLE_MIRROR
 from .schema import assert_valid, sampled, schema_errors
 from .test_messages import crawler
 
-#: Each struct of crawler/documents.py, and where its object is in which schema.
+#: Each struct of crawler/documents.py and crawler/linkfile.py, and where its object is in
+#: which schema (the resolved links: where a links.json of schema 1 has them).
 WHERE: dict[type[msgspec.Struct], tuple[str, str]] = {
     documents.Index: ("index.json", ""),
     documents.IndexFilters: ("index.json", "/properties/filters"),
@@ -31,7 +33,11 @@ WHERE: dict[type[msgspec.Struct], tuple[str, str]] = {
     documents.PackageSummary: ("index.json", "/$defs/package"),
     documents.PackageMeta: ("index.json", "/$defs/meta"),
     documents.SpecDetail: ("index.json", "/$defs/specDetail"),
-    documents.Links: ("links.json", ""),
+    linkfile.PackedLinks: ("links.json", ""),
+    linkfile.PackedSpecLinks: ("links.json", "/$defs/packedSpecLinks"),
+    linkfile.PackedDependency: ("links.json", "/$defs/packedDependency"),
+    linkfile.PackedTarball: ("links.json", "/$defs/packedSpecLinks/properties/tarball"),
+    documents.Links: ("links.json", "/$defs/links1"),
     documents.SpecLinks: ("links.json", "/$defs/specLinks"),
     documents.SpecDependency: ("links.json", "/$defs/dependency"),
     documents.Changes: ("changes.json", ""),
@@ -96,14 +102,15 @@ def test_real_documents_match_their_schemas(published: Path) -> None:
 
 
 def test_the_schemas_know_every_field_of_the_structs() -> None:
-    """A field added to a struct of crawler/documents.py without its schema fails here (and a
-    new struct until it is placed in WHERE)."""
+    """A field added to a struct of crawler/documents.py or crawler/linkfile.py without its
+    schema fails here (and a new struct until it is placed in WHERE)."""
     structs = {
         value
-        for value in vars(documents).values()
+        for module in (documents, linkfile)
+        for value in vars(module).values()
         if isinstance(value, type)
         and issubclass(value, msgspec.Struct)
-        and value.__module__ == documents.__name__
+        and value.__module__ == module.__name__
     }
     assert structs - NOT_WRITTEN == set(WHERE)
     for struct, (name, pointer) in WHERE.items():

@@ -12,7 +12,7 @@ as a publish does, by a rename.)
 Every function takes a published branch folder (``output/develop``) or the document's own file
 (``output/develop/index.json``, a copy elsewhere). A path that is neither is a
 :class:`~crawler.consumer_errors.NotABranchError` naming it and why; an ``index.json`` of another
-``schema_version`` than this version reads, a :class:`~crawler.consumer_errors.SchemaVersionError`.
+``schema_version`` than this version reads (a ``links.json``: its own), a ``SchemaVersionError``.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from ..documents import (
 )
 from ..errors import UsageError
 from ..files import is_safe_name, map_regular, release
+from ..linkfile import LINKS_VERSION, PackedSpecLinks, resolved
 from ..output.workdir import STATE_DIR
 from ..text import decode_reason
 
@@ -113,7 +114,7 @@ class Packages(Mapping[str, PackageSummary]):
         self._pass = Pass(data)
         kind = PackageSummary if variants else _BriefPackage
         self._decoder = msgspec.json.Decoder(kind)
-        self._links: dict[str, msgspec.Raw] | None = None
+        self._links: RawLinks | None = None
         self._links_path = file.with_name("links.json")
 
     def raw(self, name: str) -> msgspec.Raw:
@@ -151,21 +152,47 @@ class Packages(Mapping[str, PackageSummary]):
 
     def links(self, key: str) -> SpecLinks | None:
         """The dependencies and locations of the spec ``key``, from :attr:`links_file` (None
-        without that file, or for a hash that is no spec of it). The first call reads it, its
-        entries kept undecoded until looked up."""
+        without that file, or for a hash that is no spec of it), its URLs and names resolved
+        whatever the file's schema. The first call reads it, its entries kept undecoded until
+        looked up."""
         if self._links is None:
-            self._links = load_raw_links(self.links_file).specs if self.links_file else {}
-        found = self._links.get(key)
-        if found is None:
-            return None
-        return _decode(self._links_path, found, SpecLinks, f"spec {key} of links")
+            self._links = load_raw_links(self.links_file) if self.links_file else RawLinks({})
+        found = self._links.specs.get(key)
+        return None if found is None else self._links.entry(self._links_path, key, found)
 
 
 class RawLinks(msgspec.Struct, gc=False):
-    """``links.json`` with each spec's entry left as its bytes (:func:`load_raw_links`)."""
+    """``links.json`` with each spec's entry left as its bytes (:func:`load_raw_links`), and
+    the tables of a packed one (schema 2, :mod:`crawler.linkfile`)."""
 
     specs: dict[str, msgspec.Raw]
     branch: str = ""
+    schema_version: int = 1  # the resolved links, written before it was given
+    caches: dict[str, str] = {}
+    names: dict[str, str] = {}
+
+    def entry(self, file: Path, key: str, raw: msgspec.Raw) -> SpecLinks:
+        """The entry ``raw`` of the spec ``key`` of ``file``, decoded and resolved."""
+        try:
+            with no_gc():
+                return self.decoded(raw)
+        except (msgspec.DecodeError, RecursionError) as err:  # ValidationError included
+            why = f"not spec {key} of links as a publish writes it: {decode_reason(err)}"
+            raise NotABranchError(str(file), f"{why} (crawler verify says more)") from None
+        except ValueError as err:
+            why = f"not a links.json as a publish writes it: spec {key}: {err}"
+            raise NotABranchError(str(file), f"{why} (crawler verify says more)") from None
+
+    def decoded(self, raw: msgspec.Raw) -> SpecLinks:
+        """An entry, decoded (a ``msgspec.DecodeError`` if it cannot be) and resolved (a
+        ``ValueError`` if it cannot be)."""
+        if self.schema_version == 1:
+            return _SPEC_LINKS.decode(raw)
+        return resolved(_PACKED_SPEC.decode(raw), self.caches, self.names)
+
+
+_SPEC_LINKS = msgspec.json.Decoder(SpecLinks)
+_PACKED_SPEC = msgspec.json.Decoder(PackedSpecLinks)
 
 
 def load_raw_links(file: Path) -> RawLinks:
@@ -173,8 +200,14 @@ def load_raw_links(file: Path) -> RawLinks:
     read (:func:`~crawler.files.release`), so that looking up an entry maps only its own."""
     data = read_document(file)
     links = _decode(file, data, RawLinks, "a links.json")
+    _check_links_version(file, links.schema_version)
     release(data)
     return links
+
+
+def _check_links_version(file: Path, version: object) -> None:
+    if type(version) is not int or version not in (1, LINKS_VERSION):
+        raise SchemaVersionError(str(file), version, LINKS_VERSION)
 
 
 def load_packages(path: PathLike, *, variants: bool = True) -> Packages:
@@ -188,9 +221,13 @@ def load_packages(path: PathLike, *, variants: bool = True) -> Packages:
 
 def load_links(path: PathLike) -> Links:
     """The ``links.json`` of a published branch folder (or that file itself), typed: each
-    spec's dependencies and locations, by hash (a branch of ``schema_version`` 2)."""
+    spec's dependencies and locations, by hash (beside an index of ``schema_version`` 2),
+    their URLs and names resolved, whatever the file's own ``schema_version`` (2, packed,
+    or 1, before it had one)."""
     file = _document(path, "links.json")
-    return _decode(file, read_document(file), Links, "a links.json")
+    links = load_raw_links(file)
+    entry = links.entry
+    return Links(branch=links.branch, specs={k: entry(file, k, v) for k, v in links.specs.items()})
 
 
 def load_report(path: PathLike) -> Report:

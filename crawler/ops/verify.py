@@ -37,7 +37,8 @@ What is checked, in this order:
    byte-identical to what :func:`crawler.output.render.render_page` makes of the index's
    package, and no other file. A folder of ``pages/`` that cannot be listed is reported as
    such, once, rather than every page under it as missing.
-5. ``links.json`` beside an index of schema 2 (see :func:`_links_problems`).
+5. ``links.json`` beside an index of schema 2, of its own schema 2 or 1 (see
+   :func:`_links_problems`).
 6. When ``changes.json``, ``report.json`` and ``history.json`` exist: each is a JSON object
    for the same branch, which matches its schema (``crawler/schema/<name>.schema.json``; not
    with ``schema=False``).
@@ -60,8 +61,9 @@ from typing import NamedTuple
 import msgspec
 
 from ..consume.load import Pass, RawLinks
-from ..documents import Changes, Companion, History, PackageSummary, Report, SpecLinks
+from ..documents import Changes, Companion, History, PackageSummary, Report
 from ..files import map_regular, read_regular, release
+from ..linkfile import LINKS_VERSION
 from ..output.published import (
     COMPANIONS,
     OS_LITTER,
@@ -153,9 +155,10 @@ _TYPED: dict[str, type] = {"changes.json": Changes, "report.json": Report, "hist
 def _links_problems(
     folder: Path, stacks: dict[str, tuple[str, ...]], expected: Expected, progress: Progress
 ) -> list[str]:
-    """``links.json`` (beside an index of schema 2): the folder's branch's, one entry per spec
-    of the index (``stacks``: each spec's), with hashes for dependencies and locations in the
-    spec's stacks.
+    """``links.json`` (beside an index of schema 2), of its ``schema_version`` 2 (packed) or
+    1 (before it had one): the folder's branch's, one entry per spec of the index
+    (``stacks``: each spec's), each resolved (a packed entry's stacks have caches, its
+    dependencies names), with hashes for dependencies and locations in the spec's stacks.
 
     It is read through its typed struct, an entry at a time, and these rules say what its
     schema says: validating its tens of MB with ``jsonschema`` would take minutes."""
@@ -168,6 +171,8 @@ def _links_problems(
     except (OSError, msgspec.DecodeError, RecursionError) as err:  # ValidationError included
         return [f"links.json: not a links.json as a publish writes it: {short(decode_reason(err))}"]
     release(data)
+    if links.schema_version not in (1, LINKS_VERSION):
+        return [f"links.json: schema_version {links.schema_version}, not one this version reads"]
     other = branch_problem("links.json", links.branch, *expected)
     problems = [] if other is None else [other]
     problems += [
@@ -178,11 +183,14 @@ def _links_problems(
     for done, (key, raw) in enumerate(links.specs.items(), 1):
         progress("links.json: spec", done, len(links.specs))
         try:
-            entry = _SPEC_LINKS.decode(reading.read(raw))
-        except (msgspec.DecodeError, RecursionError) as err:
+            entry = links.decoded(reading.read(raw))
+        except (msgspec.DecodeError, RecursionError) as err:  # a ValueError: before it
             problems.append(
                 f"links.json: spec {key}: not as a publish writes it: {short(decode_reason(err))}"
             )
+            continue
+        except ValueError as err:  # a packed entry that does not resolve
+            problems.append(f"links.json: spec {key}: {short(str(err))}")
             continue
         strays = sorted(entry.locations.keys() - set(stacks.get(key, entry.locations)))
         if strays:
@@ -191,9 +199,6 @@ def _links_problems(
         if bad:
             problems.append(f"links.json: spec {key}: dependency hashes {bad[:3]} are no DAG hash")
     return sorted(problems)
-
-
-_SPEC_LINKS = msgspec.json.Decoder(SpecLinks)
 
 
 def _first_difference(a: bytes, b: bytes) -> int:

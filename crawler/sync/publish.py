@@ -18,6 +18,7 @@ from ..build.branch import Built
 from ..build.history import extended
 from ..documents import History
 from ..errors import CrawlerError
+from ..linkfile import packed
 from ..output.published import PublishedBranch
 from ..output.render import encode_chunked, encode_json, render_page
 from ..output.site import site_files
@@ -82,7 +83,9 @@ async def publish_branch(
         digest = hashed.hexdigest()
         await checkpoint()
         links_hashed = hashlib.sha256()
-        links_size = stage.write_chunks("links.json", encode_chunked(links, "specs"), links_hashed)
+        links_size = stage.write_chunks(
+            "links.json", encode_chunked(packed(links), "specs"), links_hashed
+        )
         links_digest = links_hashed.hexdigest()
         await checkpoint()
         stage.write("changes.json", encode_json(changes))
