@@ -31,7 +31,6 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 
 import msgspec
@@ -78,7 +77,7 @@ from .inputs import (
 )
 from .outcome import SourceOutcome
 from .plan import BranchPlan, Planner
-from .publish import after_publish, publish_branch
+from .publish import after_publish, publish_branch, stamp, utc_now
 from .reporting import Reporter
 from .sources import SourceReader
 
@@ -113,10 +112,6 @@ class RunContext:
     force: bool
 
 
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
-
-
 class BranchSync:
     """Syncs one branch: plan, read, check, build, gate, publish. Whatever happens, the result
     is a :class:`BranchResult` and a saved report; only a cancellation (a signal) goes through."""
@@ -131,7 +126,7 @@ class BranchSync:
             tool=f"spack-cache-crawler {__version__}",
             branch=branch,
             mirror=run.mirror.base,
-            started_at=_now(),
+            started_at=utc_now(),
         )
         self.outcomes: list[SourceOutcome] = []
         self.early = EarlyConsolidation(branch)
@@ -250,7 +245,7 @@ class BranchSync:
                 built,
                 with_pages="pages" in plan.formats,
                 with_site="html" in plan.formats,
-                finish=self._finish,
+                started=self.clock,
                 history=read_history(folder / "history.json", branch) if keep else None,
                 keep=keep,
             )
@@ -316,7 +311,7 @@ class BranchSync:
             report.stats = UNSET  # only the stats of what is published are meaningful
         report.changes = UNSET  # set for a publish that then failed or wrote the same files
         report.status, report.error = status, message if failing else None
-        self._finish()
+        stamp(self.report, self.clock)
         self._keep_report()
         if not failing:
             message = f"{status}: {message} ({report.duration_seconds:.2f}s)"
@@ -355,10 +350,6 @@ class BranchSync:
             summaries[o.source.label] = o.summary
         root = summaries.pop(outcomes[0].source.label)
         return root, summaries
-
-    def _finish(self) -> None:
-        self.report.finished_at = _now()
-        self.report.duration_seconds = round(time.monotonic() - self.clock, 3)
 
     def _save_report(self) -> None:
         if is_safe_name(self.branch):

@@ -10,13 +10,15 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import NamedTuple
 
 from ..build.branch import Built
 from ..build.history import extended
-from ..documents import History
+from ..documents import History, Report
 from ..errors import CrawlerError
 from ..linkfile import packed
 from ..output.published import PublishedBranch
@@ -59,13 +61,14 @@ async def publish_branch(
     built: Built,
     *,
     with_pages: bool,
-    finish: Callable[[], None],
+    started: float,
     history: History | None,
     keep: int,
     with_site: bool,
 ) -> Written:
-    """Stage and publish the branch ``built``, with its pages or not. ``finish`` stamps the
-    report's times just before it is written. With a ``history`` (the branch's before),
+    """Stage and publish the branch ``built``, with its pages or not. The report's end is
+    stamped just before it is written (:func:`stamp`, ``started``: the branch's start on the
+    monotonic clock). With a ``history`` (the branch's before),
     ``history.json`` is written too: this publish first, at most ``keep`` publishes in all.
     ``with_site``: its site too (``site/``, the ``html`` format), made from those documents.
 
@@ -103,7 +106,7 @@ async def publish_branch(
             digest, pages_digest, links_sha256=links_digest, links_size=links_size, site=with_site
         ):
             return written
-        finish()
+        stamp(report, started)
         stage.write("report.json", encode_json(report))
         after = None
         if history is not None:
@@ -121,6 +124,17 @@ async def publish_branch(
     finally:
         stage.discard()
     return written._replace(swapped=True)
+
+
+def utc_now() -> str:
+    """Now, as a report's times are written."""
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def stamp(report: Report, started: float) -> None:
+    """Set the report's end and duration: now, and since ``started`` (``time.monotonic()``)."""
+    report.finished_at = utc_now()
+    report.duration_seconds = round(time.monotonic() - started, 3)
 
 
 def after_publish(bookkeeping: Callable[[], None], done: str = "published") -> None:
