@@ -36,7 +36,7 @@ import yaml
 import crawler.ops.metrics
 import crawler.output.workdir
 from bench.synth import SynthRef, SynthSpec, build_mirror
-from crawler import __version__
+from crawler import __version__, load_links
 from crawler.cli.command import main, main_async
 from crawler.errors import OutputError
 from crawler.ops.verify import verify_branch
@@ -2143,5 +2143,9 @@ def test_a_sync_from_another_mirror_than_the_published_one_is_warned_of(
     assert done.code == 0 and [line[23:] for line in done.err.splitlines()] == [warning]
     index = json.loads((tmp_path / "out" / "develop" / "index.json").read_bytes())
     assert index["mirror"] == other.as_uri()
+    # What was read of the binaries is read again from the new mirror (kept, it named the
+    # old mirror's tarballs, which the new links could not hold: a traceback, exit 1).
+    tarballs = [link.tarball for link in load_links(tmp_path / "out" / "develop").specs.values()]
+    assert tarballs and all(t.startswith(other.as_uri()) for t in tarballs if isinstance(t, str))
     again = here(*sync, "--mirror", str(other))
     assert (again.code, again.err) == (6, "")

@@ -74,14 +74,20 @@ async def read_binaries(
     root: str,
 ) -> Facts:
     """The facts of each spec's binary, those not kept read now, at most ``concurrency`` at
-    once; the store written anew."""
+    once; the store written anew. What is kept of a spec is used only when it was read from
+    the manifest chosen now: the output may have been switched to another mirror, or the
+    spec moved to another stack, since."""
     folder, name = store_folder(output), f"{branch}.json"
     kept = _load(folder, name)
     wanted = chosen(links, root)
-    new = [(spec, stack, url) for spec, (stack, url) in wanted.items() if spec not in kept]
-    facts: dict[str, tuple[str, BinaryFacts]] = {
-        s: (k.stack, k.facts) for s, k in kept.items() if s in wanted
-    }
+    facts: dict[str, tuple[str, BinaryFacts]] = {}
+    new = []
+    for spec, (stack, url) in wanted.items():
+        known = kept.get(spec)
+        if known is not None and (known.stack, known.facts.manifest) == (stack, url):
+            facts[spec] = (stack, known.facts)
+        else:
+            new.append((spec, stack, url))
     pending = iter(new)
     async with Keyrings(fetcher, gpg_program()) as keyrings:
 
