@@ -1,9 +1,12 @@
-"""The ``crawler`` command as a user runs it: real processes, exit codes and what they print.
+"""The ``crawler`` command as a user runs it: exit codes and what they print.
 
-Every command runs as ``python -m crawler ...`` in a fresh process whose working directory is the
-test's own folder (so the repository's ``config/crawler.yaml`` is never picked up by accident).
-Tests that need a loopback server are async and use ``asyncio.create_subprocess_exec`` so the
-server keeps answering while the process runs.
+Most commands run in this process (``crawler.cli.command.main``, the ``here`` fixture), whose
+working directory is the test's own folder (so the repository's ``config/crawler.yaml`` is never
+picked up by accident). What only a whole process shows runs as ``python -m crawler ...`` in a
+fresh one: signals, closed or full standard streams, a working folder that is gone, rights
+dropped (``setpriv``), arguments that are not UTF-8, and each kind of exit once (0, 2, 3, 4,
+130). Tests that need a loopback server are async and use ``asyncio.create_subprocess_exec`` so
+the server keeps answering while the process runs.
 """
 
 from __future__ import annotations
@@ -178,8 +181,9 @@ def test_version(tmp_path: Path) -> None:
         pytest.param(("branches",), ["--config", "--mirror", "--quiet"], id="branches"),
     ],
 )
-def test_help(tmp_path: Path, command: tuple[str, ...], mentions: list[str]) -> None:
-    done = run_cli(*command, "--help", cwd=tmp_path)
+def test_help(here: RunHere, command: tuple[str, ...], mentions: list[str]) -> None:
+    """In this process: test_version checks a real one's exit 0 and output."""
+    done = here(*command, "--help")
     assert done.code == 0, done.err
     assert done.err == ""
     assert done.out.startswith(f"usage: crawler {' '.join(command)}".rstrip())
@@ -247,9 +251,9 @@ def test_bad_config_values(
     assert not (tmp_path / "out").exists()
 
 
-def test_a_mirror_url_no_request_could_use_is_a_usage_error(tmp_path: Path) -> None:
+def test_a_mirror_url_no_request_could_use_is_a_usage_error(here: RunHere) -> None:
     """Refused at once (exit 2), not tried as a mirror that turns out unusable (exit 3)."""
-    done = run_cli("branches", "--mirror", "http://host:99999/", cwd=tmp_path)
+    done = here("branches", "--mirror", "http://host:99999/")
     assert (done.code, done.out) == (2, "")
     assert done.err == (
         "error: config error in command line: key 'mirror': 'http://host:99999/' is not a "
@@ -650,7 +654,9 @@ def test_relative_flags_from_a_deleted_working_folder_are_a_usage_error(tmp_path
     assert listed.stdout.startswith("develop\troot ")
 
 
-def test_dot_dot_after_a_link_follows_the_filesystem(tmp_path: Path) -> None:
+def test_dot_dot_after_a_link_follows_the_filesystem(
+    here: RunHere, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """``link/../mirror`` is the folder ``ls`` shows there (beside the link's target), for the
     mirror and the output alike, as before paths were kept as given."""
     real = tmp_path / "real"
@@ -659,9 +665,10 @@ def test_dot_dot_after_a_link_follows_the_filesystem(tmp_path: Path) -> None:
     work = tmp_path / "w"
     work.mkdir()
     (work / "link").symlink_to(real / "sub")
-    done = run_cli(
+    monkeypatch.chdir(work)
+    done = here(
         "sync", "--branch", "develop", "--mirror", "link/../mirror", "--output", "link/../out",
-        "-q", cwd=work,
+        "-q",
     )  # fmt: skip
     assert done.code == 0, done.err
     assert (real / "out" / "develop" / "index.json").is_file()
@@ -705,13 +712,13 @@ def test_a_file_url_that_names_no_folder_as_written_is_a_usage_error(
     ],
 )
 def test_an_http_mirror_with_a_query_or_fragment_is_a_usage_error(
-    tmp_path: Path, url: str, shown: str
+    here: RunHere, tmp_path: Path, url: str, shown: str
 ) -> None:
     """A query or fragment used to be kept, the files' paths added after it: the discovery
     document's request went to the server's root, which failed as "not valid JSON" (exit 3).
     The message leaves the query and the fragment out, as it leaves credentials out: they may
     be a secret (a signature, a token), and the message was printed whole."""
-    done = run_cli("sync", "--branch", "develop", "--mirror", url, "--output", "out", cwd=tmp_path)
+    done = here("sync", "--branch", "develop", "--mirror", url, "--output", "out")
     assert (done.code, done.out) == (2, "")
     assert done.err.startswith(
         f"error: config error in command line: key 'mirror': {shown!r} has a query or fragment"
@@ -801,7 +808,7 @@ def test_a_named_pipe_in_a_published_branch_is_never_read(
 ) -> None:
     """Where a published file was, a named pipe: reading it would wait for a writer for ever,
     the lock held and SIGTERM unheard. Sync sees a foreign entry and verify a file that is not
-    one; neither waits."""
+    one; neither waits (in this process: the per-test timeout ends a wait)."""
     config = sample_config(tmp_path)
     assert here("sync", "--branch", "develop", "--config", str(config)).code == 0
     branch = tmp_path / "out" / "develop"
@@ -809,11 +816,11 @@ def test_a_named_pipe_in_a_published_branch_is_never_read(
     (branch / fifo).unlink()
     os.mkfifo(branch / fifo)
     try:
-        done = run_cli("sync", "--branch", "develop", "--config", str(config), cwd=tmp_path)
+        done = here("sync", "--branch", "develop", "--config", str(config))
         assert done.code == code, done.err
         if code == 4:
             assert f"cannot write {branch}: holds {fifo}, which the crawler did not" in done.err
-        checked = run_cli("verify", str(branch), cwd=tmp_path)
+        checked = here("verify", str(branch))
         assert checked.code == 8
         assert f"{fifo}: " in checked.out and "not a regular file" in checked.out
         assert stat.S_ISFIFO((branch / fifo).lstat().st_mode)
@@ -986,7 +993,7 @@ def elsewhere(tmp_path: Path) -> Iterator[Path]:
 
 
 def test_a_crawler_folder_linked_to_another_filesystem_is_refused_before_any_work(
-    tmp_path: Path, elsewhere: Path
+    here: RunHere, tmp_path: Path, elsewhere: Path
 ) -> None:
     """``.crawler`` on its own volume: every publish used to fail after all the downloading
     and decoding, as "cannot write out/develop: Invalid cross-device link". As a link, it is
@@ -996,7 +1003,7 @@ def test_a_crawler_folder_linked_to_another_filesystem_is_refused_before_any_wor
     output.mkdir()
     (output / ".crawler").symlink_to(elsewhere)
     config = sample_config(tmp_path)
-    done = run_cli("sync", "--branch", "develop", "--config", str(config), cwd=tmp_path)
+    done = here("sync", "--branch", "develop", "--config", str(config))
     assert (done.code, done.out) == (4, "")
     assert done.err.endswith(f"error: cannot write {output / '.crawler'}: {LINKED}\n"), done.err
     assert "develop" not in done.err  # refused before the branch was read
@@ -1067,8 +1074,7 @@ def test_a_cache_that_cannot_be_written_warns_for_each_summary(tmp_path: Path) -
 
 def test_a_crawler_folder_that_cannot_be_listed_is_named(tmp_path: Path) -> None:
     """The error named ``.crawler`` whichever of its folders could not be listed."""
-    config = sample_config(tmp_path)
-    assert run_cli("sync", "--branch", "develop", "--config", str(config), cwd=tmp_path).code == 0
+    config, _ = _published(tmp_path)
     staging = tmp_path / "out" / ".crawler" / "staging"
     done = _run_as_a_user_while(
         staging, 0, "sync", "--branch", "develop", "--config", str(config), cwd=tmp_path
@@ -1091,9 +1097,9 @@ def test_a_staging_folder_linked_elsewhere_is_not_staged_in(
     assert not (tmp_path / "develop").exists() and not any(elsewhere.iterdir())
 
 
-def test_yaml_syntax_error(tmp_path: Path) -> None:
+def test_yaml_syntax_error(here: RunHere, tmp_path: Path) -> None:
     config = write_config(tmp_path / "broken.yaml", "mirror: [unclosed\nconcurrency: 3\n")
-    done = run_cli("branches", "--config", str(config), cwd=tmp_path)
+    done = here("branches", "--config", str(config))
     assert done.code == 2
     assert done.err.startswith(f"error: config error in {config}: not valid YAML")
     assert "Traceback" not in done.err
@@ -1109,8 +1115,8 @@ def test_default_config_is_read_from_the_working_directory(here: RunHere, tmp_pa
     )
 
 
-def test_sync_needs_branch_or_all(tmp_path: Path) -> None:
-    done = run_cli("sync", "--config", str(sample_config(tmp_path)), cwd=tmp_path)
+def test_sync_needs_branch_or_all(here: RunHere, tmp_path: Path) -> None:
+    done = here("sync", "--config", str(sample_config(tmp_path)))
     assert (done.code, done.out) == (2, "")
     assert done.err == (
         "error: crawler sync: give --branch NAME (repeatable) or --all, to say which branches\n"
@@ -1118,8 +1124,8 @@ def test_sync_needs_branch_or_all(tmp_path: Path) -> None:
     assert not (tmp_path / "out").exists()
 
 
-def test_unknown_flag(tmp_path: Path) -> None:
-    done = run_cli("sync", "--all", "--bogus", cwd=tmp_path)
+def test_unknown_flag(here: RunHere) -> None:
+    done = here("sync", "--all", "--bogus")
     assert (done.code, done.out) == (2, "")
     assert done.err == "error: crawler sync: unrecognized arguments: --bogus\n"
 
@@ -1155,8 +1161,8 @@ def test_an_abbreviated_flag_is_unknown(here: RunHere, args: tuple[str, ...], un
     assert done.err == f"error: crawler {args[0]}: unrecognized arguments: {unknown}\n"
 
 
-def test_bad_flag_value(tmp_path: Path) -> None:
-    done = run_cli("sync", "--all", "--concurrency", "abc", cwd=tmp_path)
+def test_bad_flag_value(here: RunHere) -> None:
+    done = here("sync", "--all", "--concurrency", "abc")
     assert (done.code, done.out) == (2, "")
     assert done.err == (
         "error: crawler sync: argument --concurrency: expected a whole number, got 'abc'\n"
@@ -1237,7 +1243,7 @@ def test_a_branch_folder_that_cannot_be_searched_fails_that_branch_alone(tmp_pat
     """Its ``index.json`` could not be looked at (EACCES): the run used to end there as an
     internal error (exit 1), the branches after it never synced, the metrics saying nothing."""
     config = sample_config(tmp_path)
-    assert run_cli("sync", "--all", "--config", str(config), cwd=tmp_path).code == 0
+    assert main(["sync", "--all", "--config", str(config), "-q"]) == 0
     folder = tmp_path / "out" / "develop-2025-04-20"
     done = _run_as_a_user_while(
         folder, 0o600, "sync", "--all", "--config", str(config), "--force", cwd=tmp_path
@@ -1256,7 +1262,7 @@ def test_a_pages_folder_that_cannot_be_listed_is_named(tmp_path: Path) -> None:
     mirror = tmp_path / "mirror"
     shutil.copytree(SAMPLE_MIRROR, mirror)
     config = write_config(tmp_path / "c.yaml", fast_config(str(mirror), tmp_path / "out"))
-    assert run_cli("sync", "--branch", "develop", "--config", str(config), cwd=tmp_path).code == 0
+    assert main(["sync", "--branch", "develop", "--config", str(config), "-q"]) == 0
     shutil.rmtree(mirror / "develop" / "e4s")  # a change, to publish
     pages = tmp_path / "out" / "develop" / "pages"
     done = _run_as_a_user_while(
@@ -1266,20 +1272,20 @@ def test_a_pages_folder_that_cannot_be_listed_is_named(tmp_path: Path) -> None:
     assert f"branch develop failed: cannot look into {pages}: Permission denied\n" in done.err
 
 
-def test_verify_refuses_folders_that_are_no_branch_folders(tmp_path: Path) -> None:
+def test_verify_refuses_folders_that_are_no_branch_folders(here: RunHere, tmp_path: Path) -> None:
     """``.crawler`` and a branch's ``pages`` folder are usage errors (exit 2), as the README
     says of a path that is not a branch folder; they used to be verified as branches with
     problems (exit 8). A branch folder that lost its index is a finding (exit 8)."""
     config = sample_config(tmp_path, formats=["json", "pages"])
-    assert run_cli("sync", "--branch", "develop", "--config", str(config), cwd=tmp_path).code == 0
+    assert here("sync", "--branch", "develop", "--config", str(config)).code == 0
     output = tmp_path / "out"
-    done = run_cli("verify", str(output / ".crawler"), cwd=tmp_path)
+    done = here("verify", str(output / ".crawler"))
     assert (done.code, done.out) == (2, "")
     assert done.err == (
         f"error: crawler verify: {output / '.crawler'}: not a branch folder: '.crawler' is no "
         "branch name (give a published branch folder, such as output/develop)\n"
     )
-    done = run_cli("verify", str(output / ".crawler" / "state"), cwd=tmp_path)
+    done = here("verify", str(output / ".crawler" / "state"))
     assert (done.code, done.err) == (
         2,
         f"error: crawler verify: {output / '.crawler' / 'state'}: a folder of "
@@ -1288,26 +1294,28 @@ def test_verify_refuses_folders_that_are_no_branch_folders(tmp_path: Path) -> No
     pages = output / "develop" / "pages"
     assert pages.is_dir()
     for given in (pages, pages / "zlib"):
-        done = run_cli("verify", str(given), cwd=tmp_path)
+        done = here("verify", str(given))
         assert (done.code, done.out) == (2, "")
         assert done.err == (
             f"error: crawler verify: {given}: a folder inside the branch folder "
             f"{output / 'develop'}, not a branch folder\n"
         )
     (output / "develop" / "index.json").unlink()
-    assert run_cli("verify", str(output / "develop"), cwd=tmp_path).code == 8
+    assert here("verify", str(output / "develop")).code == 8
 
 
-def test_find_and_log_name_the_branch_folder_of_its_pages_and_site(tmp_path: Path) -> None:
+def test_find_and_log_name_the_branch_folder_of_its_pages_and_site(
+    here: RunHere, tmp_path: Path
+) -> None:
     """Given a folder a publish wrote in a branch folder (the site's too, and one level
     down), ``find`` and ``log`` say which folder to give (exit 11), as ``verify`` does."""
     config = sample_config(tmp_path, formats=["json", "pages", "html"])
-    assert run_cli("sync", "--branch", "develop", "--config", str(config), cwd=tmp_path).code == 0
+    assert here("sync", "--branch", "develop", "--config", str(config)).code == 0
     branch = tmp_path / "out" / "develop"
     for given in (branch / "pages", branch / "pages" / "zlib", branch / "site"):
         assert given.is_dir()
         for command in (["find", "zlib", "--in", str(given)], ["log", "--in", str(given)]):
-            done = run_cli(*command, cwd=tmp_path)
+            done = here(*command)
             assert (done.code, done.out) == (11, ""), command
             assert done.err.startswith(f"error: {given}: not a published branch: "), done.err
             assert f"a folder inside the branch folder {branch}, not a branch folder" in done.err
@@ -1317,7 +1325,7 @@ def test_find_and_log_name_the_branch_folder_of_its_pages_and_site(tmp_path: Pat
     (web / "index.json").write_text('{"hello": 1}')
     shutil.copytree(branch, web / "site" / "develop")
     for command in (["find", "zlib", "--in"], ["log", "--in"], ["verify"]):
-        done = run_cli(*command, str(web / "site" / "develop"), cwd=tmp_path)
+        done = here(*command, str(web / "site" / "develop"))
         assert done.code == 0, done.err
 
 
@@ -1563,8 +1571,7 @@ def test_a_stderr_that_cannot_be_written_changes_no_exit_code(tmp_path: Path) ->
 def test_verify_says_which_page_folders_it_cannot_list(tmp_path: Path, unreadable: str) -> None:
     """The pages under a folder that could not be listed were reported missing, one by one;
     what else the branch holds is still reported."""
-    config = sample_config(tmp_path)
-    assert run_cli("sync", "--branch", "develop", "--config", str(config), cwd=tmp_path).code == 0
+    _published(tmp_path)
     branch = tmp_path / "out" / "develop"
     (branch / "junk").write_text("not the crawler's")
     done = _run_as_a_user_while(branch / unreadable, 0o200, "verify", str(branch), cwd=tmp_path)
@@ -1602,7 +1609,7 @@ def test_results_that_cannot_reach_stdout(tmp_path: Path) -> None:
         "error: cannot write the list of refs to standard output: No space left on device\n",
     )
     assert _stdout_to("closed pipe", *branches, cwd=tmp_path) == Done(141, "", "")
-    assert run_cli("sync", "--all", "--config", str(config), cwd=tmp_path).code == 0
+    assert main(["sync", "--all", "--config", str(config), "-q"]) == 0
     branch = tmp_path / "out" / "develop"
     verdict = _stdout_to("/dev/full", "verify", str(branch), cwd=tmp_path)
     assert (verdict.code, verdict.err) == (
@@ -1624,7 +1631,7 @@ def test_results_that_cannot_reach_stdout(tmp_path: Path) -> None:
         index.write_bytes(published)
 
 
-def test_a_bad_index_of_a_local_mirror_is_named_by_its_file(tmp_path: Path) -> None:
+def test_a_bad_index_of_a_local_mirror_is_named_by_its_file(here: RunHere, tmp_path: Path) -> None:
     """Decode errors named the URL the discovery document lists (``s3://...``), where fetch
     errors name the file: a mirror's operator had to map one to the other."""
     mirror = tmp_path / "mirror"
@@ -1633,17 +1640,15 @@ def test_a_bad_index_of_a_local_mirror_is_named_by_its_file(tmp_path: Path) -> N
     index.write_bytes(b'{"database": {"version": "8", "installs": {')
     index.with_name("index.json.hash").write_text(hashlib.sha256(index.read_bytes()).hexdigest())
     config = write_config(tmp_path / "c.yaml", fast_config(str(mirror), tmp_path / "out"))
-    done = run_cli("sync", "--branch", "develop-2025-04-20", "--config", str(config), cwd=tmp_path)
+    done = here("sync", "--branch", "develop-2025-04-20", "--config", str(config))
     assert done.code == 4, done.err
     assert f"ml-linux-x86_64-cpu: bad document at {index.as_uri()}: truncated JSON" in done.err
     assert "s3://" not in done.err
 
 
-def test_unknown_branch_lists_the_known_ones(tmp_path: Path) -> None:
+def test_unknown_branch_lists_the_known_ones(here: RunHere, tmp_path: Path) -> None:
     config = sample_config(tmp_path)
-    done = run_cli(
-        "sync", "--branch", "develop", "--branch", "nope", "--config", str(config), cwd=tmp_path
-    )
+    done = here("sync", "--branch", "develop", "--branch", "nope", "--config", str(config))
     assert done.code == 2
     known = ", ".join(sorted(sample_labels()))
     assert done.err.endswith(
@@ -1653,9 +1658,9 @@ def test_unknown_branch_lists_the_known_ones(tmp_path: Path) -> None:
     assert not (tmp_path / "out" / "develop").exists()
 
 
-def test_unsafe_branch_name(tmp_path: Path) -> None:
+def test_unsafe_branch_name(here: RunHere, tmp_path: Path) -> None:
     config = sample_config(tmp_path)
-    done = run_cli("sync", "--branch=../x", "--config", str(config), cwd=tmp_path)
+    done = here("sync", "--branch=../x", "--config", str(config))
     assert (done.code, done.out) == (2, "")
     assert done.err == "error: branch name '../x' is not a safe folder name\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["sample.yaml"]
@@ -1687,18 +1692,21 @@ def test_unreachable_mirror(tmp_path: Path) -> None:
     assert time.monotonic() - started < 10
 
 
-def test_missing_mirror_folder(tmp_path: Path) -> None:
+def test_missing_mirror_folder(here: RunHere, tmp_path: Path) -> None:
+    """In this process: test_unreachable_mirror checks exit 3 through a real one."""
     folder = tmp_path / "no-such-mirror"
-    done = run_cli("branches", "--mirror", str(folder), cwd=tmp_path)
+    done = here("branches", "--mirror", str(folder))
     assert done.code == 3
     assert done.err == f"error: mirror unusable: file://{folder}: no such file or folder\n"
     assert done.out == ""
 
 
-async def test_discovery_document_not_json(mirror_server: ServeMirror, tmp_path: Path) -> None:
+async def test_discovery_document_not_json(
+    mirror_server: ServeMirror, capsys: pytest.CaptureFixture[str]
+) -> None:
     server = await mirror_server(SAMPLE_MIRROR)
     server.script("cache_spack_io_index.json", Fault(body=b"<html>Service Unavailable</html>"))
-    done = await run_cli_async("branches", "--mirror", server.url, cwd=tmp_path)
+    done = await run_here_async(capsys, "branches", "--mirror", server.url)
     assert done.code == 3
     assert done.err.startswith(
         f"error: mirror unusable: bad document at {server.url}/cache_spack_io_index.json: "
@@ -1767,9 +1775,9 @@ LINE = re.compile(
 )
 
 
-def test_sync_logs_one_line_per_source(tmp_path: Path) -> None:
+def test_sync_logs_one_line_per_source(here: RunHere, tmp_path: Path) -> None:
     config = sample_config(tmp_path)
-    done = run_cli("sync", "--branch", "develop", "--config", str(config), cwd=tmp_path)
+    done = here("sync", "--branch", "develop", "--config", str(config))
     assert done.code == 0, done.err
     assert done.out == ""
     labels = sample_labels()["develop"]
@@ -1821,15 +1829,15 @@ def test_quiet_sync_prints_nothing(tmp_path: Path) -> None:
 
 
 async def test_verbose_sync_logs_requests_and_decisions(
-    mirror_server: ServeMirror, tmp_path: Path
+    mirror_server: ServeMirror, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """``-v`` (cron, a pipe) adds what was asked of the server and why a branch was rebuilt or
     not, on top of the usual lines."""
     server = await mirror_server(SAMPLE_MIRROR)
     config = write_config(tmp_path / "c.yaml", fast_config(server.url, tmp_path / "out"))
     argv = ("sync", "--branch", "develop", "--config", str(config), "-v")
-    first = await run_cli_async(*argv, cwd=tmp_path)
-    second = await run_cli_async(*argv, cwd=tmp_path)
+    first = await run_here_async(capsys, *argv)
+    second = await run_here_async(capsys, *argv)
 
     assert (first.code, second.code) == (0, 6)
     discovery = json.loads((SAMPLE_MIRROR / "cache_spack_io_index.json").read_bytes())
@@ -1844,11 +1852,11 @@ async def test_verbose_sync_logs_requests_and_decisions(
     assert " INFO develop: unchanged: output is current" in second.err
 
 
-def test_verbose_sync_of_a_local_mirror_logs_each_read(tmp_path: Path) -> None:
+def test_verbose_sync_of_a_local_mirror_logs_each_read(here: RunHere, tmp_path: Path) -> None:
     """``-v`` on a local mirror gives every index's size, time and SHA-256, as for downloads
     (README: "every download's size, time and SHA-256"): it used to say nothing of them."""
     config = sample_config(tmp_path)
-    done = run_cli("sync", "--branch", "develop", "--config", str(config), "-v", cwd=tmp_path)
+    done = here("sync", "--branch", "develop", "--config", str(config), "-v")
     assert done.code == 0, done.err
     discovery = json.loads((SAMPLE_MIRROR / "cache_spack_io_index.json").read_bytes())
     url = next(e["url"] for e in discovery["develop"] if e["label"] == "root")
@@ -1883,9 +1891,9 @@ def test_flags_override_the_config(here: RunHere, tmp_path: Path) -> None:
     assert not (tmp_path / "out").exists()
 
 
-def test_branches_prints_refs_and_labels(tmp_path: Path) -> None:
+def test_branches_prints_refs_and_labels(here: RunHere, tmp_path: Path) -> None:
     config = sample_config(tmp_path)
-    done = run_cli("branches", "--config", str(config), cwd=tmp_path)
+    done = here("branches", "--config", str(config))
     assert (done.code, done.err) == (0, "")
     how = f"listed in {SAMPLE_MIRROR.as_uri()}/cache_spack_io_index.json"
     expected = [f"{ref}\t{' '.join(labels)}\t{how}" for ref, labels in sample_labels().items()]
@@ -1934,12 +1942,13 @@ def _served_config(tmp_path: Path, url: str, **extra: object) -> Path:
 
 
 async def test_failed_branch_exits_4_and_keeps_its_output(
-    mirror_server: ServeMirror, tmp_path: Path
+    mirror_server: ServeMirror, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """The failing run in a real process; the publish before it in this one."""
     server = await mirror_server(SAMPLE_MIRROR)
     config = _served_config(tmp_path, server.url)
-    first = await run_cli_async(
-        "sync", "--branch", "v0.23.1", "-q", "--config", str(config), cwd=tmp_path
+    first = await run_here_async(
+        capsys, "sync", "--branch", "v0.23.1", "-q", "--config", str(config)
     )
     assert (first.code, first.err) == (0, "")
     before = tree_bytes(tmp_path / "out" / "v0.23.1")
@@ -1985,13 +1994,14 @@ async def test_verbose_shows_retries(
 
 
 async def test_interrupt_exits_130_and_keeps_the_output(
-    mirror_server: ServeMirror, tmp_path: Path
+    mirror_server: ServeMirror, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """The interrupted run in a real process; the publish before it in this one."""
     server = await mirror_server(SAMPLE_MIRROR)
     timeouts = {"connect": 2, "read": 20, "source": 30}
     config = _served_config(tmp_path, server.url, timeouts=timeouts)
-    first = await run_cli_async(
-        "sync", "--branch", "v0.23.1", "-q", "--config", str(config), cwd=tmp_path
+    first = await run_here_async(
+        capsys, "sync", "--branch", "v0.23.1", "-q", "--config", str(config)
     )
     assert first.code == 0, first.err
     before = tree_bytes(tmp_path / "out" / "v0.23.1")
