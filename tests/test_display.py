@@ -3,7 +3,8 @@ terminal emulator, pyte), and ``--log-format json`` for log collectors (issue 26
 
 A generated mirror of three indexes (about 12 MB) is served on loopback by ``bench/server.py``
 at 1.5 MB/s a connection, so that a cold sync downloads for a few seconds: long enough to see
-the display while bytes come, and to type Ctrl-C in the middle of it.
+the display while bytes come, and to type Ctrl-C in the middle of it (a test that needs no run
+to last reads the same mirror at full speed).
 """
 
 from __future__ import annotations
@@ -134,11 +135,27 @@ def _controlling_terminal() -> None:
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The generated mirror on loopback, at 1.5 MB/s a connection: its URL."""
+def mirror(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The generated mirror's folder."""
     root = tmp_path_factory.mktemp("display") / "mirror"
     generate_mirror(root, MirrorParams(records=2000, stacks=2, seed=26))
-    server = ServerProcess.start(root, bandwidth_mbps=1.5)
+    return root
+
+
+@pytest.fixture(scope="module")
+def served(mirror: Path) -> Iterator[str]:
+    """The generated mirror on loopback, at 1.5 MB/s a connection: its URL."""
+    server = ServerProcess.start(mirror, bandwidth_mbps=1.5)
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def served_fast(mirror: Path) -> Iterator[str]:
+    """The same mirror on loopback at full speed, for a test that needs no run to last."""
+    server = ServerProcess.start(mirror)
     try:
         yield server.url
     finally:
@@ -205,11 +222,11 @@ def test_the_display_shows_bytes_of_the_known_total_rate_and_time_left(
 
 
 def test_log_records_are_printed_above_the_display(
-    served: str, tmp_path: Path, terminals: list[Terminal]
+    served_fast: str, tmp_path: Path, terminals: list[Terminal]
 ) -> None:
     """Each record was written where the cursor was, after the display's line: ``develop
     ━━━━ 0/3 ... 0:00:01[DEBUG] GET ...``, and the display drew itself over what followed."""
-    terminal = Terminal(*_sync(served, tmp_path, "-v"), cwd=tmp_path)
+    terminal = Terminal(*_sync(served_fast, tmp_path, "-v"), cwd=tmp_path)
     terminals.append(terminal)
     assert terminal.finish() == 0
     rows = terminal.rows()
