@@ -1,6 +1,7 @@
 """``--json`` on ``crawler branches``, ``verify`` and ``sync``: JSON Lines on stdout, each
 record's fields as docs/operations.md lists them, logs on stderr, and the exit codes of the
-commands without it."""
+commands without it. The commands run in this process (``main``), but where the locale and the
+bytes of a path are the point: a real process."""
 
 from __future__ import annotations
 
@@ -9,14 +10,16 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .conftest import CLI_TIMEOUT, SAMPLE_MIRROR, cli_env
+from crawler.cli.command import main
+
+from .conftest import CLI_TIMEOUT, SAMPLE_MIRROR, Done, cli_env
 from .test_find import on_a_terminal
-from .test_messages import crawler
 
 SYNCED = {
     "branch",
@@ -38,8 +41,23 @@ def lines(text: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in text.splitlines()]
 
 
-@pytest.mark.slow
-def test_branches(tmp_path: Path) -> None:
+Crawl = Callable[..., Done]
+
+
+@pytest.fixture
+def crawler(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Crawl:
+    """``crawler(*args, cwd=...)``: ``crawler ARGS`` in this process, run from ``cwd``."""
+
+    def run(*args: str, cwd: Path) -> Done:
+        monkeypatch.chdir(cwd)
+        code = main(list(args))
+        captured = capsys.readouterr()
+        return Done(code, captured.out, captured.err)
+
+    return run
+
+
+def test_branches(crawler: Crawl, tmp_path: Path) -> None:
     mirror = tmp_path / "mirror"
     shutil.copytree(SAMPLE_MIRROR, mirror)
     listed = json.loads((mirror / "cache_spack_io_index.json").read_bytes())
@@ -60,8 +78,7 @@ def test_branches(tmp_path: Path) -> None:
     assert gone.code == 3 and gone.out == ""
 
 
-@pytest.mark.slow
-def test_sync_then_verify(tmp_path: Path) -> None:
+def test_sync_then_verify(crawler: Crawl, tmp_path: Path) -> None:
     output = tmp_path / "output"
     argv = ["sync", "--all", "--mirror", str(SAMPLE_MIRROR), "--output", str(output), "--json"]
     first = crawler(*argv, cwd=tmp_path)
@@ -105,8 +122,7 @@ def test_sync_then_verify(tmp_path: Path) -> None:
     assert none.code == 2 and none.out == "" and "not a branch folder" in none.err
 
 
-@pytest.mark.slow
-def test_sync_of_a_branch_that_fails(tmp_path: Path) -> None:
+def test_sync_of_a_branch_that_fails(crawler: Crawl, tmp_path: Path) -> None:
     """A failed branch is a line too (status, error, no folder); an unusable mirror, none."""
     mirror = tmp_path / "mirror"
     shutil.copytree(SAMPLE_MIRROR, mirror)
