@@ -1,4 +1,5 @@
-"""``crawler config --defaults`` and ``crawler completion bash|zsh``, run as a user runs them."""
+"""``crawler config --defaults`` and ``crawler completion bash|zsh``, run as a user runs them:
+real processes where the streams or a shell are the point, ``main`` in this process else."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from crawler.cli.command import main
 from crawler.cli.configcmd import default_config
 
 from .conftest import CLI_TIMEOUT, REPO, SAMPLE_MIRROR, Done, cli_env
@@ -58,27 +60,28 @@ def test_config_defaults_prints_the_documented_config(tmp_path: Path) -> None:
     assert done.out == DOCUMENTED.read_text("utf-8")
 
 
-@pytest.mark.slow
-def test_the_printed_defaults_are_a_config_sync_takes(tmp_path: Path) -> None:
+def test_the_printed_defaults_are_a_config_sync_takes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Saved to a file and given to --config, the defaults run a sync; their output
-    (../output) is beside the folder the file was saved in."""
+    (../output) is beside the folder the file was saved in. (In this process: the test
+    above reads the defaults from a real one.)"""
+    monkeypatch.chdir(tmp_path)
     (tmp_path / "etc").mkdir()
     saved = tmp_path / "etc" / "crawler.yaml"
-    with saved.open("w") as out:
-        assert crawler("config", "--defaults", cwd=tmp_path, stdout=out.fileno()).code == 0
-    done = crawler(
-        "sync", "--branch", "develop", "--config", str(saved), "--mirror", str(SAMPLE_MIRROR),
-        cwd=tmp_path,
-    )  # fmt: skip
-    assert done.code == 0, done.err
+    assert main(["config", "--defaults"]) == 0
+    saved.write_text(capsys.readouterr().out)
+    argv = ["sync", "--branch", "develop", "--config", str(saved), "--mirror", str(SAMPLE_MIRROR)]
+    assert main([*argv, "-q"]) == 0, capsys.readouterr().err
     assert (tmp_path / "output" / "develop" / "index.json").is_file()
 
 
-@pytest.mark.slow
-def test_config_without_defaults_is_a_usage_error(tmp_path: Path) -> None:
-    done = crawler("config", cwd=tmp_path)
-    assert (done.code, done.out) == (2, "")
-    assert done.err == "error: crawler config: give --defaults to print the default config\n"
+def test_config_without_defaults_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["config"]) == 2
+    assert capsys.readouterr() == (
+        "",
+        "error: crawler config: give --defaults to print the default config\n",
+    )
 
 
 @pytest.mark.slow
@@ -172,8 +175,8 @@ def test_fish_completion_parses_and_completes(tmp_path: Path) -> None:
     assert done.out.splitlines() == ["sync", "--branch", "bash zsh fish", "x.yaml"]
 
 
-@pytest.mark.slow
-def test_completion_of_another_shell_is_a_usage_error(tmp_path: Path) -> None:
-    done = crawler("completion", "tcsh", cwd=tmp_path)
-    assert (done.code, done.out) == (2, "")
-    assert "invalid choice: 'tcsh' (choose from 'bash', 'zsh', 'fish')" in done.err
+def test_completion_of_another_shell_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["completion", "tcsh"]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert "invalid choice: 'tcsh' (choose from 'bash', 'zsh', 'fish')" in err
