@@ -29,6 +29,12 @@ from aiohttp.test_utils import TestServer
 
 from crawler.configfile import CONFIG_ENV
 
+# Session fixtures shared by several modules are defined (or imported) here: imported into each
+# module instead, each module would make its own (a server started, keys generated, per module).
+from .signing import signing_keys
+
+__all__ = ["signing_keys"]
+
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE_MIRROR = REPO / "sample" / "mirror"
 REFERENCE_PAGES = REPO / "sample" / "reference"
@@ -255,6 +261,19 @@ def slow_mirror_server(
         return mirror
 
     yield start
+
+
+@pytest.fixture(scope="session")
+def moto_endpoint() -> Iterator[str]:
+    """A moto S3 server on loopback for the whole session (its buckets are per test), shared
+    by every module that reads S3: each one used to start its own (a second or two)."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
 
 
 def pytest_configure(config: pytest.Config) -> None:

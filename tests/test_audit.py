@@ -13,10 +13,8 @@ from bench.synth import build_plain_cache, generate_specs, write_binaries, write
 from crawler.cli.command import main_async
 
 from .conftest import ServeMirror, fast_config
-from .signing import SigningKey, needs_gpg, signing_keys
-from .test_s3 import KEY_ID, SECRET, make_bucket, moto_endpoint, s3_settings, write_config
-
-__all__ = ["moto_endpoint", "signing_keys"]
+from .signing import SigningKey, needs_gpg
+from .test_s3 import KEY_ID, SECRET, make_bucket, s3_settings, write_config
 
 SPECS = generate_specs(41, 6)
 

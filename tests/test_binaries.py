@@ -18,9 +18,7 @@ from crawler.mirror.signing import gpg_program
 from crawler.mirror.specmanifest import read_spec_manifest
 
 from .conftest import fast_config
-from .signing import SigningKey, needs_gpg, signing_keys
-
-__all__ = ["signing_keys"]
+from .signing import SigningKey, needs_gpg
 
 URL = "file:///cache/v3/manifests/spec/zlib/zlib-1.3-abc.spec.manifest.json"
 SHA = "0f" * 32

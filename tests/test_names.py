@@ -27,7 +27,7 @@ from crawler.output.workdir import STATE_DIR
 
 from .conftest import ServeMirror
 from .test_mirrors import crawl, report, run
-from .test_s3 import _aws_environment, make_bucket, moto_endpoint, put_tree, s3_settings  # noqa: F401
+from .test_s3 import _aws_environment, make_bucket, put_tree, s3_settings  # noqa: F401
 
 #: Where a cache is served from; a client made, a bucket filled: a second or more in S3.
 TRANSPORTS = ["folder", "http", pytest.param("s3", marks=pytest.mark.slow)]

@@ -44,18 +44,6 @@ CREDENTIALS = {
 _names = itertools.count()
 
 
-@pytest.fixture(scope="session")
-def moto_endpoint() -> Iterator[str]:
-    """A moto S3 server on loopback for the whole session (its buckets are per test)."""
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
-
-
 @pytest.fixture(autouse=True)
 def _aws_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """No AWS settings of this machine, and no instance metadata lookups (slow, off AWS)."""
