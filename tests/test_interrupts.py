@@ -1,7 +1,8 @@
 """Many interrupts at random moments of a large sync (issue 25): every run ends cleanly.
 
-A generated mirror of 10,000 specs and 8 stacks (97 MB; a cold sync takes 2-4 s here, its
-27 MB root index decoded in parts by two worker processes as it downloads) is served on loopback by
+A generated mirror of 7,000 specs and 8 stacks (75 MB; a cold sync takes 1-3 s here, its
+20 MB root index decoded in two parts, ``PART_BYTES`` being 16 MB, by two worker processes as it
+downloads: the smallest mirror that still does so) is served on loopback by
 ``bench/server.py``. One sync publishes it; the mirror then changes (the same parameters with
 another seed: every index differs, so all is downloaded and decoded again), and each trial runs
 ``python -m crawler sync`` of the changed mirror, in a session of its own, on a fresh copy of
@@ -42,7 +43,7 @@ from bench.interrupts import (
 
 pytestmark = pytest.mark.slow
 
-RECORDS, STACKS = 10_000, 8
+RECORDS, STACKS = 7_000, 8  # 10,000 took 36-42 s of the suite's time, 7,000 takes 22-25 s
 #: Trials of the first test; every VERIFY_EVERY-th also runs crawler verify on its output.
 #: A few, each a real sync of its own: ``.ci/release-check`` runs sixty on a develop-sized
 #: mirror (bench/interrupts.py), the same trials.
