@@ -32,6 +32,7 @@ from rich.filesize import decimal
 
 from bench.generate import MirrorParams, generate_mirror
 from bench.server import ServerProcess
+from crawler.cli.command import main
 from crawler.cli.display import LiveReporter
 from crawler.mirror.discovery import Source
 from crawler.sync.outcome import SourceOutcome
@@ -309,7 +310,11 @@ def _json_lines(text: str) -> list[dict[str, object]]:
     return records
 
 
-def test_json_logs_are_one_object_a_line_with_the_records_fields(tmp_path: Path) -> None:
+def test_json_logs_are_one_object_a_line_with_the_records_fields(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """In this process: the test below reads JSON logs from a real one, on a terminal."""
+    monkeypatch.chdir(tmp_path)
     config = tmp_path / "crawler.yaml"
     config.write_text(yaml.safe_dump({"output": str(tmp_path / "out"), "decode_workers": 1}))
     base = ["sync", "--branch", "develop", "--config", str(config), "--log-format", "json"]
@@ -321,17 +326,10 @@ def test_json_logs_are_one_object_a_line_with_the_records_fields(tmp_path: Path)
     ]
     done = []
     for argv, code in runs:
-        proc = subprocess.run(
-            [sys.executable, "-m", "crawler", *argv],
-            cwd=tmp_path,
-            env=cli_env(),
-            capture_output=True,
-            text=True,
-            timeout=CLI_TIMEOUT,
-            check=False,
-        )
-        assert proc.returncode == code, proc.stderr
-        done.append(_json_lines(proc.stderr))
+        returned = main(argv)
+        err = capsys.readouterr().err
+        assert returned == code, err
+        done.append(_json_lines(err))
     cold, warm, failed = done
     sources = [r for r in cold if r.get("event") == "source_done"]
     assert sorted(str(r["source"]) for r in sources) == [
