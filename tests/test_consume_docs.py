@@ -6,11 +6,11 @@ from __future__ import annotations
 import contextlib
 import io
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from crawler.cli.command import main
 
 from .conftest import REPO
 from .test_query import sync_sample
@@ -31,7 +31,7 @@ def output(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("docs") / "output"
     sync_sample(folder)
     plain = ["sync", "--all", "--mirror", str(REPO / "sample" / "site-cache"), "-q"]
-    subprocess.run([sys.executable, "-m", "crawler", *plain, "--output", str(folder)], check=True)
+    assert main([*plain, "--output", str(folder)]) == 0
     return folder
 
 

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,6 +13,7 @@ import msgspec
 import pytest
 
 import crawler
+from crawler.cli.command import main
 from crawler.consume.load import load_packages
 from crawler.consume.versions import parse_versions, version_key
 from crawler.consumer_errors import (
@@ -27,34 +26,14 @@ from crawler.documents import Index, IndexStats, PackageMeta, PackageSummary, Sp
 from crawler.errors import ExitCode
 from crawler.targets import Targets
 
-from .conftest import CLI_TIMEOUT, SAMPLE_MIRROR, cli_env
+from .conftest import SAMPLE_MIRROR
 
 
 def sync_sample(output: Path) -> None:
-    """Publish every ref of the sample mirror into ``output`` with a real ``crawler sync``."""
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "crawler",
-            "sync",
-            "--all",
-            "--mirror",
-            str(SAMPLE_MIRROR),
-            "--output",
-            str(output),
-            "--format",
-            "json",
-            "-q",
-        ],
-        cwd=output.parent,
-        env=cli_env(),
-        capture_output=True,
-        text=True,
-        timeout=CLI_TIMEOUT,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    """Publish every ref of the sample mirror into ``output`` (in this process: a module's
+    fixture, whose readers run find, diff and the API; a real process adds nothing to them)."""
+    argv = ["sync", "--all", "--mirror", str(SAMPLE_MIRROR), "--output", str(output)]
+    assert main([*argv, "--format", "json", "-q"]) == 0
 
 
 @pytest.fixture(scope="module")
