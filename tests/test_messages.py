@@ -5,11 +5,13 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from crawler import load_config
+from crawler.cli.command import main
 from crawler.config.keys import closest_key, known_keys
 from crawler.errors import ConfigError
 
@@ -22,6 +24,7 @@ STACK_LINE = (
 
 
 def crawler(*args: str, cwd: Path) -> Done:
+    """``python -m crawler ARGS`` in a process of its own, run from ``cwd``."""
     proc = subprocess.run(
         [sys.executable, "-m", "crawler", *args],
         cwd=cwd,
@@ -34,6 +37,22 @@ def crawler(*args: str, cwd: Path) -> Done:
     return Done(proc.returncode, proc.stdout, proc.stderr)
 
 
+Here = Callable[..., Done]
+
+
+@pytest.fixture
+def here(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Here:
+    """``here(*args, cwd=...)``: ``crawler ARGS`` in this process, run from ``cwd``."""
+
+    def run(*args: str, cwd: Path) -> Done:
+        monkeypatch.chdir(cwd)
+        code = main(list(args))
+        captured = capsys.readouterr()
+        return Done(code, captured.out, captured.err)
+
+    return run
+
+
 def unknown_key(path: Path, text: str) -> ConfigError:
     path.write_text(text, encoding="utf-8")
     with pytest.raises(ConfigError) as caught:
@@ -41,11 +60,10 @@ def unknown_key(path: Path, text: str) -> ConfigError:
     return caught.value
 
 
-@pytest.mark.slow
-def test_a_missing_stack_says_it_is_no_error(tmp_path: Path) -> None:
+def test_a_missing_stack_says_it_is_no_error(here: Here, tmp_path: Path) -> None:
     """The sample mirror's first run: one stack has no index, and the line says what that
     means; the branch is published (exit 0)."""
-    done = crawler(
+    done = here(
         "sync", "--branch", "develop", "--mirror", str(SAMPLE_MIRROR),
         "--output", str(tmp_path / "out"), cwd=tmp_path,
     )  # fmt: skip
@@ -55,14 +73,13 @@ def test_a_missing_stack_says_it_is_no_error(tmp_path: Path) -> None:
     assert line.endswith(": no such file)")
 
 
-@pytest.mark.slow
-def test_a_missing_root_says_the_branch_cannot_be_built(tmp_path: Path) -> None:
+def test_a_missing_root_says_the_branch_cannot_be_built(here: Here, tmp_path: Path) -> None:
     mirror = tmp_path / "mirror"
     shutil.copytree(SAMPLE_MIRROR, mirror)
     for blob in (mirror / "develop" / "blobs").rglob("*"):  # the root index's, alone
         if blob.is_file():
             blob.unlink()
-    done = crawler(
+    done = here(
         "sync", "--branch", "develop", "--mirror", str(mirror), "--output", str(tmp_path / "out"),
         cwd=tmp_path,
     )  # fmt: skip
@@ -73,11 +90,10 @@ def test_a_missing_root_says_the_branch_cannot_be_built(tmp_path: Path) -> None:
     ) in done.err
 
 
-@pytest.mark.slow
-def test_a_mistyped_key_names_the_key_it_meant(tmp_path: Path) -> None:
+def test_a_mistyped_key_names_the_key_it_meant(here: Here, tmp_path: Path) -> None:
     config = tmp_path / "crawler.yaml"
     config.write_text(f"mirror: {SAMPLE_MIRROR}\nconcurency: 4\n", encoding="utf-8")
-    done = crawler("sync", "--branch", "develop", "--config", str(config), cwd=tmp_path)
+    done = here("sync", "--branch", "develop", "--config", str(config), cwd=tmp_path)
     assert (done.code, done.out) == (2, "")
     assert done.err == (
         f"error: config error in {config}: key 'concurency': unknown key "
