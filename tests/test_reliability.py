@@ -131,6 +131,13 @@ class Site:
         captured = self.capsys.readouterr()
         return Done(code, captured.out, captured.err)
 
+    async def run(self, *args: str) -> Done:
+        """``crawler ARGS`` in this process; returns what it printed."""
+        self.capsys.readouterr()
+        code = await main_async(list(args))
+        captured = self.capsys.readouterr()
+        return Done(code, captured.out, captured.err)
+
     async def publish(self, *branches: str) -> dict[str, dict[str, bytes]]:
         """A clean sync that must publish; returns each branch's published files."""
         done = await self.sync(*branches)
@@ -1461,14 +1468,13 @@ async def test_a_v3_blob_that_does_not_match_its_name_fails_its_source(site: Mak
 # --- 11. crawler verify -----------------------------------------------------------------------
 
 
-async def test_crawler_verify_exits_0_then_8_on_a_corrupted_page(
-    site: MakeSite, tmp_path: Path
-) -> None:
+async def test_crawler_verify_exits_0_then_8_on_a_corrupted_page(site: MakeSite) -> None:
+    """In this process: tests/test_cli.py checks verify's codes through real ones."""
     s = await site((ref("a"),))
     await s.publish("a")
     branch = s.out / "a"
 
-    clean = await run_cli("verify", str(branch), cwd=tmp_path)
+    clean = await s.run("verify", str(branch))
 
     assert (clean.code, clean.out, clean.err) == (0, f"{branch}: all checks hold\n", "")
 
@@ -1478,7 +1484,7 @@ async def test_crawler_verify_exits_0_then_8_on_a_corrupted_page(
     page.write_bytes(bad)
     at = next(i for i, (x, y) in enumerate(zip(good, bad, strict=True)) if x != y)
 
-    broken = await run_cli("verify", str(branch), cwd=tmp_path)
+    broken = await s.run("verify", str(branch))
 
     assert broken.code == 8
     assert broken.out == (
@@ -1486,7 +1492,7 @@ async def test_crawler_verify_exits_0_then_8_on_a_corrupted_page(
         f"(first difference at byte {at})\n"
     )
     assert broken.err == f"{branch}: 1 problem\n"
-    quiet = await run_cli("verify", "-q", str(branch), cwd=tmp_path)
+    quiet = await s.run("verify", "-q", str(branch))
     assert (quiet.code, quiet.out, quiet.err) == (8, broken.out, "")  # "print problems only"
 
 
