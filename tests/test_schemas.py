@@ -16,12 +16,12 @@ import pytest
 
 import crawler.documents as documents
 import crawler.linkfile as linkfile
+from crawler.cli.command import main
 from crawler.ops.schemas import SCHEMAS, schema
 from crawler.ops.verify import verify_branch
 
 from .conftest import REPO, SAMPLE_MIRROR
 from .schema import assert_valid, sampled, schema_errors
-from .test_messages import crawler
 
 #: Each struct of crawler/documents.py and crawler/linkfile.py, and where its object is in
 #: which schema (the resolved links: where a links.json of schema 1 has them).
@@ -58,10 +58,9 @@ NOT_WRITTEN = {documents.Companion}  # what a sync checks of a companion: its br
 
 
 def sync(output: Path, *extra: str) -> None:
-    """``crawler sync --branch develop`` of the sample mirror into ``output``, in a process."""
+    """``crawler sync --branch develop`` of the sample mirror into ``output``, in this process."""
     argv = ["sync", "--branch", "develop", "--mirror", str(SAMPLE_MIRROR), "--output", str(output)]
-    done = crawler(*argv, "-q", *extra, cwd=output.parent)
-    assert done.code == 0, done.err
+    assert main([*argv, "-q", *extra]) == 0
 
 
 @pytest.fixture(scope="module")
