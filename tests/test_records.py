@@ -6,8 +6,6 @@ gives them too; and schema 1 indexes still read."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +16,10 @@ import yaml
 
 import crawler
 from bench.synth import SynthRef, SynthSpec, build_mirror, generate_specs
-from crawler.cli.command import main_async
+from crawler.cli.command import main, main_async
 from crawler.documents import PAGE_FIELDS
 
-from .conftest import ServeMirror, fast_config, finish, start_cli
+from .conftest import ServeMirror, fast_config
 from .linkjson import resolved_specs
 from .schema import assert_valid, assert_valid_index
 
@@ -148,7 +146,9 @@ async def test_the_pages_keep_the_reference_fields_only(tmp_path: Path) -> None:
     assert details and all(sorted(d) == sorted(PAGE_FIELDS) for d in details)
 
 
-def test_an_index_of_schema_1_is_read_with_the_defaults_of_schema_2(tmp_path: Path) -> None:
+def test_an_index_of_schema_1_is_read_with_the_defaults_of_schema_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     folder = tmp_path / "develop"
     folder.mkdir()
     sample = Path(__file__).resolve().parent / "data" / "schema1-index.json"
@@ -158,26 +158,26 @@ def test_an_index_of_schema_1_is_read_with_the_defaults_of_schema_2(tmp_path: Pa
     specs = [s for p in index.packages.values() for s in p.spec_details]
     assert specs and all(s.family is None for s in specs)
     assert not (folder / "links.json").exists()  # find --json reads it only for schema 2
-    done = run_find(folder)
-    assert done.returncode == 0 and "dependencies" not in done.stdout
+    assert main(["find", "--in", str(folder), "--json", "--links"]) == 0
+    assert "dependencies" not in capsys.readouterr().out
     found = crawler.find_specs(index, family="x86_64")  # from the targets, as before
     assert [m.spec.target for m in found] and all(
         archspec.cpu.TARGETS[m.spec.target].family.name == "x86_64" for m in found
     )
 
 
-async def test_find_json_links_gives_each_match_its_links(tmp_path: Path) -> None:
+async def test_find_json_links_gives_each_match_its_links(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "out"
     site_cache = Path(__file__).resolve().parent.parent / "sample" / "site-cache"
     argv = ["sync", "--all", "--mirror", str(site_cache), "--output", str(out), "-q"]
     assert await main_async(argv) == 0
     index = json.loads((out / "site-cache" / "index.json").read_bytes())
     specs_links = resolved_specs(out / "site-cache")
-    done = await finish(
-        await start_cli("find", "--in", str(out / "site-cache"), "--json", "--links", cwd=tmp_path)
-    )
-    assert done.code == 0, done.err
-    lines = [json.loads(line) for line in done.out.splitlines()]
+    capsys.readouterr()
+    assert await main_async(["find", "--in", str(out / "site-cache"), "--json", "--links"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert len(lines) == index["stats"]["specs"]
     for line in lines:
         links = specs_links[line["hash"]]
@@ -185,8 +185,3 @@ async def test_find_json_links_gives_each_match_its_links(tmp_path: Path) -> Non
             links["dependencies"],
             links["locations"],
         )
-
-
-def run_find(folder: Path) -> subprocess.CompletedProcess[str]:
-    argv = [sys.executable, "-m", "crawler", "find", "--in", str(folder), "--json", "--links"]
-    return subprocess.run(argv, capture_output=True, text=True, check=False)
