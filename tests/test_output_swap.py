@@ -66,8 +66,8 @@ async def test_an_output_swapped_for_a_link_mid_run_gets_nothing_from_that_run(
     config.write_text(yaml.safe_dump(settings))
     repo = REPO
 
-    first = await finish(await sync(config, repo))
-    assert first.code == 0, first.err
+    # The publish before, in this process; the two runs the swap is made between are real.
+    assert await main_async(["sync", "--branch", "develop", "--config", str(config), "-q"]) == 0
     published = tree_bytes(out / "develop")
 
     # The next state of the mirror, its stack s1 held back: the run is under way, its lock
