@@ -62,9 +62,8 @@ from .conftest import (
     tree_bytes,
 )
 
-# Slow (the command line as a user runs it: mostly real CLI processes):
-# not in the fast loop, pytest -m "not slow".
-pytestmark = pytest.mark.slow
+# The tests of real processes, or of whole syncs, are marked slow: not in the fast loop,
+# pytest -m "not slow".
 
 
 def run_cli(
@@ -154,6 +153,7 @@ def closed_port() -> int:
 # --- --version and --help -------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_version(tmp_path: Path) -> None:
     done = run_cli("--version", cwd=tmp_path)
     assert (done.code, done.out.strip(), done.err) == (0, f"crawler {__version__}", "")
@@ -212,6 +212,7 @@ def test_unknown_config_key(here: RunHere, tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.slow
 def test_bad_config_value(tmp_path: Path) -> None:
     config = write_config(tmp_path / "bad.yaml", {"mirror": str(SAMPLE_MIRROR), "concurrency": 0})
     done = run_cli("sync", "--branch", "develop", "--config", str(config), cwd=tmp_path)
@@ -277,6 +278,7 @@ def test_an_output_that_is_a_file_is_a_usage_error(
     assert file.read_text() == "mine"
 
 
+@pytest.mark.slow
 def test_an_output_whose_parent_folder_is_missing_is_a_usage_error(
     here: RunHere, tmp_path: Path
 ) -> None:
@@ -356,6 +358,7 @@ def test_an_empty_config_flag_is_a_usage_error(here: RunHere, tmp_path: Path, co
     assert done.err.endswith(f"crawler {command}: argument --config: must not be empty or blank\n")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("output", ["mirror", "mirror/out"])
 def test_an_output_in_a_local_mirror_is_a_usage_error(
     here: RunHere, tmp_path: Path, output: str
@@ -373,6 +376,7 @@ def test_an_output_in_a_local_mirror_is_a_usage_error(
     assert sorted(p.relative_to(mirror) for p in mirror.rglob("*")) == before
 
 
+@pytest.mark.slow
 def test_a_mirror_flag_that_holds_the_configs_output_is_blamed(
     here: RunHere, tmp_path: Path
 ) -> None:
@@ -397,6 +401,7 @@ def _published(tmp_path: Path) -> tuple[Path, dict[str, bytes]]:
     return config, tree_bytes(tmp_path / "out")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
@@ -420,6 +425,7 @@ def test_a_mistyped_mirror_or_too_large_budget_leaves_the_output_alone(
     assert tree_bytes(tmp_path / "out") == before
 
 
+@pytest.mark.slow
 def test_a_too_large_budget_in_the_config_leaves_the_output_alone(
     here: RunHere, tmp_path: Path
 ) -> None:
@@ -437,6 +443,7 @@ def test_a_too_large_budget_in_the_config_leaves_the_output_alone(
     assert tree_bytes(tmp_path / "out") == before
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("metrics", "reason"),
     [
@@ -499,6 +506,7 @@ def test_a_metrics_file_the_crawler_must_not_replace_is_a_usage_error(
     assert stat.S_ISFIFO((tmp_path / "pipe").lstat().st_mode)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "inside", ["develop/index.json", "develop/extra.prom", ".crawler/state/develop.json"]
 )
@@ -526,6 +534,7 @@ def test_a_metrics_file_inside_another_outputs_branch_is_a_usage_error(
     assert not (tmp_path / "other").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("inside", ["develop", "develop/sub", ".crawler"])
 def test_an_output_inside_another_output_is_a_usage_error(
     here: RunHere, tmp_path: Path, inside: str
@@ -545,6 +554,7 @@ def test_an_output_inside_another_output_is_a_usage_error(
     assert tree_bytes(tmp_path / "out") == before
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("beside", ["home-dotfolder", "archive-in-output"])
 def test_an_output_beside_published_branches_is_no_problem(
     here: RunHere, tmp_path: Path, beside: str
@@ -604,6 +614,7 @@ def test_a_path_that_cannot_be_resolved_is_a_usage_error(
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_relative_flags_from_a_deleted_working_folder_are_a_usage_error(tmp_path: Path) -> None:
     """Absolute ones need no working folder: they work from anywhere."""
     gone = tmp_path / "gone"
@@ -654,6 +665,7 @@ def test_relative_flags_from_a_deleted_working_folder_are_a_usage_error(tmp_path
     assert listed.stdout.startswith("develop\troot ")
 
 
+@pytest.mark.slow
 def test_dot_dot_after_a_link_follows_the_filesystem(
     here: RunHere, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -727,6 +739,7 @@ def test_an_http_mirror_with_a_query_or_fragment_is_a_usage_error(
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("folder", "encoded"),
     [
@@ -759,6 +772,7 @@ def test_a_mirror_folder_may_be_named_with_any_characters(
     assert done.err.endswith(shown)
 
 
+@pytest.mark.slow
 def test_a_mirror_inside_the_output_folder_is_fine(here: RunHere, tmp_path: Path) -> None:
     shutil.copytree(SAMPLE_MIRROR, tmp_path / "mirror")
     done = here("sync", "--branch", "develop", "--mirror", "mirror", "--output", ".", "-q")
@@ -766,6 +780,7 @@ def test_a_mirror_inside_the_output_folder_is_fine(here: RunHere, tmp_path: Path
     assert (tmp_path / "develop" / "index.json").is_file()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("make", "named"),
     [
@@ -799,6 +814,7 @@ def test_a_folder_the_crawler_did_not_publish_is_never_replaced(
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("fifo", "code"),
     [("index.json", 4), ("pages/adios2/specs.md", 4), ("report.json", 4)],
@@ -829,6 +845,7 @@ def test_a_named_pipe_in_a_published_branch_is_never_read(
         (branch / fifo).write_bytes(published)
 
 
+@pytest.mark.slow
 def test_a_branch_folder_with_finder_litter_or_unchanged_is_no_problem(
     here: RunHere, tmp_path: Path
 ) -> None:
@@ -1011,6 +1028,7 @@ def test_a_crawler_folder_linked_to_another_filesystem_is_refused_before_any_wor
     assert not any(elsewhere.iterdir())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("name", "what"),
     [
@@ -1053,6 +1071,7 @@ def test_a_file_where_a_work_folder_goes_is_removed(
         assert any(folder.iterdir())
 
 
+@pytest.mark.slow
 def test_a_cache_that_cannot_be_written_warns_for_each_summary(tmp_path: Path) -> None:
     """Only a cache: a folder the run may not write to (or a full disk) costs each summary a
     warning with the reason, and the run goes on."""
@@ -1072,6 +1091,7 @@ def test_a_cache_that_cannot_be_written_warns_for_each_summary(tmp_path: Path) -
         assert line.endswith(": Permission denied"), line
 
 
+@pytest.mark.slow
 def test_a_crawler_folder_that_cannot_be_listed_is_named(tmp_path: Path) -> None:
     """The error named ``.crawler`` whichever of its folders could not be listed."""
     config, _ = _published(tmp_path)
@@ -1169,6 +1189,7 @@ def test_bad_flag_value(here: RunHere) -> None:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -1239,6 +1260,7 @@ def _run_as_a_user_while(path: Path, mode: int, *args: str, cwd: Path) -> Done:
         path.chmod(0o755)
 
 
+@pytest.mark.slow
 def test_a_branch_folder_that_cannot_be_searched_fails_that_branch_alone(tmp_path: Path) -> None:
     """Its ``index.json`` could not be looked at (EACCES): the run used to end there as an
     internal error (exit 1), the branches after it never synced, the metrics saying nothing."""
@@ -1257,6 +1279,7 @@ def test_a_branch_folder_that_cannot_be_searched_fails_that_branch_alone(tmp_pat
     assert re.search(r"v0\.23\.1: (unchanged|skipped)", done.err), done.err  # synced after it
 
 
+@pytest.mark.slow
 def test_a_pages_folder_that_cannot_be_listed_is_named(tmp_path: Path) -> None:
     """The branch failed naming its folder, which this user could read, not its pages/."""
     mirror = tmp_path / "mirror"
@@ -1272,6 +1295,7 @@ def test_a_pages_folder_that_cannot_be_listed_is_named(tmp_path: Path) -> None:
     assert f"branch develop failed: cannot look into {pages}: Permission denied\n" in done.err
 
 
+@pytest.mark.slow
 def test_verify_refuses_folders_that_are_no_branch_folders(here: RunHere, tmp_path: Path) -> None:
     """``.crawler`` and a branch's ``pages`` folder are usage errors (exit 2), as the README
     says of a path that is not a branch folder; they used to be verified as branches with
@@ -1304,6 +1328,7 @@ def test_verify_refuses_folders_that_are_no_branch_folders(here: RunHere, tmp_pa
     assert here("verify", str(output / "develop")).code == 8
 
 
+@pytest.mark.slow
 def test_find_and_log_name_the_branch_folder_of_its_pages_and_site(
     here: RunHere, tmp_path: Path
 ) -> None:
@@ -1329,6 +1354,7 @@ def test_find_and_log_name_the_branch_folder_of_its_pages_and_site(
         assert done.code == 0, done.err
 
 
+@pytest.mark.slow
 def test_verify_names_what_it_cannot_check(here: RunHere, tmp_path: Path) -> None:
     """The output folder given instead of a branch folder used to fail as a branch without an
     index (exit 8); one that cannot be searched ended in an internal error (exit 1)."""
@@ -1371,6 +1397,7 @@ def _exit_code(*args: str, cwd: Path, fd: int | None = 2, closed: int | None = N
         ).returncode
 
 
+@pytest.mark.slow
 def test_a_closed_stdout_or_stderr_changes_no_exit_code(tmp_path: Path) -> None:
     """Python gives a closed stream as None: flushing it at exit made every code 1."""
     config = sample_config(tmp_path)
@@ -1383,6 +1410,7 @@ def test_a_closed_stdout_or_stderr_changes_no_exit_code(tmp_path: Path) -> None:
     assert _exit_code(*verify, cwd=tmp_path, fd=None, closed=1) == 0
 
 
+@pytest.mark.slow
 def test_sighup_from_a_closed_terminal_stops_a_run_with_its_own_code(tmp_path: Path) -> None:
     """The live display's last write to the terminal that hung up (EIO) replaced the run's
     outcome: exit 1, "a bug", in the metrics too. The run waits for a lock held here."""
@@ -1438,6 +1466,7 @@ run()
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("command", "file", "function"),
     [
@@ -1507,6 +1536,7 @@ class _HangingUpTerminal(io.StringIO):
         return super().write(text)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("writes", range(5))
 def test_a_terminal_that_hangs_up_during_the_display_changes_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, writes: int
@@ -1523,6 +1553,7 @@ def test_a_terminal_that_hangs_up_during_the_display_changes_nothing(
     assert terminal.writes == 0  # it did hang up
 
 
+@pytest.mark.slow
 def test_a_signal_once_the_outcome_is_known_changes_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -1543,6 +1574,7 @@ def test_a_signal_once_the_outcome_is_known_changes_nothing(
     assert "spack_cache_crawler_run_exit_code 0" in metrics.read_text()
 
 
+@pytest.mark.slow
 def test_a_stderr_that_cannot_be_written_changes_no_exit_code(tmp_path: Path) -> None:
     """Printing the verdict used to raise there: every code became 1 ("a bug"), and a run
     that found the output locked wrote the metrics file it must leave to the lock's holder."""
@@ -1567,6 +1599,7 @@ def test_a_stderr_that_cannot_be_written_changes_no_exit_code(tmp_path: Path) ->
     index.write_bytes(published)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("unreadable", ["pages", "pages/zlib-ng"])
 def test_verify_says_which_page_folders_it_cannot_list(tmp_path: Path, unreadable: str) -> None:
     """The pages under a folder that could not be listed were reported missing, one by one;
@@ -1597,6 +1630,7 @@ def _stdout_to(stdout: str, *args: str, cwd: Path) -> Done:
         os.close(write)
 
 
+@pytest.mark.slow
 def test_results_that_cannot_reach_stdout(tmp_path: Path) -> None:
     """``branches`` whose list could not be written was an internal error (exit 1, "a bug",
     a traceback); it failed (4), saying why. A reader that closes the pipe ends it quietly, as
@@ -1631,6 +1665,7 @@ def test_results_that_cannot_reach_stdout(tmp_path: Path) -> None:
         index.write_bytes(published)
 
 
+@pytest.mark.slow
 def test_a_bad_index_of_a_local_mirror_is_named_by_its_file(here: RunHere, tmp_path: Path) -> None:
     """Decode errors named the URL the discovery document lists (``s3://...``), where fetch
     errors name the file: a mirror's operator had to map one to the other."""
@@ -1678,6 +1713,7 @@ def test_unsafe_branch_names(here: RunHere, tmp_path: Path, name: str) -> None:
 # --- unusable mirror: exit 3 ----------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_unreachable_mirror(tmp_path: Path) -> None:
     mirror = f"http://127.0.0.1:{closed_port()}"
     settings = fast_config(mirror, tmp_path / "out", retry={"attempts": 1})
@@ -1715,6 +1751,7 @@ async def test_discovery_document_not_json(
     assert done.out == ""
 
 
+@pytest.mark.slow
 async def test_a_discovery_document_listing_no_refs_is_an_unusable_mirror(
     mirror_server: ServeMirror, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -1746,6 +1783,7 @@ async def test_a_discovery_document_listing_no_refs_is_an_unusable_mirror(
 # --- successful runs ------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_sample_develop_has_binaries_but_one_tarball(here: RunHere, tmp_path: Path) -> None:
     """The README's first sync: every spec's size is known, and the one spec whose tarball the
     sample leaves out (sample/generate.py) is its only missing binary."""
@@ -1775,6 +1813,7 @@ LINE = re.compile(
 )
 
 
+@pytest.mark.slow
 def test_sync_logs_one_line_per_source(here: RunHere, tmp_path: Path) -> None:
     config = sample_config(tmp_path)
     done = here("sync", "--branch", "develop", "--config", str(config))
@@ -1810,6 +1849,7 @@ def test_sync_logs_one_line_per_source(here: RunHere, tmp_path: Path) -> None:
     assert (tmp_path / "out" / "develop" / "pages").is_dir()
 
 
+@pytest.mark.slow
 def test_a_branch_of_one_source_is_one_source(here: RunHere, tmp_path: Path) -> None:
     build_mirror(tmp_path / "mirror", [SynthRef("a", (SynthSpec("zlib", "1.3.1"),))])
     done = here("sync", "--branch", "a", "--mirror", str(tmp_path / "mirror"), "--output", "out")
@@ -1818,6 +1858,7 @@ def test_a_branch_of_one_source_is_one_source(here: RunHere, tmp_path: Path) -> 
     assert "first publish, 1 spec in 1 package" in done.err
 
 
+@pytest.mark.slow
 def test_quiet_sync_prints_nothing(tmp_path: Path) -> None:
     config = sample_config(tmp_path)
     done = run_cli("sync", "--all", "-q", "--config", str(config), cwd=tmp_path)
@@ -1828,6 +1869,7 @@ def test_quiet_sync_prints_nothing(tmp_path: Path) -> None:
     ]
 
 
+@pytest.mark.slow
 async def test_verbose_sync_logs_requests_and_decisions(
     mirror_server: ServeMirror, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -1852,6 +1894,7 @@ async def test_verbose_sync_logs_requests_and_decisions(
     assert " INFO develop: unchanged: output is current" in second.err
 
 
+@pytest.mark.slow
 def test_verbose_sync_of_a_local_mirror_logs_each_read(here: RunHere, tmp_path: Path) -> None:
     """``-v`` on a local mirror gives every index's size, time and SHA-256, as for downloads
     (README: "every download's size, time and SHA-256"): it used to say nothing of them."""
@@ -1868,6 +1911,7 @@ def test_verbose_sync_of_a_local_mirror_logs_each_read(here: RunHere, tmp_path: 
     assert done.err.count(" bytes in ") == 5  # the root and the 4 stacks there (one is missing)
 
 
+@pytest.mark.slow
 def test_flags_override_the_config(here: RunHere, tmp_path: Path) -> None:
     config = sample_config(tmp_path, formats=["json"])
     done = here(
@@ -1941,6 +1985,7 @@ def _served_config(tmp_path: Path, url: str, **extra: object) -> Path:
     return write_config(tmp_path / "served.yaml", settings)
 
 
+@pytest.mark.slow
 async def test_failed_branch_exits_4_and_keeps_its_output(
     mirror_server: ServeMirror, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -1976,6 +2021,7 @@ async def test_failed_branch_exits_4_and_keeps_its_output(
     assert (tmp_path / "out" / "develop" / "index.json").is_file()
 
 
+@pytest.mark.slow
 async def test_verbose_shows_retries(
     mirror_server: ServeMirror, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -1993,6 +2039,7 @@ async def test_verbose_shows_retries(
     assert retry in done.err, done.err
 
 
+@pytest.mark.slow
 async def test_interrupt_exits_130_and_keeps_the_output(
     mirror_server: ServeMirror, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -2030,6 +2077,7 @@ async def test_interrupt_exits_130_and_keeps_the_output(
     assert not staging.exists() or list(staging.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_a_run_report_that_cannot_be_written_stops_nothing(here: RunHere, tmp_path: Path) -> None:
     """The run report of a branch that publishes nothing (unchanged, skipped) could not be
     written (``.crawler/reports/develop.json`` is a folder; a full disk does the same): the
@@ -2052,6 +2100,7 @@ def test_a_run_report_that_cannot_be_written_stops_nothing(here: RunHere, tmp_pa
     assert "INFO develop: unchanged: output is current" in done.err
 
 
+@pytest.mark.slow
 def test_files_half_written_by_a_killed_run_are_removed(here: RunHere, tmp_path: Path) -> None:
     """A run killed while it wrote a branch's state or run report left ``.<name>.<hex>.tmp``
     there, for ever. The next run removes those (and only those: recorded as written, see
@@ -2076,6 +2125,7 @@ def test_files_half_written_by_a_killed_run_are_removed(here: RunHere, tmp_path:
     assert f"WARNING removed {left[0]} left by an interrupted run" in done.err
 
 
+@pytest.mark.slow
 def test_a_state_that_cannot_be_saved_does_not_republish_every_run(
     here: RunHere, tmp_path: Path
 ) -> None:
@@ -2099,6 +2149,7 @@ def test_a_state_that_cannot_be_saved_does_not_republish_every_run(
         assert tree_bytes(tmp_path / "out" / "develop") == before
 
 
+@pytest.mark.slow
 def test_an_event_loop_that_cannot_close_loses_no_exit_code(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -2118,6 +2169,7 @@ def test_an_event_loop_that_cannot_close_loses_no_exit_code(
     assert capsys.readouterr().err.count("warning: while exiting: can't start new thread") == 2
 
 
+@pytest.mark.slow
 def test_the_public_api_is_what_all_names_and_imports_nothing_until_used() -> None:
     """``import crawler`` stays cheap (each decoding process imports the package); every name
     of ``__all__`` is there when asked for."""
@@ -2131,6 +2183,7 @@ def test_the_public_api_is_what_all_names_and_imports_nothing_until_used() -> No
     assert done.returncode == 0, done.stderr
 
 
+@pytest.mark.slow
 def test_a_sync_from_another_mirror_than_the_published_one_is_warned_of(
     here: RunHere, tmp_path: Path
 ) -> None:

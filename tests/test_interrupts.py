@@ -41,8 +41,6 @@ from bench.interrupts import (
     serve_quietly,
 )
 
-pytestmark = pytest.mark.slow
-
 RECORDS, STACKS = 7_000, 8  # 10,000 took 36-42 s of the suite's time, 7,000 takes 22-25 s
 #: Trials of the first test; every VERIFY_EVERY-th also runs crawler verify on its output.
 #: A few, each a real sync of its own: ``.ci/release-check`` runs sixty on a develop-sized
@@ -104,6 +102,7 @@ def failures(outcomes: Sequence[Outcome], seed: int) -> str:
     return "\n".join(lines)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_an_interrupt_at_any_moment_ends_the_run_cleanly(stage: Stage) -> None:
     # from start-up to a little after a whole sync would have ended
@@ -120,6 +119,7 @@ def test_an_interrupt_at_any_moment_ends_the_run_cleanly(stage: Stage) -> None:
     assert {o.output for o in outcomes} <= {"previous", "new"}
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_a_second_signal_ends_the_run_at_once(stage: Stage) -> None:
     """A second signal 5 ms after the first, while the indexes are decoding, ends the run
