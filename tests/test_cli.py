@@ -997,12 +997,17 @@ def test_what_cannot_be_moved_into_the_new_branch_is_kept(
 
 @pytest.fixture
 def elsewhere(tmp_path: Path) -> Iterator[Path]:
-    """An empty folder on another filesystem than ``tmp_path`` (a tmpfs): skipped where there
-    is none."""
-    shm = Path("/dev/shm")
-    if not shm.is_dir() or os.stat(shm).st_dev == os.stat(tmp_path).st_dev:
+    """An empty folder on another filesystem than ``tmp_path`` (a tmpfs, or the disk when
+    ``tmp_path`` is in one): skipped where there is none."""
+    device = os.stat(tmp_path).st_dev
+    others = [
+        place
+        for place in map(Path, ("/dev/shm", "/var/tmp", "/tmp"))
+        if place.is_dir() and os.access(place, os.W_OK) and os.stat(place).st_dev != device
+    ]
+    if not others:
         pytest.skip("no folder on another filesystem than the tests' temporary folder")
-    folder = Path(tempfile.mkdtemp(dir=shm, prefix="crawler-test-"))
+    folder = Path(tempfile.mkdtemp(dir=others[0], prefix="crawler-test-"))
     try:
         yield folder
     finally:
