@@ -98,6 +98,7 @@ class EdgeTable(dict[SpecDependency, int]):
         return number
 
     def sorted_names(self) -> dict[str, str]:
+        """``names``, as ``links.json`` gives it: sorted by hash."""
         return dict(sorted(self.names.items()))
 
 

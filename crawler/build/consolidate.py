@@ -165,7 +165,7 @@ class Consolidator:
     ) -> tuple[dict[str, PackageSummary], list[Conflict]]:
         """Per-package summaries (sorted by name) and the conflicts, from the root (prepared
         now if it was not) and the stacks folded in; nothing can be folded in afterwards.
-        ``caches`` gives each spec its locations (none without)."""
+        ``caches`` gives each spec its paths (none without): :meth:`links`."""
         self._not_finished()
         if self._root is None:
             self.prepare(root)
