@@ -6,7 +6,7 @@ written straight (no sync: a mirror of that many records would be gigabytes) und
 ``<out>/consumers/<specs>/``, ``a`` and ``b``, each an ``index.json`` and ``links.json`` that
 ``crawler verify`` finds sound; ``b`` is ``a`` with one package in fifty changed (a spec added,
 one moved to another stack). 700,000 specs make a 290 MiB ``index.json`` (and a links.json
-about twice that). Reused while they are there: delete the folder to write them again. Each
+about half that). Reused while they are there: delete the folder to write them again. Each
 command runs in a process of its own, its RSS sampled as ``bench/run.py`` does; the figure is
 the peak RSS, the bound's is :func:`bound_mib` of the files the command reads.
 """

@@ -17,13 +17,14 @@ def read_links(branch: Path) -> dict[str, Any]:
 
 def resolved_entry(document: dict[str, Any], key: str) -> dict[str, Any]:
     """The entry of the spec ``key`` as a ``links.json`` of schema 1 gives it (full URLs, every
-    dependency named), from a document of schema 2 or 1."""
+    dependency in full and named), from a document of schema 2 or 1."""
     entry: dict[str, Any] = document["specs"][key]
     if "schema_version" not in document:
         return entry
-    caches, names = document["caches"], document["names"]
+    caches, names, edges = document["caches"], document["names"], document["edges"]
+    used = [edges[i] for i in entry.get("dependencies", [])]
     out: dict[str, Any] = {
-        "dependencies": [{"name": names[d["hash"]], **d} for d in entry.get("dependencies", [])],
+        "dependencies": [{"name": names[d["hash"]], **d} for d in used],
         "locations": {
             stack: f"{caches[stack]}/{path}"
             for path, stacks in entry.get("paths", {}).items()

@@ -1,5 +1,5 @@
-"""links.json's schema 2 (crawler/linkfile.py): each cache URL and dependency name stated once,
-and every reader (load_links, find --links, verify) giving the same resolved links for a
+"""links.json's schema 2 (crawler/linkfile.py): each cache URL, dependency edge and name stated
+once, and every reader (load_links, find --links, verify) giving the same resolved links for a
 branch published with it as for one published before it (schema 1)."""
 
 from __future__ import annotations
@@ -95,9 +95,15 @@ def test_packed_links_state_each_cache_and_name_once_and_read_back_the_same(
         f"v3/manifests/spec/curl/curl-1.0-{H[0]}.spec.manifest.json": ["e4s", "root"]
     }
     assert curl["tarball"] == {"stack": "e4s", "path": f"blobs/sha256/ab/{'ab' * 32}"}
-    assert curl["dependencies"][0] == {"hash": H[5], "type": ["build"], "virtuals": ["c", "cxx"]}
+    # Each distinct edge once, numbered as first used; gcc's edge shared by curl and zlib.
+    assert raw["edges"] == [
+        {"hash": H[5], "type": ["build"], "virtuals": ["c", "cxx"]},
+        {"hash": H[1], "type": ["build", "link"]},
+        {"hash": H[1], "name": "zlib-ng", "type": ["link"]},
+    ]
+    assert curl["dependencies"] == [0, 1] and zlib["dependencies"] == [0]
     assert len(zlib["paths"]) == 2 and zlib["tarball"]["stack"] == "root"
-    assert other["dependencies"] == [{"hash": H[1], "name": "zlib-ng", "type": ["link"]}]
+    assert other["dependencies"] == [2]
     assert raw["specs"][H[3]] == {}
     assert MIRROR not in json.dumps(raw["specs"])  # no URL repeated in the entries
     # Read back: the very links packed; and a publish writes these bytes.
@@ -119,6 +125,11 @@ def test_a_packed_links_json_that_does_not_resolve_names_what_it_lacks(tmp_path:
     path = tmp_path / "links.json"
     path.write_bytes(encode_json(raw))
     with pytest.raises(NotABranchError, match=f"spec {H[0]}: dependency {H[5]} has no name"):
+        crawler.load_links(path)
+    raw["names"][H[5]] = "gcc"
+    raw["specs"][H[2]]["dependencies"] = [3]
+    path.write_bytes(encode_json(raw))
+    with pytest.raises(NotABranchError, match=f"spec {H[2]}: dependency 3 is no number of edges"):
         crawler.load_links(path)
     raw["schema_version"] = 3
     path.write_bytes(encode_json(raw))
@@ -166,6 +177,15 @@ def test_every_reader_gives_the_same_links_for_both_schemas(
     assert (published / "links.json").stat().st_size < (before / "links.json").stat().st_size
     links = crawler.load_links(published)
     assert crawler.load_links(before) == links
+    # The build made the packed form itself: the very bytes packing its resolved links gives,
+    # in the index's order of specs (which numbers the edges).
+    index = crawler.load_index(published)
+    order = [d.hash for p in index.packages.values() for d in p.spec_details]
+    in_order = Links(branch=links.branch, specs={key: links.specs[key] for key in order})
+    assert (
+        b"".join(encode_chunked(packed(in_order), "specs"))
+        == (published / "links.json").read_bytes()
+    )
     assert (
         resolved_specs(published)
         == resolved_specs(before)
@@ -185,17 +205,16 @@ def test_verify_names_a_packed_entry_that_does_not_resolve(published: Path, tmp_
     raw = json.loads((branch / "links.json").read_bytes())
     first = next(key for key, entry in raw["specs"].items() if entry.get("dependencies"))
     second, third = [key for key in raw["specs"] if key != first][:2]
-    dependency = raw["specs"][first]["dependencies"][0]["hash"]
+    dependency = raw["edges"][raw["specs"][first]["dependencies"][0]]["hash"]
     del raw["names"][dependency]
     raw["specs"][second]["paths"] = {"somewhere": ["nowhere"]}
     path = next(iter(raw["specs"][third]["paths"]))
     raw["specs"][third]["paths"]["again"] = raw["specs"][third]["paths"][path]
     (branch / "links.json").write_bytes(encode_json(raw))
     problems = verify_branch(branch)
+    unnamed = {i for i, d in enumerate(raw["edges"]) if d["hash"] == dependency and "name" not in d}
     users = [
-        key
-        for key, entry in raw["specs"].items()
-        if any(d["hash"] == dependency and "name" not in d for d in entry.get("dependencies", []))
+        key for key, entry in raw["specs"].items() if unnamed & set(entry.get("dependencies", []))
     ]
     stack = raw["specs"][third]["paths"][path][0]
     assert problems == sorted(

@@ -355,7 +355,8 @@ def test_links_hold_one_entry_per_spec_with_hashes_for_dependencies(branch: Path
     def change(links: dict[str, Any]) -> None:
         links["specs"][gone] = links["specs"].pop(first)
         entry = next(iter(links["specs"].values()))
-        entry["dependencies"] = [{"hash": "NOT-A-HASH", "name": "zlib", "type": ["link"]}]
+        links["edges"].append({"hash": "NOT-A-HASH", "name": "zlib", "type": ["link"]})
+        entry["dependencies"] = [len(links["edges"]) - 1]
 
     edit_links(branch, change)
     key = next(iter(json.loads((branch / "links.json").read_bytes())["specs"]))

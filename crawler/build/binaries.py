@@ -14,7 +14,8 @@ from collections.abc import Mapping
 
 import msgspec
 
-from ..documents import BinaryFinding, MissingBinary, PackageSummary, Report, SpecLinks
+from ..documents import BinaryFinding, MissingBinary, PackageSummary, Report
+from ..linkfile import PackedLinks, PackedSpecLinks, packed_tarball
 from ..mirror.binaries import BinaryFacts
 from ..mirror.signing import SIGNED
 
@@ -41,22 +42,27 @@ def with_sizes(packages: dict[str, PackageSummary], facts: Facts) -> dict[str, P
     return sized
 
 
-def with_tarballs(links: dict[str, SpecLinks], facts: Facts) -> dict[str, SpecLinks]:
-    """``links`` with each spec's tarball URL beside its manifests' where it is known, and the
-    fingerprint of the key that signed its manifest where that was verified."""
+def with_tarballs(links: PackedLinks, facts: Facts) -> PackedLinks:
+    """``links`` with each spec's tarball beside its manifests' where it is known (under the
+    cache of one of its stacks: a ``ValueError`` if none holds it), and the fingerprint of
+    the key that signed its manifest where that was verified."""
     if not facts:
         return links
-    return {
-        spec: _linked(link, found[1]) if (found := facts.get(spec)) is not None else link
-        for spec, link in links.items()
+    under = {stack: f"{url}/" for stack, url in links.caches.items()}
+    specs = {
+        spec: _linked(entry, found[1], under) if (found := facts.get(spec)) is not None else entry
+        for spec, entry in links.specs.items()
     }
+    return msgspec.structs.replace(links, specs=specs)
 
 
-def _linked(link: SpecLinks, fact: BinaryFacts) -> SpecLinks:
+def _linked(entry: PackedSpecLinks, fact: BinaryFacts, under: dict[str, str]) -> PackedSpecLinks:
     if fact.tarball is None:
-        return link
+        return entry
+    stacks = [stack for labels in entry.paths.values() for stack in labels]
+    tarball = packed_tarball(fact.tarball, sorted(stacks), under)
     signer = fact.signer if fact.signature == SIGNED and fact.signer else msgspec.UNSET
-    return msgspec.structs.replace(link, tarball=fact.tarball, signer=signer)
+    return msgspec.structs.replace(entry, tarball=tarball, signer=signer)
 
 
 def record_binaries(report: Report, packages: Mapping[str, PackageSummary], facts: Facts) -> None:

@@ -23,12 +23,11 @@ from ..documents import (
     Index,
     IndexFilters,
     IndexSource,
-    Links,
     PackageSummary,
     Report,
-    SpecLinks,
 )
 from ..errors import PublishRefused
+from ..linkfile import PackedLinks, subset
 from .binaries import Facts, record_binaries, with_sizes, with_tarballs
 from .changes import Published, SpecStacks, changes_between, spec_stacks_of
 from .consolidate import paused_gc
@@ -48,11 +47,12 @@ class BuiltSource(ReadSource, Protocol):
 @dataclass(frozen=True)
 class Consolidated:
     """A branch's specs deduplicated across its stacks (:mod:`.consolidate`): its packages,
-    the conflicts between stacks, and each spec's links by hash."""
+    the conflicts between stacks, and the branch's links (``links.json``, packed as it is
+    written: :mod:`crawler.linkfile`)."""
 
     packages: dict[str, PackageSummary]
     conflicts: list[Conflict]
-    links: dict[str, SpecLinks]
+    links: PackedLinks
 
 
 @dataclass(frozen=True)
@@ -92,7 +92,7 @@ class Built:
     """A branch's documents, ready to publish."""
 
     index: Index[PackageSummary]
-    links: Links
+    links: PackedLinks
     changes: Changes
     report: Report
 
@@ -108,9 +108,8 @@ class Refused:
 def filtered(consolidated: Consolidated, keeps: Callable[[str], bool]) -> Consolidated:
     """The packages ``keeps`` keeps, and the links of their specs alone."""
     packages = {name: p for name, p in consolidated.packages.items() if keeps(name)}
-    every = consolidated.links
-    links = {d.hash: every[d.hash] for p in packages.values() for d in p.spec_details}
-    return Consolidated(packages, consolidated.conflicts, links)
+    keys = (d.hash for p in packages.values() for d in p.spec_details)
+    return Consolidated(packages, consolidated.conflicts, subset(consolidated.links, keys))
 
 
 def build(given: BuildInput) -> Built | Refused:
@@ -152,4 +151,4 @@ def _build(given: BuildInput) -> Built | Refused:
         stats=stats,
         packages=packages,
     )
-    return Built(index, Links(branch=branch, specs=links), changes, report)
+    return Built(index, links, changes, report)

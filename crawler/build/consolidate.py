@@ -25,8 +25,8 @@ from ..documents import (
     PackageSummary,
     SpecDependency,
     SpecDetail,
-    SpecLinks,
 )
+from ..linkfile import EdgeTable, PackedLinks, PackedSpecLinks, Renumbering
 from ..targets import Targets
 from .locations import Caches
 
@@ -98,10 +98,9 @@ class Consolidator:
         #: label -> (spec, identity) of each spec the stack states another identity for
         self._unlike: dict[str, list[tuple[int, str]]] = {}
         self._finished = False
-        #: Known once :meth:`finish` ran: the specs' targets that archspec does not know, and
-        #: each spec's links (dependencies, locations) by hash.
+        #: Known once :meth:`finish` ran: the specs' targets that archspec does not know.
         self.unknown_targets: list[str] = []
-        self.links: dict[str, SpecLinks] = {}
+        self._details: _Details | None = None
 
     @property
     def folded(self) -> set[str]:
@@ -166,7 +165,7 @@ class Consolidator:
     ) -> tuple[dict[str, PackageSummary], list[Conflict]]:
         """Per-package summaries (sorted by name) and the conflicts, from the root (prepared
         now if it was not) and the stacks folded in; nothing can be folded in afterwards.
-        ``caches`` gives each spec its locations (none without)."""
+        ``caches`` gives each spec its paths (none without): :meth:`links`."""
         self._not_finished()
         if self._root is None:
             self.prepare(root)
@@ -189,8 +188,22 @@ class Consolidator:
                 for name, start, end, meta in prepared.packages
             }
         self.unknown_targets = sorted(details.targets.unknown)
-        self.links = details.links
+        self._details = details
         return packages, conflicts
+
+    def links(self, branch: str) -> PackedLinks:
+        """Once :meth:`finish` ran, the ``links.json`` of branch ``branch``: each spec's
+        dependencies and paths under the caches, as :mod:`crawler.linkfile` packs them."""
+        if self._details is None:
+            raise ValueError("the consolidation is not finished")
+        details = self._details
+        return PackedLinks(
+            branch=branch,
+            caches=details.caches.urls(),
+            edges=details.edges.edges,
+            names=details.edges.sorted_names(),
+            specs=details.links,
+        )
 
     def _conflicts(self, prepared: PreparedRoot) -> list[Conflict]:
         """Where stacks disagree with the root: by stack, then hash (a stable sort keeps each
@@ -296,21 +309,22 @@ class _RootMeta(NamedTuple):
 
 class _Details:
     """Builds the :class:`SpecDetail` of rows, with their target's family (archspec's answers
-    cached by target), and their :class:`SpecLinks`: dependencies from the root's table,
-    locations in ``caches``."""
+    cached by target), and their entries of ``links.json`` as it is written: dependencies
+    numbered in its table of edges (from the root summary's numbering, each of its edges
+    looked up once), paths under ``caches``."""
 
     def __init__(self, dependencies: list[SpecDependency], caches: Caches) -> None:
-        self.dependencies = dependencies
+        self.edges = EdgeTable()
+        self.numbering = Renumbering(dependencies, self.edges)
         self.caches = caches
         self.targets = Targets()
-        self.links: dict[str, SpecLinks] = {}
+        self.links: dict[str, PackedSpecLinks] = {}
 
     def of(self, rows: list[SpecRow], labels: list[tuple[str, ...]]) -> list[SpecDetail]:
-        table, family, locations = self.dependencies, self.targets.family, self.caches.locations
+        numbers, family, paths = self.numbering.numbers, self.targets.family, self.caches.paths
         links, details = self.links, []
         for row, stacks in zip(rows, labels, strict=True):
-            edges = tuple([table[i] for i in row.dependencies])
-            links[row.hash] = SpecLinks(edges, locations(row, stacks))
+            links[row.hash] = PackedSpecLinks(numbers(row.dependencies), paths(row, stacks))
             details.append(
                 SpecDetail(
                     row.compiler,

@@ -12,6 +12,7 @@ architecture and compiler) of a spec and the cache's URL are enough:
   ``<platform>-<os>-<target>/<compiler name>-<compiler version>/<name>-<version>/``, ending in
   ``.spack``.
 
+``links.json`` gives each spec's path under the caches, and each cache's URL once.
 A cache's URL is where its index was fetched from (so ``s3://`` URLs of a discovery document
 are mapped to the mirror as the index's were). docs/consumers.md shows the way to the tarball.
 """
@@ -32,25 +33,38 @@ class Caches:
 
     def __init__(self, caches: Mapping[str, tuple[str, str]]) -> None:
         self._caches = dict(caches)
+        #: Each tuple of stacks met: its stacks of known caches, grouped by layout (60,000
+        #: specs hold a few hundred distinct tuples; the groups are shared, as the tuples are).
+        self._layouts: dict[tuple[str, ...], list[tuple[str, tuple[str, ...]]]] = {}
 
     @classmethod
     def of(cls, sources: Iterable[Source]) -> Caches:
         """The caches of a ref's sources."""
         return cls({s.label: (Place.of(s.location).cache, s.layout) for s in sources})
 
-    def locations(self, row: SpecRow, stacks: Iterable[str]) -> dict[str, str]:
-        """Where ``row``'s spec is in the cache of each of ``stacks`` (those known)."""
-        found = {}
-        paths: dict[str, str] = {}  # a spec has one path per layout, whatever the cache
+    def paths(self, row: SpecRow, stacks: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
+        """Where ``row``'s spec is under the caches of ``stacks`` (those known, sorted): its
+        path under them -> the stacks whose caches hold it there (``links.json``'s
+        ``paths``): one path per layout, whatever the cache."""
+        groups = self._layouts.get(stacks)
+        if groups is None:
+            groups = self._layouts[stacks] = self._grouped(stacks)
+        return {_quoted(_path(row, layout)): labels for layout, labels in groups}
+
+    def _grouped(self, stacks: tuple[str, ...]) -> list[tuple[str, tuple[str, ...]]]:
+        by_layout: dict[str, list[str]] = {}
         for label in stacks:
             cache = self._caches.get(label)
             if cache is not None:
-                url, layout = cache
-                path = paths.get(layout)
-                if path is None:
-                    path = paths[layout] = _quoted(_path(row, layout))
-                found[label] = f"{url}/{path}"
-        return found
+                by_layout.setdefault(cache[1], []).append(label)
+        return [(layout, tuple(labels)) for layout, labels in by_layout.items()]
+
+    def urls(self) -> dict[str, str]:
+        """The URL of the cache of each stack :meth:`paths` gave a path under (by label)."""
+        used = {
+            label for groups in self._layouts.values() for _, labels in groups for label in labels
+        }
+        return {label: self._caches[label][0] for label in sorted(used)}
 
 
 #: Characters a path keeps as they are (quote's unreserved ones and ``safe`` below): most

@@ -17,6 +17,7 @@ Every function takes a published branch folder (``output/develop``) or the docum
 
 from __future__ import annotations
 
+import functools
 import gc
 import mmap
 import os
@@ -41,7 +42,7 @@ from ..documents import (
 )
 from ..errors import UsageError
 from ..files import is_safe_name, map_regular, release
-from ..linkfile import LINKS_VERSION, PackedSpecLinks, resolved
+from ..linkfile import LINKS_VERSION, PackedDependency, PackedSpecLinks, ResolvedEdges, resolved
 from ..output.workdir import STATE_DIR
 from ..text import decode_reason
 
@@ -161,7 +162,7 @@ class Packages(Mapping[str, PackageSummary]):
         return None if found is None else self._links.entry(self._links_path, key, found)
 
 
-class RawLinks(msgspec.Struct, gc=False):
+class RawLinks(msgspec.Struct, dict=True):  # dict: its edges resolved once (a cached property)
     """``links.json`` with each spec's entry left as its bytes (:func:`load_raw_links`), and
     the tables of a packed one (schema 2, :mod:`crawler.linkfile`)."""
 
@@ -169,7 +170,13 @@ class RawLinks(msgspec.Struct, gc=False):
     branch: str = ""
     schema_version: int = 1  # the resolved links, written before it was given
     caches: dict[str, str] = {}
+    edges: list[PackedDependency] = []
     names: dict[str, str] = {}
+
+    @functools.cached_property
+    def resolved_edges(self) -> ResolvedEdges:
+        """``edges``, each resolved once (shared by the entries that use it)."""
+        return ResolvedEdges(self.edges, self.names)
 
     def entry(self, file: Path, key: str, raw: msgspec.Raw) -> SpecLinks:
         """The entry ``raw`` of the spec ``key`` of ``file``, decoded and resolved."""
@@ -188,7 +195,7 @@ class RawLinks(msgspec.Struct, gc=False):
         ``ValueError`` if it cannot be)."""
         if self.schema_version == 1:
             return _SPEC_LINKS.decode(raw)
-        return resolved(_PACKED_SPEC.decode(raw), self.caches, self.names)
+        return resolved(_PACKED_SPEC.decode(raw), self.caches, self.resolved_edges)
 
 
 _SPEC_LINKS = msgspec.json.Decoder(SpecLinks)

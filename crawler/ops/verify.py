@@ -158,10 +158,12 @@ def _links_problems(
     """``links.json`` (beside an index of schema 2), of its ``schema_version`` 2 (packed) or
     1 (before it had one): the folder's branch's, one entry per spec of the index
     (``stacks``: each spec's), each resolved (a packed entry's stacks have caches, its
-    dependencies names), with hashes for dependencies and locations in the spec's stacks.
+    dependencies are numbers in ``edges``, whose hashes have names), with hashes for
+    dependencies and locations in the spec's stacks.
 
     It is read through its typed struct, an entry at a time, and these rules say what its
-    schema says: validating its tens of MB with ``jsonschema`` would take minutes."""
+    schema says: ``jsonschema`` takes 14 s over a develop-sized branch's, the typed checks of
+    its whole folder under 2 s."""
     path = folder / "links.json"
     if not path.exists():
         return ["links.json: missing (an index.json of schema_version 2 has one beside it)"]

@@ -19,15 +19,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
 from pathlib import Path
 
 import msgspec
 
 from ..build.binaries import Facts
-from ..documents import SpecLinks
 from ..errors import OutputError
-from ..mirror.binaries import BinaryFacts, Keyrings, cache_of, look_up
+from ..linkfile import PackedLinks
+from ..mirror.binaries import SPEC_FOLDER, BinaryFacts, Keyrings, look_up
 from ..mirror.fetch import Fetcher
 from ..mirror.signing import gpg_program
 from ..output.kept import MISSING, KeptFolder
@@ -54,15 +53,25 @@ def store_folder(output: Path) -> KeptFolder:
     return work_folder(output, "binaries")
 
 
-def chosen(links: Mapping[str, SpecLinks], root: str) -> dict[str, tuple[str, str]]:
+#: How the path of a spec manifest under its cache starts (a v3 cache's).
+_V3_PATH = SPEC_FOLDER.removeprefix("/")
+
+
+def chosen(links: PackedLinks, root: str) -> dict[str, tuple[str, str]]:
     """The manifest read for each spec (hash: stack, URL): the root's, else the first stack's
     of a v3 cache."""
     picked = {}
-    for spec, link in links.items():
-        v3 = {s: url for s, url in link.locations.items() if cache_of(url) is not None}
+    caches = links.caches
+    for spec, entry in links.specs.items():
+        v3 = {
+            s: path
+            for path, stacks in entry.paths.items()
+            if path.startswith(_V3_PATH)
+            for s in stacks
+        }
         if v3:
             stack = root if root in v3 else min(v3)
-            picked[spec] = (stack, v3[stack])
+            picked[spec] = (stack, f"{caches[stack]}/{v3[stack]}")
     return picked
 
 
@@ -70,7 +79,7 @@ async def read_binaries(
     fetcher: Fetcher,
     output: Path,
     branch: str,
-    links: Mapping[str, SpecLinks],
+    links: PackedLinks,
     root: str,
 ) -> Facts:
     """The facts of each spec's binary, those not kept read now, at most ``concurrency`` at

@@ -53,9 +53,10 @@ from ..build.history import read_history
 from ..build.locations import Caches
 from ..config import Config
 from ..decode.validate import SourceSummary
-from ..documents import Report, SpecLinks
+from ..documents import Report
 from ..errors import BranchError, CrawlerError
 from ..files import is_safe_name
+from ..linkfile import PackedLinks
 from ..mirror.discovery import Discovery, Mirror, Source
 from ..output.folder import replaced_error
 from ..output.published import check_replaceable
@@ -273,7 +274,7 @@ class BranchSync:
         self.run.reporter.branch_done(branch, message, ok=True)
         return BranchResult(branch, status, message, report)
 
-    async def _binaries(self, links: dict[str, SpecLinks]) -> Facts:
+    async def _binaries(self, links: PackedLinks) -> Facts:
         """What the spec manifests say of the published specs' binaries (none with
         ``binaries: false``; see :mod:`crawler.sync.binaries`)."""
         if not self.run.config.binaries:

@@ -49,8 +49,8 @@ class EarlyConsolidation:
     def finish(
         self, root: SourceSummary, stacks: dict[str, SourceSummary], caches: Caches
     ) -> Consolidated:
-        """:func:`crawler.build.consolidate.consolidate` of the final summaries, and each
-        spec's links (located in ``caches``)."""
+        """:func:`crawler.build.consolidate.consolidate` of the final summaries, and the
+        branch's links (its specs' paths under ``caches``)."""
         consolidator = self._consolidator
         # A decoded stack is never read again: these are the summaries folded in (whose
         # hashes were freed since, so that they could not be folded in anew).
@@ -67,7 +67,7 @@ class EarlyConsolidation:
                 version(),
                 unknown,
             )
-        return Consolidated(packages, conflicts, consolidator.links)
+        return Consolidated(packages, conflicts, consolidator.links(self.branch))
 
 
 async def read_all(

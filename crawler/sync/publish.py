@@ -20,7 +20,7 @@ from ..build.branch import Built
 from ..build.history import extended
 from ..documents import History, Report
 from ..errors import CrawlerError
-from ..linkfile import packed
+from ..linkfile import Resolving
 from ..output.published import PublishedBranch
 from ..output.render import encode_chunked, encode_json, render_page
 from ..output.site import site_files
@@ -86,9 +86,7 @@ async def publish_branch(
         digest = hashed.hexdigest()
         await checkpoint()
         links_hashed = hashlib.sha256()
-        links_size = stage.write_chunks(
-            "links.json", encode_chunked(packed(links), "specs"), links_hashed
-        )
+        links_size = stage.write_chunks("links.json", encode_chunked(links, "specs"), links_hashed)
         links_digest = links_hashed.hexdigest()
         await checkpoint()
         stage.write("changes.json", encode_json(changes))
@@ -114,7 +112,7 @@ async def publish_branch(
             stage.write("history.json", encode_json(after))
         if with_site:
             for i, (relative, content) in enumerate(
-                site_files(index, links.specs, changes, report, after)
+                site_files(index, Resolving(links), changes, report, after)
             ):
                 if i % PAGES_PER_CHECKPOINT == 0:
                     await checkpoint()

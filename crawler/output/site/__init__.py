@@ -7,7 +7,7 @@ layout of ``site/`` is described in docs/site.md.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from importlib.resources import files
 
 from ...documents import Changes, History, Index, PackageSummary, Report, SpecLinks
@@ -31,7 +31,7 @@ def asset(name: str) -> bytes:
 
 def site_files(
     index: Index[PackageSummary],
-    specs: dict[str, SpecLinks],
+    specs: Mapping[str, SpecLinks],
     changes: Changes,
     report: Report,
     history: History | None,

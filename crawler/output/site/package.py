@@ -16,7 +16,7 @@ string of one byte a character, encoded as a copy.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 
 from ...consume.versions import version_key
 from ...documents import Index, PackageSummary, SpecDependency, SpecDetail, SpecLinks
@@ -71,7 +71,7 @@ class PackagePages:
     thousand sets), its version."""
 
     def __init__(
-        self, index: Index[PackageSummary], specs: dict[str, SpecLinks], frame: Frame
+        self, index: Index[PackageSummary], specs: Mapping[str, SpecLinks], frame: Frame
     ) -> None:
         self.index = index
         self.specs = specs
