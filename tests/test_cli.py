@@ -46,6 +46,7 @@ from crawler.ops.verify import verify_branch
 from crawler.output.atomic import FSYNC_EACH_UP_TO, flush_tree
 from crawler.output.kept import LINKED, WRITTEN
 from crawler.output.stage import BranchStage
+from crawler.sync.plan import other_mirror
 from crawler.urls import redacted
 
 from .conftest import (
@@ -2189,6 +2190,22 @@ def test_the_public_api_is_what_all_names_and_imports_nothing_until_used() -> No
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize(
+    "index",
+    [
+        b'{"branch":"develop","mirror":"https://a.example/m\\"x","packages":{}}',  # as written
+        b'{"branch":"develop","filters":{},"mirror":"https://a.example/m\\"x"}',  # scanned
+    ],
+)
+def test_the_published_mirror_is_read_from_the_index_head_or_else_whole(
+    tmp_path: Path, index: bytes
+) -> None:
+    (tmp_path / "index.json").write_bytes(index)
+    assert other_mirror(tmp_path, 'https://a.example/m"x') is None
+    told = other_mirror(tmp_path, "https://b.example")
+    assert told is not None and 'published from https://a.example/m"x, now' in told
+
+
 def test_a_sync_from_another_mirror_than_the_published_one_is_warned_of(
     here: RunHere, tmp_path: Path
 ) -> None:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from .. import __version__
 from ..config import Config
-from ..consume.load import no_such_branch, not_a_branch_folder
+from ..consume.folders import no_such_branch, not_a_branch_folder
 from ..errors import CrawlerError, ExitCode, UsageError
 from ..files import is_safe_name
 from ..heap import return_large_blocks

@@ -43,10 +43,8 @@ from ..documents import (
 from ..errors import UsageError
 from ..files import is_safe_name, map_regular, release
 from ..linkfile import LINKS_VERSION, PackedDependency, PackedSpecLinks, ResolvedEdges, resolved
-from ..output.workdir import STATE_DIR
 from ..text import decode_reason
-
-_EXAMPLE = "give a published branch folder, such as output/develop"
+from .folders import EXAMPLE, no_such_branch, not_a_branch_folder
 
 PathLike = str | os.PathLike[str]
 #: A document's bytes as read: mapped (or, empty, bytes).
@@ -285,7 +283,7 @@ def _document(path: PathLike, name: str) -> Path:
         if given.is_dir():
             problem = not_a_branch_folder(given)
             if problem is None and not (given / "index.json").exists():
-                problem = f"it holds no index.json ({_EXAMPLE})"
+                problem = f"it holds no index.json ({EXAMPLE})"
             elif problem is None and not (given / name).exists():
                 problem = f"it holds no {name}"
         elif given.exists():
@@ -297,58 +295,6 @@ def _document(path: PathLike, name: str) -> Path:
     if problem is not None:
         raise NotABranchError(str(given), problem)
     return given / name
-
-
-#: The folders a publish writes in a branch folder (``pages/<package>/``, ``site/packages/``).
-_BRANCH_PARTS = ("pages", "site")
-
-
-def enclosing_branch(folder: Path) -> Path | None:
-    """The published branch folder that ``folder`` is a part of (its ``pages`` or ``site``, or
-    a folder right in them), or None: a user who gives one is told which folder to give. A
-    folder with an ``index.json`` of its own is none (a branch copied into a site's folder)."""
-    resolved = folder.resolve()
-    if (resolved / "index.json").exists():
-        return None
-    for part in (resolved, resolved.parent):
-        if part.name in _BRANCH_PARTS and (part.parent / "index.json").is_file():
-            return part.parent
-    return None
-
-
-def not_a_branch_folder(folder: Path) -> str | None:
-    """Why the existing folder ``folder`` cannot be a published branch folder (an output
-    folder, a folder a publish wrote in one), or None. Its ``index.json`` is not asked for:
-    a branch folder that lost it is a finding of ``crawler verify``."""
-    if (folder / STATE_DIR).is_dir() and not (folder / "index.json").exists():
-        return f"an output folder, not a branch folder (give one of its branches{_such(folder)})"
-    branch = enclosing_branch(folder)
-    if branch is not None:
-        return f"a folder inside the branch folder {branch}, not a branch folder"
-    work = next((p for p in folder.resolve().parents if _is_work_folder(p)), None)
-    if work is not None:
-        return f"a folder of {work}, the crawler's own, not a branch folder"
-    return None
-
-
-def _is_work_folder(folder: Path) -> bool:
-    """Whether ``folder`` is an output's ``.crawler/`` (its ``state/`` tells it from a folder
-    of the same name that the output happens to be in)."""
-    return folder.name == STATE_DIR and (folder / "state").is_dir()
-
-
-def no_such_branch(path: Path) -> str:
-    """Why a missing path is no branch: in an output folder, which branches it has."""
-    if path.is_symlink():
-        return f"a symbolic link that leads nowhere, or round in a loop ({_EXAMPLE})"
-    if (path.parent / STATE_DIR).is_dir():
-        return f"no such branch published in {path.parent} (its branches{_such(path.parent)})"
-    return f"no such folder ({_EXAMPLE})"
-
-
-def _such(output: Path) -> str:
-    branches = sorted(p.parent.name for p in output.glob("*/index.json"))
-    return f": {', '.join(branches)}" if branches else ": none yet"
 
 
 #: How many bytes of a mapped document a pass reads before it lets their pages go.
