@@ -112,6 +112,22 @@ def _add_sync(commands: Any) -> None:
     sync.add_argument(
         "--output", action=FolderArgument, help="output folder (overrides the config)"
     )
+    _add_outputs(sync)
+    _add_publishing(sync)
+    sync.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="say what a sync would download and do with each branch, writing nothing "
+        "(no lock, state, cache, metrics or output); exits as the sync would",
+    )
+    sync.add_argument(
+        "--json", action="store_true", help="JSON Lines on stdout: one object a branch, at the end"
+    )
+    _add_filters(sync)
+
+
+def _add_outputs(sync: argparse.ArgumentParser) -> None:
+    """What a sync writes, and how much it reads at once."""
     sync.add_argument(
         "--format",
         type=_formats,
@@ -139,6 +155,10 @@ def _add_sync(commands: Any) -> None:
         help="read no spec manifests: sizes stay '-', no binary is looked for "
         "(the config's binaries: false)",
     )
+
+
+def _add_publishing(sync: argparse.ArgumentParser) -> None:
+    """When a sync publishes a branch, and where it says how the run went."""
     sync.add_argument(
         "--max-failed-stacks",
         type=int_between(0, 10_000),
@@ -159,16 +179,6 @@ def _add_sync(commands: Any) -> None:
         metavar="FILE",
         help="write an OpenMetrics file after the run",
     )
-    sync.add_argument(
-        "--dry-run",
-        action="store_true",
-        help="say what a sync would download and do with each branch, writing nothing "
-        "(no lock, state, cache, metrics or output); exits as the sync would",
-    )
-    sync.add_argument(
-        "--json", action="store_true", help="JSON Lines on stdout: one object a branch, at the end"
-    )
-    _add_filters(sync)
 
 
 #: The filter flags: each a list of globs that replaces the config's (filters.<key>).

@@ -16,7 +16,7 @@ import contextlib
 import logging
 import signal
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from .. import __version__
@@ -217,14 +217,8 @@ async def main_async(
         if command not in ("sync", "branches", "verify"):  # see _interruptible
             _interruptible(hard)
         dry = command == "sync" and args.dry_run  # writes nothing: no metrics either
-        if command == "find":  # reads only: no logging, config, signals or metrics
-            return find.run(args)
-        if command == "log":
-            return history_log.run(args)
-        if command == "diff":
-            return branch_diff.run(args)
-        if command == "config":  # prints a text: nothing read, nothing written
-            return configcmd.run(args)
+        if command in _READERS:  # reads or prints only: no logging, signals or metrics
+            return _READERS[command](args)
         if command == "completion":
             return completion.run(args, build_parser())
         setup_logging(args.quiet, args.verbose, getattr(args, "log_format", "text"))
@@ -252,6 +246,15 @@ async def main_async(
         finally:
             held.close()
     return code
+
+
+#: The commands that only read a published branch (find, log, diff) or print a text (config).
+_READERS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "find": find.run,
+    "log": history_log.run,
+    "diff": branch_diff.run,
+    "config": configcmd.run,
+}
 
 
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace | int:

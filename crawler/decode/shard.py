@@ -88,8 +88,7 @@ class RootPart:
 
     def __init__(self, missing: frozenset[str], known: Known | None = None) -> None:
         self.check = Checker()
-        #: The valid keys seen so far.
-        self.keys: set[str] = set()
+        self.keys: set[str] = set()  # the valid keys seen so far
         self.missing = missing
         self.foreign: set[str] = set()
         self.records = 0
@@ -104,11 +103,9 @@ class RootPart:
         self.edge_table: dict[Edge, int] = {}
         self.edge_numbers = array("I")
         self.edge_counts = array("I")
-        #: Read through the spec store (see :meth:`add_digested`): the store, if it has any
-        #: entries, and each spec's digest.
-        self.known = known
+        self.known = known  # the spec store, if it has entries (see :meth:`add_digested`)
         self.taken = 0  # records taken from the store
-        self.digests: bytearray | None = None
+        self.digests: bytearray | None = None  # each spec's, read through the store
         self.rewritten: list[tuple[str, bool]] = []
         if known is not None:  # numbered as the store numbers them (see :meth:`_take`)
             self.numbers = known.numbers.copy()

@@ -353,9 +353,7 @@ class BranchSync:
         return root, summaries
 
     def _save_report(self) -> None:
-        if is_safe_name(self.branch):
-            reports = work_folder(self.run.output, "reports")
-            reports.write(f"{self.branch}.json", encode_json(self.report))
+        save_run_report(self.run.output, self.report)
 
     def _keep_report(self) -> None:
         """Save the run report of a branch that publishes nothing. It only tells what happened
@@ -365,3 +363,10 @@ class BranchSync:
             self._save_report()
         except CrawlerError as err:
             log.warning("%s: %s (the run report of this branch is not saved)", self.branch, err)
+
+
+def save_run_report(output: Path, report: Report) -> None:
+    """Save the run report of a branch in ``output``'s ``.crawler/reports/`` (none for a
+    branch name no file may have)."""
+    if is_safe_name(report.branch):
+        work_folder(output, "reports").write(f"{report.branch}.json", encode_json(report))

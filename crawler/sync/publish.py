@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 from ..build.branch import Built
 from ..build.history import extended
-from ..documents import History, Report
+from ..documents import History, Index, PackageSummary, Report
 from ..errors import CrawlerError
 from ..linkfile import Resolving
 from ..output.published import PublishedBranch
@@ -90,15 +90,7 @@ async def publish_branch(
         links_digest = links_hashed.hexdigest()
         await checkpoint()
         stage.write("changes.json", encode_json(changes))
-        pages = PagesDigest() if with_pages else None
-        if pages is not None:
-            for i, (name, summary) in enumerate(index.packages.items()):  # sorted by name
-                if i % PAGES_PER_CHECKPOINT == 0:
-                    await checkpoint()
-                page = render_page(name, branch, summary).encode()
-                stage.write(f"pages/{name}/specs.md", page)
-                pages.add(name, page)
-        pages_digest = pages.hexdigest() if pages else None
+        pages_digest = await _write_pages(stage, index) if with_pages else None
         written = Written(digest, pages_digest, links_size, swapped=False)
         if PublishedBranch(output, branch).holds(
             digest, pages_digest, links_sha256=links_digest, links_size=links_size, site=with_site
@@ -122,6 +114,18 @@ async def publish_branch(
     finally:
         stage.discard()
     return written._replace(swapped=True)
+
+
+async def _write_pages(stage: BranchStage, index: Index[PackageSummary]) -> str:
+    """Stage the reference site's pages of ``index``; their :class:`PagesDigest`."""
+    pages = PagesDigest()
+    for i, (name, summary) in enumerate(index.packages.items()):  # sorted by name
+        if i % PAGES_PER_CHECKPOINT == 0:
+            await checkpoint()
+        page = render_page(name, index.branch, summary).encode()
+        stage.write(f"pages/{name}/specs.md", page)
+        pages.add(name, page)
+    return pages.hexdigest()
 
 
 def utc_now() -> str:

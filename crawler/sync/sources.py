@@ -240,17 +240,23 @@ class SourceReader:
             outcome.etag = fetched.etag
         outcome.sha256, outcome.size, outcome.status = fetched.sha256, fetched.size, "fetched"
         watch.arrived(fetched.size)
-        if source.checksum is not None and fetched.sha256 != source.checksum:
-            raise ChecksumError(
-                source.location,
-                source.checksum,
-                fetched.sha256 or "",
-                encoding=decoded.encoding if decoded else None,
-                decoded=decoded.sha256 if decoded else None,
-            )
+        check_checksum(source, fetched, decoded)
         if self._reuse(outcome, fetched.sha256, "fetched"):
             return None  # same bytes as a cached summary: no need to decode them again
         return fetched
+
+
+def check_checksum(source: Source, fetched: Fetched, decoded: Fetched | None) -> None:
+    """Raise :class:`ChecksumError` when a v3 blob's bytes are not what its name says
+    (``decoded``: the same blob as first received, with a Content-Encoding undone)."""
+    if source.checksum is not None and fetched.sha256 != source.checksum:
+        raise ChecksumError(
+            source.location,
+            source.checksum,
+            fetched.sha256 or "",
+            encoding=decoded.encoding if decoded else None,
+            decoded=decoded.sha256 if decoded else None,
+        )
 
 
 def promised_sha256(source: Source, before: SourceState | None, sidecar: str | None) -> str | None:
