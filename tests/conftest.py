@@ -448,6 +448,24 @@ class Done:
     err: str
 
 
+InProcess = Callable[..., Done]
+
+
+@pytest.fixture
+def in_process(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> InProcess:
+    """``in_process(*args, cwd=...)``: ``crawler ARGS`` in this process, run from ``cwd``, its
+    output captured."""
+    from crawler.cli.command import main  # the whole sync: imported by the tests that run it
+
+    def run(*args: str, cwd: Path) -> Done:
+        monkeypatch.chdir(cwd)
+        code = main(list(args))
+        captured = capsys.readouterr()
+        return Done(code, captured.out, captured.err)
+
+    return run
+
+
 def cli_env() -> dict[str, str]:
     """The environment of a ``crawler`` subprocess: no terminal sizing, colour or warnings."""
     env = dict(os.environ)

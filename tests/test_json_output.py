@@ -10,15 +10,12 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from crawler.cli.command import main
-
-from .conftest import CLI_TIMEOUT, SAMPLE_MIRROR, Done, cli_env
+from .conftest import CLI_TIMEOUT, SAMPLE_MIRROR, InProcess, cli_env
 from .test_find import on_a_terminal
 
 SYNCED = {
@@ -41,20 +38,13 @@ def lines(text: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in text.splitlines()]
 
 
-Crawl = Callable[..., Done]
+Crawl = InProcess
 
 
 @pytest.fixture
-def crawler(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Crawl:
-    """``crawler(*args, cwd=...)``: ``crawler ARGS`` in this process, run from ``cwd``."""
-
-    def run(*args: str, cwd: Path) -> Done:
-        monkeypatch.chdir(cwd)
-        code = main(list(args))
-        captured = capsys.readouterr()
-        return Done(code, captured.out, captured.err)
-
-    return run
+def crawler(in_process: InProcess) -> Crawl:
+    """``crawler(*args, cwd=...)``: ``crawler ARGS`` in this process (conftest's ``in_process``)."""
+    return in_process
 
 
 def test_branches(crawler: Crawl, tmp_path: Path) -> None:

@@ -5,17 +5,15 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from crawler import load_config
-from crawler.cli.command import main
 from crawler.config.keys import closest_key, known_keys
 from crawler.errors import ConfigError
 
-from .conftest import CLI_TIMEOUT, SAMPLE_MIRROR, Done, cli_env
+from .conftest import CLI_TIMEOUT, SAMPLE_MIRROR, Done, InProcess, cli_env
 
 STACK_LINE = (
     "ml-darwin-aarch64-mps: missing, not an error: the mirror has no index for this stack, "
@@ -37,20 +35,13 @@ def crawler(*args: str, cwd: Path) -> Done:
     return Done(proc.returncode, proc.stdout, proc.stderr)
 
 
-Here = Callable[..., Done]
+Here = InProcess
 
 
 @pytest.fixture
-def here(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Here:
-    """``here(*args, cwd=...)``: ``crawler ARGS`` in this process, run from ``cwd``."""
-
-    def run(*args: str, cwd: Path) -> Done:
-        monkeypatch.chdir(cwd)
-        code = main(list(args))
-        captured = capsys.readouterr()
-        return Done(code, captured.out, captured.err)
-
-    return run
+def here(in_process: InProcess) -> Here:
+    """``here(*args, cwd=...)``: ``crawler ARGS`` in this process (conftest's ``in_process``)."""
+    return in_process
 
 
 def unknown_key(path: Path, text: str) -> ConfigError:
