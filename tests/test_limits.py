@@ -21,9 +21,10 @@ import yaml
 
 from bench.synth import SynthRef, SynthSpec, build_mirror
 from crawler.cli.command import main_async
+from crawler.decode.validate import LIMITS
 from crawler.mirror.fetch import DOCUMENT_LIMIT, SIDECAR_LIMIT
 
-from .conftest import Fault, MirrorServer, ServeMirror, fast_config, tree_bytes
+from .conftest import REPO, Fault, MirrorServer, ServeMirror, fast_config, tree_bytes
 
 SPECS = (SynthSpec("zlib", "1.3.1", stacks=("s1",)), SynthSpec("cmake", "3.30.5"))
 S1 = "develop/s1/build_cache/index.json"
@@ -327,3 +328,29 @@ async def test_an_index_read_before_the_limit_was_lowered_fails_as_in_a_cold_syn
 
     assert "larger than max_index_mb (1 MiB)" in _s1(tmp_path)["error"]
     assert tree_bytes(tmp_path / "out" / "develop") == before
+
+
+#: Where docs/security.md states each limit of a record (its text, whitespace folded).
+DOCUMENTED = [
+    "| `name` | {name_chars:,} characters |",
+    "| `version` | {version_chars:,} characters |",
+    "| `arch.platform`, `arch.platform_os` | {platform_chars:,} characters each |",
+    "| `arch.target` | {target_chars:,} characters (its `name` when an object) |",
+    "| compiler (`name@version`) | {compiler_chars:,} characters |",
+    "| one rendered variant | {variant_chars:,} characters |",
+    "| variants (`parameters` entries, compiler flags included) | {variants:,} |",
+    "| dependencies | {dependencies:,} edges, each a DAG hash |",
+    "| virtuals the edges provide (`parameters.virtuals`) | {virtuals:,} in all, "
+    "{virtual_chars:,} characters each |",
+    "An index holding more than {invalid_per_index:,} invalid records is no Spack index",
+    "A source lists at most {invalid_shown_per_source:,} invalid records",
+    "A key is shown as at most {shown_key_chars:,} characters, a reason as at most "
+    "{shown_reason_chars:,}.",
+]
+
+
+def test_the_security_docs_state_the_limits_the_checks_apply() -> None:
+    text = " ".join((REPO / "docs" / "security.md").read_text().split())
+    assert LIMITS["os_chars"] == LIMITS["platform_chars"]  # one row says both
+    missing = [line for line in (d.format(**LIMITS) for d in DOCUMENTED) if line not in text]
+    assert not missing, missing

@@ -96,7 +96,7 @@ INVALID_SHOWN = 100
 #: Invalid records an index may hold: beyond, it is no Spack index (a develop root holds 60,000
 #: records in all), and the source fails at once rather than checking millions of them.
 MAX_INVALID = 100_000
-#: Every limit of this module by name, for the documentation and the bench.
+#: Every limit of this module by name: docs/security.md states each (tests/test_limits.py).
 LIMITS = {
     **{f"{field}_chars": limit for field, limit in zip(_FIELDS, IDENTITY_LIMITS, strict=True)},
     "compiler_chars": MAX_COMPILER,
