@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
@@ -180,6 +181,35 @@ def fast_config(mirror: str, output: Path, **extra: object) -> dict[str, object]
     }
     settings.update(extra)
     return settings
+
+
+@pytest.fixture(scope="session")
+def sample_develop(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``develop`` of the sample mirror, synced once for the session in this process: read it
+    only (copy it to change it)."""
+    from crawler.cli.command import main_async  # the whole sync, as in_process
+
+    root = tmp_path_factory.mktemp("sample-develop")
+    config = root / "crawler.yaml"
+    config.write_text(yaml.safe_dump(fast_config(str(SAMPLE_MIRROR), root / "out")))
+    argv = ["sync", "--branch", "develop", "--config", str(config), "-q"]
+    assert asyncio.run(main_async(argv)) == 0
+    return root / "out" / "develop"
+
+
+def drained(leader: int) -> bytes:
+    """Everything written on the terminal whose leader end is ``leader`` (of ``pty.openpty``)
+    until the process on its other end closed it."""
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # EIO: the process closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def tree_bytes(root: Path) -> dict[str, bytes]:

@@ -23,7 +23,7 @@ from crawler.cli import find
 from crawler.cli import log as history_log
 from crawler.cli.command import main
 
-from .conftest import CLI_TIMEOUT, Done, cli_env
+from .conftest import CLI_TIMEOUT, Done, cli_env, drained
 from .linkjson import resolved_specs
 from .test_query import sync_sample
 
@@ -156,19 +156,11 @@ def on_a_terminal(*args: str, **env: str) -> str:
             env={**cli_env(), "COLUMNS": "160", "TERM": "dumb", **env},
         )
         os.close(follower)
-        chunks = []
-        while True:
-            try:
-                chunk = os.read(leader, 65536)
-            except OSError:  # EIO: the process closed the terminal
-                break
-            if not chunk:
-                break
-            chunks.append(chunk)
+        drawn = drained(leader)
         assert process.wait(timeout=CLI_TIMEOUT) == 0
     finally:
         os.close(leader)
-    return b"".join(chunks).decode()
+    return drawn.decode()
 
 
 @pytest.mark.parametrize("as_json", [True, False], ids=["json", "table"])

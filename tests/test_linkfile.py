@@ -4,7 +4,6 @@ branch published with it as for one published before it (schema 1)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import shutil
@@ -13,11 +12,9 @@ from typing import Any
 
 import msgspec
 import pytest
-import yaml
 
 import crawler
 from crawler.cli import find
-from crawler.cli.command import main_async
 from crawler.consumer_errors import NotABranchError, SchemaVersionError
 from crawler.documents import Links, SpecDependency, SpecLinks
 from crawler.linkfile import LINKS_VERSION, packed
@@ -25,7 +22,7 @@ from crawler.ops.schemas import part_validator
 from crawler.ops.verify import verify_branch
 from crawler.output.render import encode_chunked, encode_json
 
-from .conftest import REPO, SAMPLE_MIRROR, fast_config
+from .conftest import REPO
 from .linkjson import resolved_specs
 
 MIRROR = "https://mirror.example/develop"
@@ -137,15 +134,10 @@ def test_a_packed_links_json_that_does_not_resolve_names_what_it_lacks(tmp_path:
         crawler.load_links(path)
 
 
-@pytest.fixture(scope="module")
-def published(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """``develop`` of the sample mirror, synced once for the module."""
-    root = tmp_path_factory.mktemp("sync")
-    config = root / "crawler.yaml"
-    config.write_text(yaml.safe_dump(fast_config(str(SAMPLE_MIRROR), root / "out")))
-    argv = ["sync", "--branch", "develop", "--config", str(config), "-q"]
-    assert asyncio.run(main_async(argv)) == 0
-    return root / "out" / "develop"
+@pytest.fixture
+def published(sample_develop: Path) -> Path:
+    """``develop`` of the sample mirror, synced once for the session (conftest's)."""
+    return sample_develop
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ from crawler.ops.verify import verify_branch
 from crawler.output.lock import RunLock
 from crawler.output.render import encode_json
 
-from .conftest import CLI_TIMEOUT, SAMPLE_MIRROR, cli_env, fast_config
+from .conftest import CLI_TIMEOUT, cli_env, drained, fast_config
 
 Index = dict[str, Any]
 
@@ -33,15 +33,10 @@ Index = dict[str, Any]
 pytestmark = pytest.mark.damages_output
 
 
-@pytest.fixture(scope="module")
-def published(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """``develop`` of the sample mirror, synced once for the module by the real command line."""
-    root = tmp_path_factory.mktemp("sync")
-    config = root / "crawler.yaml"
-    config.write_text(yaml.safe_dump(fast_config(str(SAMPLE_MIRROR), root / "out")))
-    argv = ["sync", "--branch", "develop", "--config", str(config), "-q"]
-    assert asyncio.run(main_async(argv)) == 0
-    return root / "out" / "develop"
+@pytest.fixture
+def published(sample_develop: Path) -> Path:
+    """``develop`` of the sample mirror, synced once for the session (conftest's)."""
+    return sample_develop
 
 
 @pytest.fixture
@@ -678,7 +673,6 @@ def _stderr_on_a_terminal(*args: str) -> tuple[int, str, bytes]:
     """``crawler ARGS`` whose stderr is a terminal (stdout a pipe): its exit code, stdout and
     what it wrote on the terminal."""
     leader, follower = pty.openpty()
-    chunks = []
     try:
         with subprocess.Popen(
             [sys.executable, "-m", "crawler", *args],
@@ -687,20 +681,13 @@ def _stderr_on_a_terminal(*args: str) -> tuple[int, str, bytes]:
             env={**cli_env(), "TERM": "xterm"},
         ) as process:
             os.close(follower)
-            while True:
-                try:
-                    chunk = os.read(leader, 65536)
-                except OSError:  # EIO: the process closed the terminal
-                    break
-                if not chunk:
-                    break
-                chunks.append(chunk)
+            drawn = drained(leader)
             assert process.stdout is not None
             out = process.stdout.read().decode()
             code = process.wait(timeout=CLI_TIMEOUT)
     finally:
         os.close(leader)
-    return code, out, b"".join(chunks)
+    return code, out, drawn
 
 
 @pytest.mark.slow
