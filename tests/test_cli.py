@@ -2206,6 +2206,15 @@ def test_the_published_mirror_is_read_from_the_index_head_or_else_whole(
     assert told is not None and 'published from https://a.example/m"x, now' in told
 
 
+@pytest.mark.parametrize("index", [None, b"", b'{"branch":"develop","mirror":', b"[1, 2]"])
+def test_no_published_mirror_is_no_switch_and_no_error(tmp_path: Path, index: bytes | None) -> None:
+    """None yet, or an index.json too damaged to name one: nothing to compare (the sync goes
+    on, and repairs or refuses it as before)."""
+    if index is not None:
+        (tmp_path / "index.json").write_bytes(index)
+    assert other_mirror(tmp_path, "https://b.example") is None
+
+
 def test_a_sync_from_another_mirror_than_the_published_one_is_warned_of(
     here: RunHere, tmp_path: Path
 ) -> None:
