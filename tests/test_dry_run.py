@@ -163,9 +163,14 @@ async def test_a_changed_stack_alone_would_be_downloaded(
     ]
     assert snapshot(tmp_path) == before
     server.requests.clear()
-    assert await sync(config, "-q") == 0  # the sync publishes, downloading s2 alone
+    capsys.readouterr()
+    assert await sync(config, "-v") == 0  # the sync publishes, downloading s2 alone
     report = (tmp_path / "out" / ".crawler" / "reports" / f"{BRANCH}.json").read_text()
     assert report.count('"status":"fetched"') == 1
+    # Decided by the same reader, for the same reasons, which the sync logs.
+    err = capsys.readouterr().err
+    assert f"{BRANCH} root: unchanged (304 Not Modified)" in err
+    assert f"{BRANCH} s2: fetched (changed since the last publish)" in err
 
 
 @pytest.mark.parametrize(
@@ -317,3 +322,42 @@ async def test_errors_of_the_command_and_the_mirror_keep_their_codes(
     server.script(DISCOVERY, *[Fault(status=503)] * 3)
     assert await main_async([*argv, BRANCH]) == 3  # the mirror unusable
     assert not (tmp_path / "out").exists()
+
+
+async def test_sidecars_without_etags_and_a_lost_cache_say_so_as_the_sync_decides(
+    tmp_path: Path, mirror_server: ServeMirror, capsys: pytest.CaptureFixture[str]
+) -> None:
+    mirror = make_mirror(tmp_path)
+    server = await mirror_server(mirror, head=True)  # HEAD confirms what a sidecar vouches for
+    server.etags = False  # a server sending no validator: the v2 sidecars serve as one
+    config = write_config(tmp_path, server.url)
+    assert await sync(config, "-q") == 0
+
+    code, out = await dry_run(config, capsys)
+    assert code == 6, out
+    assert out[1:4] == [
+        f"  {label}: unchanged (its index.json.hash names cached bytes)"
+        for label in ("root", "s1", "s2")
+    ]
+    (mirror / INDEXES[1].lstrip("/")).with_suffix(".json.hash").unlink()  # s1's
+    for cached in (tmp_path / "out" / ".crawler" / "cache").glob("stack-*"):
+        cached.unlink()  # the stacks' summaries: s2's too
+    code, out = await dry_run(config, capsys)
+    sizes = [(mirror / i.lstrip("/")).stat().st_size for i in INDEXES]
+    assert code == 0
+    assert out[2:4] == [
+        f"  s1: would download {sizes[1]:,} bytes (its cached summary is gone)",
+        f"  s2: would download {sizes[2]:,} bytes (its cached summary is gone)",
+    ]
+    capsys.readouterr()
+    assert await sync(config, "-v") == 6  # the same bytes after all: unchanged
+    err = capsys.readouterr().err
+    assert f"{BRANCH} root: unchanged (its index.json.hash names cached bytes)" in err
+    assert f"{BRANCH} s1: fetched (its cached summary is gone)" in err
+
+    capsys.readouterr()
+    code, out = await dry_run(config, capsys)  # s1 has no sidecar now, nor an ETag
+    assert out[2] == (
+        f"  s1: would download {sizes[1]:,} bytes "
+        "(no validator: the server sends no ETag and no usable index.json.hash)"
+    )

@@ -1,5 +1,6 @@
 """Outcome: what happened to one source of a branch, and how each document tells it (its
-entry in ``index.json`` and ``report.json``, its state for the next run)."""
+entry in ``index.json`` and ``report.json``, its state for the next run); and what a dry run
+foresees for it."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import msgspec
 from ..decode.validate import Kind, SourceSummary
 from ..documents import IndexSource, ReportSource
 from ..mirror.discovery import Source, manifest_facts
+from ..mirror.transport import Probed
 from ..output.state import SourceFacts, SourceState
 
 Status = Literal["fetched", "unchanged", "missing", "failed", "not_read"]
@@ -35,6 +37,8 @@ class SourceOutcome:
     etag: str | None = None
     sidecar: str | None = None
     error: str | None = None
+    #: Why it was (or, in a dry run, would be) downloaded, or what proved it unchanged.
+    reason: str = ""
     attempts: int = 0
     retries: int = 0
     decoded: bool = False
@@ -185,3 +189,29 @@ class SourceOutcome:
             self.downloaded,
             self.source.location,
         )
+
+
+@dataclass
+class SourceForecast:
+    """What a sync would most likely do with one source, as a dry run's reader found out
+    (:meth:`~crawler.sync.sources.SourceReader.forecast`): its outcome as far as the sync's
+    checks read it, and ``probed`` when it would be downloaded."""
+
+    outcome: SourceOutcome
+    probed: Probed | None
+
+    @property
+    def same(self) -> bool:
+        """Whether these are the bytes of the last publish, known without a download."""
+        return self.probed is None and self.outcome.facts is not None
+
+    def line(self) -> str:
+        """``label: verdict [size] (why)``, as the dry run prints it."""
+        outcome = self.outcome
+        if outcome.status in ("missing", "failed"):
+            return outcome.line()  # as a sync logs it
+        if self.probed is None:
+            return f"{outcome.label}: unchanged ({outcome.reason})"
+        what = "would read" if outcome.source.is_local else "would download"
+        size = f" {self.probed.size:,} bytes" if self.probed.size is not None else ""
+        return f"{outcome.label}: {what}{size} ({outcome.reason})"

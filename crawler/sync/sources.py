@@ -6,6 +6,11 @@ time) and has it decoded by a pool of worker processes, so that a 300 MB index n
 event loop or the other downloads; a root index is decoded while it downloads
 (:mod:`crawler.decode.progressive`). Every outcome, good or bad, is returned as a
 :class:`SourceOutcome`; only cancellation propagates.
+
+``crawler sync --dry-run`` asks the same reader (:meth:`SourceReader.forecast`): the same
+decisions in the same order, with the request a download starts with
+(:meth:`~crawler.mirror.fetch.Fetcher.probe`) in place of the download, and nothing decoded or
+written. Each outcome says why it was (or would be) downloaded or proven unchanged.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import logging
 import os
 import re
 import time
+from functools import cached_property
 from pathlib import Path
 
 from ..config import Config
@@ -32,10 +38,10 @@ from ..errors import (
 from ..mirror.discovery import Source
 from ..mirror.fetch import Fetcher
 from ..mirror.http import usable_etag
-from ..mirror.transport import Fetched
+from ..mirror.transport import Fetched, Probed
 from ..output.state import BranchState, SourceState, Store
 from .decoding import Decoding
-from .outcome import SourceOutcome, Status
+from .outcome import SourceForecast, SourceOutcome, Status
 from .reporting import Download, Reporter
 
 log = logging.getLogger(__name__)
@@ -60,18 +66,28 @@ class SourceReader:
         store: Store,
         reporter: Reporter,
         pool: DecodePool | None = None,
+        *,
+        dry: bool = False,
     ):
-        """``pool``: the decoding processes (by default ``decode_workers`` of them)."""
+        """``pool``: the decoding processes (by default ``decode_workers`` of them); ``dry``:
+        a reader of forecasts (:meth:`forecast`) alone, which loads, decodes and writes
+        nothing."""
         self.config = config
         self.fetcher = fetcher
         self.store = store
         self.reporter = reporter
         self._slot = asyncio.Semaphore(config.concurrency)
-        if pool is None:
-            pool = DecodePool(config.decode_workers or min(os.cpu_count() or 1, 8))
-        self.decoding = Decoding(pool, store, config.max_index_bytes)
+        self._pool = pool
+        self._dry = dry
         #: The SHA-256 of every index read in this run (their cached summaries are kept).
         self.read_sha256: set[str] = set()
+
+    @cached_property
+    def decoding(self) -> Decoding:
+        """The decoding of what is downloaded; made at the first read (never by a dry run:
+        it makes the spec store's folder)."""
+        pool = self._pool or DecodePool(self.config.decode_workers or min(os.cpu_count() or 1, 8))
+        return Decoding(pool, self.store, self.config.max_index_bytes)
 
     async def settle(self) -> None:
         """Update the spec store with the last root read (once its branch is done)."""
@@ -91,10 +107,10 @@ class SourceReader:
         try:
             for attempt in range(1, _CHANGING_ATTEMPTS + 1):
                 async with self._slot:
-                    fetched = await self._fetch(fetcher, outcome, dest, previous, branch)
+                    fetched = await self._fetch(outcome, dest, previous, branch)
                 outcome.fetch_seconds = time.monotonic() - started
-                if fetched is None:
-                    break
+                if not isinstance(fetched, Fetched):
+                    break  # a cached summary was taken
                 try:
                     await self.decoding.decode(fetched, outcome)
                     break
@@ -102,16 +118,8 @@ class SourceReader:
                     if attempt == _CHANGING_ATTEMPTS:
                         raise SourceChanged(err.url, err.reason, attempt) from None
                     log.info("%s %s, reading it again", branch, err)
-        except NotFoundError as err:
-            outcome.status, outcome.error = "missing", str(err)
-        except CrawlerError as err:
-            outcome.status, outcome.error = "failed", str(err)
         except Exception as err:
-            if out_of_memory(err):  # here, not in a decoding process: no bug, no trace to log
-                outcome.status, outcome.error = "failed", str(OutOfMemory(source.location))
-            else:  # a bug: keep the branch's failure readable, log the trace
-                log.exception("internal error on %s", source.location)
-                outcome.status, outcome.error = "failed", f"internal error: {err!r}"
+            _failed(outcome, err)
         finally:
             self.decoding.abandon(dest)
             dest.unlink(missing_ok=True)  # noqa: ASYNC240 - one unlink, not worth a thread hop
@@ -120,22 +128,40 @@ class SourceReader:
                 self.read_sha256.add(outcome.sha256)
         if outcome.status in ("missing", "failed"):
             outcome.use(None)
+        if outcome.reason:
+            log.debug("%s %s: %s (%s)", branch, source.label, outcome.status, outcome.reason)
         self.reporter.source_done(branch, outcome)
         return outcome
+
+    async def forecast(self, source: Source, previous: BranchState | None) -> SourceForecast:
+        """What :meth:`read` would do with ``source``, found out by the same decisions with
+        the request a download starts with, its body left unread (``sync --dry-run``):
+        nothing is downloaded, loaded, decoded or written. Never raises but to cancel."""
+        assert self._dry, "a forecast is a dry reader's"
+        outcome = SourceOutcome(source)
+        try:
+            async with self._slot:
+                found = await self._fetch(outcome, None, previous, "")
+        except Exception as err:
+            _failed(outcome, err)
+            return SourceForecast(outcome, None)
+        return SourceForecast(outcome, found if isinstance(found, Probed) else None)
 
     def _reuse(
         self,
         outcome: SourceOutcome,
         sha256: str | None,
         status: Status,
-        before: SourceState | None = None,
+        before: SourceState | None,
+        why: str,
     ) -> bool:
-        """Take the cached summary of bytes with this SHA-256, if there is one.
+        """Take the cached summary of bytes with this SHA-256, if there is one (``why``: what
+        proved it current, for :attr:`SourceOutcome.reason`).
 
         When the last publish read the same bytes, its facts are enough for now and the summary
         itself is loaded only if the branch must be rebuilt. Bytes larger than ``max_index_mb``
         (lowered since they were read) are not taken: read again, they fail as they would in a
-        cold sync.
+        cold sync. A dry run only looks for the summary: loading one may remove it (unreadable).
         """
         if sha256 is None:
             return False
@@ -145,13 +171,17 @@ class SourceReader:
                 return False
             outcome.use_later(lambda: self._load(kind, sha256), before.facts)
             outcome.size = before.size
+        elif self._dry:
+            if not self.store.has(kind, sha256):
+                return False
+            why += ", but not the bytes of the last publish"
         else:
             cached = self.store.load(kind, sha256)
             if cached is None or cached.size > limit:
                 return False
             outcome.use(cached.summary)
             outcome.size = cached.size
-        outcome.sha256, outcome.status = sha256, status
+        outcome.sha256, outcome.status, outcome.reason = sha256, status, why
         return True
 
     def _load(self, kind: Kind, sha256: str) -> SourceSummary | None:
@@ -159,30 +189,29 @@ class SourceReader:
         return cached.summary if cached else None
 
     async def _fetch(
-        self,
-        fetcher: Fetcher,
-        outcome: SourceOutcome,
-        dest: Path,
-        previous: BranchState | None,
-        branch: str,
-    ) -> Fetched | None:
-        """Prove the cached summary current, or download the index.
+        self, outcome: SourceOutcome, dest: Path | None, previous: BranchState | None, branch: str
+    ) -> Fetched | Probed | None:
+        """Prove the cached summary current, or download the index (a dry run: probe it).
 
-        Returns the file to decode, or None when a cached summary was taken.
+        Returns the file to decode (a dry run: what the request a download would start with
+        was told), or None when a cached summary was taken.
         """
         source = outcome.source
         before = previous.source(source.label, source.url, source.location) if previous else None
         if before is not None:  # what the server is known for carries over to this run
             outcome.etag, outcome.downloaded = usable_etag(before.etag), before.downloaded
         if source.sidecar is None:
-            return await self._fetch_index(fetcher, outcome, dest, before, branch)
+            return await self._fetch_index(outcome, dest, before, branch)
         if before is None or before.etag is None:  # the sidecar may serve as the validator
-            outcome.sidecar = await read_sidecar(fetcher, source.sidecar)
-            return await self._fetch_index(fetcher, outcome, dest, before, branch)
+            if before is not None or not self._dry:  # (else it would only be reported)
+                outcome.sidecar = await read_sidecar(self.fetcher, source.sidecar)
+            return await self._fetch_index(outcome, dest, before, branch)
+        if self._dry:
+            return await self._fetch_index(outcome, dest, before, branch)
         # With an ETag the sidecar is only reported: fetch it alongside, not before.
-        sidecar = asyncio.create_task(read_sidecar(fetcher, source.sidecar))
+        sidecar = asyncio.create_task(read_sidecar(self.fetcher, source.sidecar))
         try:
-            path = await self._fetch_index(fetcher, outcome, dest, before, branch)
+            path = await self._fetch_index(outcome, dest, before, branch)
         except BaseException:
             sidecar.cancel()
             await asyncio.gather(sidecar, return_exceptions=True)
@@ -191,22 +220,24 @@ class SourceReader:
         return path
 
     async def _fetch_index(
-        self,
-        fetcher: Fetcher,
-        outcome: SourceOutcome,
-        dest: Path,
-        before: SourceState | None,
-        branch: str,
-    ) -> Fetched | None:
-        source = outcome.source
-        etag = before.etag if before and self.store.has(outcome.kind, before.sha256) else None
+        self, outcome: SourceOutcome, dest: Path | None, before: SourceState | None, branch: str
+    ) -> Fetched | Probed | None:
+        source, fetcher = outcome.source, self.fetcher
+        cached = before is not None and self.store.has(outcome.kind, before.sha256)
+        etag = before.etag if before is not None and cached else None
         promised = promised_sha256(source, before, outcome.sidecar)
         if promised is not None and self.store.has(outcome.kind, promised):
             # A name or a sidecar vouches for the bytes, not that the index is still there:
             # unless HEAD confirms it, the download decides (a cold sync would say "missing").
-            confirmed = await fetcher.confirmed(source.location)
-            if confirmed and self._reuse(outcome, promised, "unchanged", before):
+            names = "its blob's checksum" if source.checksum else "its index.json.hash"
+            why = f"{names} names cached bytes"
+            if await fetcher.confirmed(source.location) and self._reuse(
+                outcome, promised, "unchanged", before, why
+            ):
                 return None
+        last = before.sha256 if before is not None else None
+        if dest is None:  # a dry run
+            return self._probed(outcome, before, etag, await fetcher.probe(source.location, etag))
         root = None
         if not source.is_local:  # local files are only hashed here
             if etag is None:  # a body will come: workers start while it downloads
@@ -220,8 +251,7 @@ class SourceReader:
         )
         outcome.attempts, outcome.etag, outcome.downloaded = fetched.attempts, fetched.etag, True
         if fetched.not_modified:
-            assert before is not None and before.sha256 is not None
-            if self._reuse(outcome, before.sha256, "unchanged", before):
+            if self._reuse(outcome, last, "unchanged", before, _NOT_MODIFIED):
                 return None
             # The cache was lost meanwhile (the 304 wrote nothing: the parts are still unused).
             fetched = await fetcher.download(
@@ -241,9 +271,64 @@ class SourceReader:
         outcome.sha256, outcome.size, outcome.status = fetched.sha256, fetched.size, "fetched"
         watch.arrived(fetched.size)
         check_checksum(source, fetched, decoded)
-        if self._reuse(outcome, fetched.sha256, "fetched"):
+        if self._reuse(outcome, fetched.sha256, "fetched", before, _SAME_BYTES):
             return None  # same bytes as a cached summary: no need to decode them again
+        outcome.reason = _changed(source, before, cached, known=True)
         return fetched
+
+    def _probed(
+        self, outcome: SourceOutcome, before: SourceState | None, etag: str | None, probed: Probed
+    ) -> Probed | None:
+        """A dry run's decisions on the answer to the request a download would start with, as
+        :meth:`_fetch_index` makes them on the download's."""
+        last = before.sha256 if before is not None else None
+        if probed.not_modified and self._reuse(outcome, last, "unchanged", before, _NOT_MODIFIED):
+            return None
+        if self._reuse(outcome, probed.sha256, "unchanged", before, _SAME_BYTES):
+            return None  # a local file, hashed in place
+        if etag is not None and probed.etag == usable_etag(etag):
+            # A server that ignores If-None-Match: a sync downloads it, and finds the same bytes.
+            why = "same ETag; a sync downloads it again all the same"
+            if self._reuse(outcome, last, "unchanged", before, why):
+                return None
+        cached = before is not None and self.store.has(outcome.kind, before.sha256)
+        outcome.status, outcome.size = "fetched", probed.size
+        outcome.reason = _changed(outcome.source, before, cached, probed.sha256 is not None)
+        return probed
+
+
+_NOT_MODIFIED = "304 Not Modified"
+_SAME_BYTES = "same bytes"
+
+
+def _failed(outcome: SourceOutcome, err: Exception) -> None:
+    """Set the outcome of a read (or a forecast) that raised ``err``."""
+    if isinstance(err, NotFoundError):
+        outcome.status, outcome.error = "missing", str(err)
+    elif isinstance(err, CrawlerError):
+        outcome.status, outcome.error = "failed", str(err)
+    elif out_of_memory(err):  # here, not in a decoding process: no bug, no trace to log
+        outcome.status, outcome.error = "failed", str(OutOfMemory(outcome.source.location))
+    else:  # a bug: keep the branch's failure readable, log the trace
+        log.exception("internal error on %s", outcome.source.location)
+        outcome.status, outcome.error = "failed", f"internal error: {err!r}"
+
+
+def _changed(source: Source, before: SourceState | None, cached: bool, known: bool) -> str:
+    """Why a source is (or would be) downloaded, or a local one read and decoded again
+    (``cached``: the summary of the last publish's bytes is in the cache; ``known``: the new
+    bytes' SHA-256 is known)."""
+    if before is None or before.sha256 is None:
+        return "not read at the last publish" if before else "new since the last publish"
+    if not cached:
+        return "its cached summary is gone"
+    if known:
+        return "changed since the last publish"
+    if before.etag is not None:
+        return "changed: answered 200 to If-None-Match"
+    if source.checksum is not None:
+        return "changed: a new blob"
+    return "no validator: the server sends no ETag and no usable index.json.hash"
 
 
 def check_checksum(source: Source, fetched: Fetched, decoded: Fetched | None) -> None:
