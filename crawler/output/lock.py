@@ -21,7 +21,7 @@ How it works, and why:
   alone decides who holds the lock; the content is never trusted over it, so a pid that is alive
   (or a host that is not this one) in an unlocked file does not block anybody, and a dead pid
   in a locked file does not let anybody in.
-* When the lock is busy, :meth:`RunLock.acquire` tries again every ``poll`` seconds (0.1) until
+* When the lock is busy, :meth:`RunLock.acquire` tries again every :data:`POLL_SECONDS` (0.1) until
   ``wait`` seconds have passed, then raises :class:`LockBusyError`, which names the holder's
   pid, host and start time and the lock file. ``wait=0`` fails at once.
 * A file that still names a holder when the lock is taken was left by a run that did not
@@ -156,13 +156,12 @@ def _now() -> str:
 class RunLock:
     """The whole-run lock of one output folder (see the module documentation)."""
 
-    def __init__(self, output: Path, *, wait: float = 0.0, poll: float = POLL_SECONDS) -> None:
-        if wait < 0 or poll <= 0:
-            raise ValueError(f"wait must be >= 0 and poll > 0, got wait={wait}, poll={poll}")
+    def __init__(self, output: Path, *, wait: float = 0.0) -> None:
+        if wait < 0:
+            raise ValueError(f"wait must be >= 0, got {wait}")
         self.output = output
         self.path = output / LOCK_FILE
         self.wait = wait
-        self.poll = poll
         #: What was left in the lock file by a run that did not release it, if anything.
         self.broken: str | None = None
         #: This process, as written into the lock file while it holds the lock.
@@ -196,7 +195,7 @@ class RunLock:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise self._busy(holder, started)
-            yield min(self.poll, remaining)
+            yield min(POLL_SECONDS, remaining)
 
     def _busy(self, holder: Holder, started: float) -> LockBusyError:
         waited = time.monotonic() - started if self.wait > 0 else 0.0
