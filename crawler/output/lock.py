@@ -75,7 +75,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from types import TracebackType
 
 from ..errors import LockBusyError, OutputError
 from ..files import read_regular
@@ -149,10 +148,6 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
-
-
 class RunLock:
     """The whole-run lock of one output folder (see the module documentation)."""
 
@@ -194,12 +189,9 @@ class RunLock:
         while (holder := self._try()) is not None:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise self._busy(holder, started)
+                waited = time.monotonic() - started if self.wait > 0 else 0.0
+                raise LockBusyError(str(self.path), holder, waited)
             yield min(POLL_SECONDS, remaining)
-
-    def _busy(self, holder: Holder, started: float) -> LockBusyError:
-        waited = time.monotonic() - started if self.wait > 0 else 0.0
-        return LockBusyError(str(self.path), holder, waited)
 
     def release(self) -> None:
         """Empty the lock file and drop the lock; does nothing when the lock is not held."""
@@ -247,7 +239,8 @@ class RunLock:
         try:
             content = self._read(fd)
             self.broken = self._leftover(Holder.parse(content), content)
-            self.holder = Holder(os.getpid(), socket.gethostname(), _now())
+            now = datetime.now(UTC).isoformat(timespec="seconds")
+            self.holder = Holder(os.getpid(), socket.gethostname(), now)
             # A hard link's other names are the same content (a copy made with `cp -al`):
             # writing the pid there would change them. The lock holds all the same.
             self._written = os.fstat(fd).st_nlink == 1
@@ -333,24 +326,14 @@ class RunLock:
         self.acquire()
         return self
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.release()
 
     async def __aenter__(self) -> RunLock:
         await self.acquire_async()
         return self
 
-    async def __aexit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         self.release()
 
 
