@@ -148,23 +148,21 @@ class FetchError(CrawlerError):
 class HTTPStatusError(FetchError):
     """The server answered with a status that is not 200 (or 304 where asked for)."""
 
-    def __init__(
-        self, url: str, status: int, attempts: int = 1, retry_after: float | None = None
-    ) -> None:
+    def __init__(self, url: str, status: int, retry_after: float | None = None) -> None:
         self.status = status
         self.retry_after = retry_after
-        super().__init__(url, f"HTTP {status}", attempts)
-        self.args = (url, status, attempts, retry_after)
+        super().__init__(url, f"HTTP {status}")
+        self.args = (url, status, retry_after)
 
 
 class NotFoundError(HTTPStatusError):
     """The file does not exist on the mirror (HTTP 404, or no such local file)."""
 
-    def __init__(self, url: str, attempts: int = 1) -> None:
-        super().__init__(url, 404, attempts)
+    def __init__(self, url: str) -> None:
+        super().__init__(url, 404)
         if url.startswith("file://"):
             self.reason = "no such file"
-        self.args = (url, attempts)
+        self.args = (url,)
 
 
 class NotACacheError(FetchError):

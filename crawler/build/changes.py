@@ -3,18 +3,7 @@
 :func:`changes_between` compares the specs of two ``index.json`` documents (the one being
 replaced, read by :func:`load_published`, or None for a branch's first publish, and the new
 one) and returns a deterministic :class:`~crawler.documents.Changes`, which ``changes.json``
-holds once :meth:`Published.removed_specs` has named the specs removed::
-
-    {
-      "branch": "develop",
-      "first_publish": false,
-      "added":   {"zlib": ["<hash>", ...]},   # specs now present that were not before
-      "removed": {"cmake": ["<hash>", ...]},  # specs that were present and are gone
-      "by_stack": {"e4s": {"added": 3, "removed": 1}},
-      "packages_added": ["py-torch"],
-      "packages_removed": [],
-      "totals": {"specs_before": 60012, "specs_after": 60021, "added": 12, "removed": 3}
-    }
+holds once :meth:`Published.removed_specs` has named the specs removed.
 
 Choices:
 
@@ -32,10 +21,6 @@ Choices:
 * On a first publish every spec is "added" and every package is in ``packages_added``.
 * Every key is always present; mappings are sorted by key, lists are sorted. ``branch`` is the
   new index's.
-
-:func:`summary_line` renders the document as one line for logs and commit messages, e.g.
-``develop: +12 specs, -3 specs (60,012 -> 60,021), 2 packages added, 1 removed``. When no spec
-came or went but stacks did gain or lose specs, it adds how many stack memberships changed.
 """
 
 from __future__ import annotations

@@ -27,6 +27,7 @@ from ..documents import (
     SpecDetail,
 )
 from ..linkfile import EdgeTable, PackedLinks, PackedSpecLinks, Renumbering
+from ..mirror.discovery import ROOT_LABEL
 from ..targets import Targets
 from .locations import Caches
 
@@ -89,8 +90,7 @@ class Consolidator:
     on the order: labels are sorted, conflicts are listed by stack, then hash.
     """
 
-    def __init__(self, root_label: str = "root") -> None:
-        self.root_label = root_label
+    def __init__(self) -> None:
         self._waiting: list[tuple[str, str, str]] = []  # label, hashes, identities
         self._folded: set[str] = set()
         self._root: PreparedRoot | None = None
@@ -113,7 +113,7 @@ class Consolidator:
         self._not_finished()
         if label in self._folded:
             raise ValueError(f"stack {label!r} is already consolidated")
-        if label == self.root_label:
+        if label == ROOT_LABEL:
             raise ValueError(f"{label!r} is the root's label, not a stack's")
         if len(hashes) != len(identities):
             raise ValueError(f"stack {label!r}: {len(hashes)} hashes, {len(identities)} identities")
@@ -217,7 +217,7 @@ class Consolidator:
 
     def _labels(self, held: list[list[str] | None]) -> list[tuple[str, ...]]:
         """The sorted labels of each spec's indexes, from the stacks holding it (or None)."""
-        alone: tuple[str, ...] = (self.root_label,)
+        alone: tuple[str, ...] = (ROOT_LABEL,)
         # Equal label lists are shared: 60,000+ specs hold few distinct combinations.
         shared: dict[tuple[str, ...], tuple[str, ...]] = {}
         labels = []
@@ -228,7 +228,7 @@ class Consolidator:
             unsorted = tuple(stacks)
             found = shared.get(unsorted)
             if found is None:
-                found = shared[unsorted] = tuple(sorted((*stacks, self.root_label)))
+                found = shared[unsorted] = tuple(sorted((*stacks, ROOT_LABEL)))
             labels.append(found)
         return labels
 
@@ -362,10 +362,10 @@ def _package(details: list[SpecDetail], meta: _RootMeta) -> PackageSummary:
 
 
 def consolidate(
-    root: SourceSummary, stacks: Mapping[str, SourceSummary], root_label: str = "root"
+    root: SourceSummary, stacks: Mapping[str, SourceSummary]
 ) -> tuple[dict[str, PackageSummary], list[Conflict]]:
     """Per-package summaries of a ref (sorted by name) and the conflicts between its indexes."""
-    consolidator = Consolidator(root_label)
+    consolidator = Consolidator()
     for label, summary in stacks.items():
         consolidator.add(label, summary.hashes, summary.identities)
     return consolidator.finish(root)

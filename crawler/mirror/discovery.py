@@ -29,6 +29,7 @@ from ..errors import IndexFormatError
 from ..files import as_given, branch_name_problem
 from ..text import shown
 from ..urls import file_path, has_userinfo, redacted, without_credentials
+from .manifest import decoded
 
 DISCOVERY_FILE = "cache_spack_io_index.json"
 ROOT_LABEL = "root"
@@ -264,16 +265,7 @@ def _source(ref: str, entry: _Entry, mirror: Mirror, config: Config) -> Source:
 
 def parse_discovery(body: bytes, url: str, mirror: Mirror, config: Config) -> Discovery:
     """Validate a discovery document's bytes and build the sources of every ref."""
-    try:
-        document = _decode_document(body)
-    except msgspec.ValidationError as err:
-        raise IndexFormatError(url, f"not a discovery document: {err}") from None
-    except msgspec.DecodeError as err:
-        raise IndexFormatError(url, f"not valid JSON: {err}") from None
-    except UnicodeDecodeError as err:  # a ref name, label or URL
-        raise IndexFormatError(url, f"a string is not valid UTF-8 ({err.reason})") from None
-    except RecursionError:
-        raise IndexFormatError(url, "not a discovery document: nested too deeply") from None
+    document = decoded(_decode_document, body, url, "a discovery document")
     if not document:  # a mirror being set up or torn down: no run can do anything with it
         raise IndexFormatError(url, "the discovery document lists no refs")
     refs: dict[str, tuple[Source, ...]] = {}

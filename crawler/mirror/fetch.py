@@ -15,7 +15,6 @@ import dataclasses
 import logging
 import time
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING
 
 from ..config import Config
@@ -72,12 +71,7 @@ class Fetcher:
                 raise
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self._http.close()
         if self._s3 is not None:
             await self._s3.close()

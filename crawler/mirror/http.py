@@ -91,14 +91,12 @@ class HTTPTransport:
         )
 
     async def close(self) -> None:
-        """End the run's session."""
         if self._session is not None:
             await self._session.close()
             self._session = None
 
     @property
     def session(self) -> aiohttp.ClientSession:
-        """The run's HTTP session."""
         if self._session is None:
             raise RuntimeError("Fetcher used outside 'async with'")
         return self._session
@@ -240,7 +238,8 @@ class HTTPTransport:
                         _blocks(resp), dest, location, limit, progress, self.write_batch
                     )
                 encoding = resp.headers.get("Content-Encoding")
-                return Fetched(location, dest, size, digest, 0, 0.0, _etag_of(resp), encoding)
+                etag_sent = usable_etag(resp.headers.get("ETag"))
+                return Fetched(location, dest, size, digest, 0, 0.0, etag_sent, encoding)
 
         fetched, tries = await self.policy.bounded(location, attempt)
         return dataclasses.replace(fetched, attempts=tries)
@@ -253,7 +252,8 @@ class HTTPTransport:
             async with self._index_get(location, limit, etag, stored=False) as resp:
                 if resp is None:
                     return Probed(location, True, None, etag)
-                found = Probed(location, False, resp.content_length, _etag_of(resp))
+                sent = usable_etag(resp.headers.get("ETag"))
+                found = Probed(location, False, resp.content_length, sent)
                 resp.close()  # the body is not wanted: drop the connection rather than read it
                 return found
 
@@ -285,8 +285,7 @@ class HTTPTransport:
             yield resp
 
     async def listdir(self, location: str) -> list[str] | None:
-        """None: HTTP has no listing (an index page is a server's choice, not a format)."""
-        return None
+        return None  # HTTP has no listing: an index page is a server's choice, not a format
 
 
 def usable_etag(etag: str | None) -> str | None:
@@ -320,10 +319,6 @@ def _decoding(location: str, resp: aiohttp.ClientResponse) -> Iterator[None]:
             reason = f"body does not decode as its Content-Encoding ({encoding}) says"
             raise FetchError(location, reason) from err
         raise
-
-
-def _etag_of(resp: aiohttp.ClientResponse) -> str | None:
-    return usable_etag(resp.headers.get("ETag"))
 
 
 def _answered(resp: aiohttp.ClientResponse, etag: str | None = None) -> None:

@@ -48,17 +48,14 @@ class LocalFolder:
     #: change a file just after it was hashed, as a writer on the mirror's host may.
     hash_file = staticmethod(hash_file)
 
-    async def confirmed(self, location: str) -> bool:
-        """Whether the file is there: a look at it."""
-        return local_path(location).is_file()
-
     async def exists(self, location: str) -> bool:
         """Whether the file is there: a look at it."""
         return local_path(location).is_file()
 
+    confirmed = exists
+
     async def present(self, location: str, seconds: float) -> bool | None:
-        """Whether the file is there: a look at it (at once; ``seconds`` is not needed)."""
-        return local_path(location).is_file()
+        return local_path(location).is_file()  # at once: ``seconds`` is not needed
 
     async def read(self, location: str, limit: int, what: str) -> bytes:
         """The whole file, which must be a regular one of at most ``limit`` bytes."""

@@ -17,7 +17,9 @@ discovery document is trusted the same way). Spec manifests share the shape
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import msgspec
 
@@ -34,6 +36,7 @@ _COMPRESSIONS = ("none", "gzip")  # a gzip blob is also recognised by its bytes
 
 _SIGNED = b"-----BEGIN PGP SIGNED MESSAGE-----"
 _SIGNATURE = b"-----BEGIN PGP SIGNATURE-----"
+T = TypeVar("T")
 
 
 class Blob(msgspec.Struct, frozen=True, rename="camel"):
@@ -134,7 +137,7 @@ def choose_index(body: bytes, url: str) -> IndexBlob:
 def read_manifest(body: bytes, url: str) -> Manifest:
     """The manifest at ``url``, its clear-signing taken off (not verified), of layout version
     3; :class:`IndexFormatError` naming ``url`` and what is wrong otherwise."""
-    manifest = _decode(unsigned(body, url), url)
+    manifest = decoded(_decode_manifest, unsigned(body, url), url, "a manifest")
     if manifest.version != MANIFEST_VERSION:
         raise IndexFormatError(
             url, f"manifest layout version {manifest.version} (this crawler reads 3)"
@@ -142,17 +145,19 @@ def read_manifest(body: bytes, url: str) -> Manifest:
     return manifest
 
 
-def _decode(text: bytes, url: str) -> Manifest:
+def decoded(decode: Callable[[bytes], T], body: bytes, url: str, what: str) -> T:
+    """``decode(body)``; an :class:`IndexFormatError` naming ``url`` when ``body`` is not
+    ``what`` (a manifest, a discovery document)."""
     try:
-        return _decode_manifest(text)
+        return decode(body)
     except msgspec.ValidationError as err:
-        raise IndexFormatError(url, f"not a manifest: {err}") from None
+        raise IndexFormatError(url, f"not {what}: {err}") from None
     except msgspec.DecodeError as err:
         raise IndexFormatError(url, f"not valid JSON: {err}") from None
     except UnicodeDecodeError as err:
         raise IndexFormatError(url, f"a string is not valid UTF-8 ({err.reason})") from None
     except RecursionError:
-        raise IndexFormatError(url, "not a manifest: nested too deeply") from None
+        raise IndexFormatError(url, f"not {what}: nested too deeply") from None
 
 
 def _index_version(media_type: str) -> int | None:

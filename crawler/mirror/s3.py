@@ -114,13 +114,11 @@ class S3Transport:
         )
 
     async def close(self) -> None:
-        """Close the run's client."""
         await self._stack.aclose()
         self._client = None
 
     @property
     def client(self) -> S3Client:
-        """The run's client."""
         if self._client is None:
             raise RuntimeError("S3 transport used before open()")
         return self._client

@@ -24,7 +24,6 @@ import re
 import shutil
 import tempfile
 from pathlib import Path
-from types import TracebackType
 
 import msgspec
 
@@ -135,9 +134,7 @@ class Keyring:
                 await self._run("--import", str(file))  # a key gpg refuses is simply not there
         return self
 
-    async def __aexit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         if self._home is not None:
             shutil.rmtree(self._home, ignore_errors=True)
 

@@ -234,7 +234,7 @@ def write_metrics(path: Path, text: str) -> None:
     folder must exist: one made for a mistyped path would hold metrics nobody collects. A
     symbolic link is never followed (a run refuses one, see :func:`crawler.cli.checks.
     check_metrics`): one put there since is replaced by the file, what it points to untouched."""
-    atomic_write(path, text.encode("utf-8"), mode=0o644, make_folder=False)
+    atomic_write(path, text.encode("utf-8"), make_folder=False)
 
 
 _LAST_SUCCESS_LINE = re.compile(

@@ -37,19 +37,11 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def atomic_write(
-    path: Path,
-    data: bytes | bytearray,
-    *,
-    durable: bool = True,
-    mode: int = 0o644,
-    make_folder: bool = True,
-) -> None:
+def atomic_write(path: Path, data: bytes | bytearray, *, make_folder: bool = True) -> None:
     """Replace ``path`` with ``data`` so that readers see the old or the new file, whole.
 
-    ``durable=False`` skips the fsyncs, for caches whose loss or truncation is detected and
-    costs only a re-download. ``make_folder=False`` fails where the folder is missing rather
-    than making it (a file the user names: a typo must not go unnoticed).
+    ``make_folder=False`` fails where the folder is missing rather than making it (a file the
+    user names: a typo must not go unnoticed).
 
     A file in an output folder this process holds the lock of
     (:func:`crawler.output.folder.held_folder`) is written relative to that folder's descriptor, and
@@ -58,7 +50,7 @@ def atomic_write(
     try:
         parent = _open_parent(path, make_folder)
         try:
-            replace_at(parent, path.name, data, durable=durable, mode=mode)
+            replace_at(parent, path.name, data)
         finally:
             os.close(parent)
     except OSError as err:
@@ -109,17 +101,17 @@ def replace_at(
     data: bytes | bytearray,
     *,
     durable: bool = True,
-    mode: int = 0o644,
     tmp: str | None = None,
 ) -> None:
     """Write ``data`` to a temporary file in ``folder`` (named ``tmp``, else by
     :func:`temp_name`) and rename it to ``name`` there: a link at ``name`` is replaced, never
-    written through."""
+    written through. ``durable=False`` skips the fsyncs, for caches whose loss or truncation
+    is detected and costs only a re-download."""
     tmp = tmp or temp_name(name)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600, dir_fd=folder)
     try:
         with os.fdopen(fd, "wb") as out:
-            os.fchmod(fd, mode)  # not the umask's: node_exporter & co. need to read it
+            os.fchmod(fd, 0o644)  # not the umask's: node_exporter & co. need to read it
             out.write(data)
             if durable:
                 out.flush()

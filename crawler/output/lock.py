@@ -21,7 +21,7 @@ How it works, and why:
   alone decides who holds the lock; the content is never trusted over it, so a pid that is alive
   (or a host that is not this one) in an unlocked file does not block anybody, and a dead pid
   in a locked file does not let anybody in.
-* When the lock is busy, :meth:`RunLock.acquire` tries again every ``poll`` seconds (0.1) until
+* When the lock is busy, :meth:`RunLock.acquire` tries again every :data:`POLL_SECONDS` (0.1) until
   ``wait`` seconds have passed, then raises :class:`LockBusyError`, which names the holder's
   pid, host and start time and the lock file. ``wait=0`` fails at once.
 * A file that still names a holder when the lock is taken was left by a run that did not
@@ -75,7 +75,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from types import TracebackType
 
 from ..errors import LockBusyError, OutputError
 from ..files import read_regular
@@ -149,20 +148,15 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
-
-
 class RunLock:
     """The whole-run lock of one output folder (see the module documentation)."""
 
-    def __init__(self, output: Path, *, wait: float = 0.0, poll: float = POLL_SECONDS) -> None:
-        if wait < 0 or poll <= 0:
-            raise ValueError(f"wait must be >= 0 and poll > 0, got wait={wait}, poll={poll}")
+    def __init__(self, output: Path, *, wait: float = 0.0) -> None:
+        if wait < 0:
+            raise ValueError(f"wait must be >= 0, got {wait}")
         self.output = output
         self.path = output / LOCK_FILE
         self.wait = wait
-        self.poll = poll
         #: What was left in the lock file by a run that did not release it, if anything.
         self.broken: str | None = None
         #: This process, as written into the lock file while it holds the lock.
@@ -195,12 +189,9 @@ class RunLock:
         while (holder := self._try()) is not None:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise self._busy(holder, started)
-            yield min(self.poll, remaining)
-
-    def _busy(self, holder: Holder, started: float) -> LockBusyError:
-        waited = time.monotonic() - started if self.wait > 0 else 0.0
-        return LockBusyError(str(self.path), holder, waited)
+                waited = time.monotonic() - started if self.wait > 0 else 0.0
+                raise LockBusyError(str(self.path), holder, waited)
+            yield min(POLL_SECONDS, remaining)
 
     def release(self) -> None:
         """Empty the lock file and drop the lock; does nothing when the lock is not held."""
@@ -248,7 +239,8 @@ class RunLock:
         try:
             content = self._read(fd)
             self.broken = self._leftover(Holder.parse(content), content)
-            self.holder = Holder(os.getpid(), socket.gethostname(), _now())
+            now = datetime.now(UTC).isoformat(timespec="seconds")
+            self.holder = Holder(os.getpid(), socket.gethostname(), now)
             # A hard link's other names are the same content (a copy made with `cp -al`):
             # writing the pid there would change them. The lock holds all the same.
             self._written = os.fstat(fd).st_nlink == 1
@@ -334,24 +326,14 @@ class RunLock:
         self.acquire()
         return self
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.release()
 
     async def __aenter__(self) -> RunLock:
         await self.acquire_async()
         return self
 
-    async def __aexit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         self.release()
 
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from pathlib import Path
 
 import msgspec
@@ -74,7 +74,6 @@ class SourceFacts(msgspec.Struct, frozen=True, gc=False):
 
     @classmethod
     def of(cls, summary: SourceSummary) -> SourceFacts:
-        """The facts of a summary."""
         return cls(summary.db_version, summary.records, summary.in_buildcache, len(summary.invalid))
 
 
@@ -313,15 +312,11 @@ class Store:
         def kept(name: str) -> bool:  # this version's, and of a source still referred to
             return name.endswith(suffix) and name.removesuffix(suffix).partition("-")[2] in keep
 
-        for folder, keeps in ((self.kept, kept), (self._specs, _starting(current))):
+        specs = (self._specs, lambda name: name.startswith(current))  # this version's
+        for folder, keeps in ((self.kept, kept), specs):
             try:
                 problems = folder.prune(keeps).problems
             except (OSError, OutputError) as err:
                 problems = [str(err)]
             for problem in problems:  # only a cache: the next prune tries again
                 log.warning("cannot prune %s: %s", folder.path, problem)
-
-
-def _starting(prefix: str) -> Callable[[str], bool]:
-    """Whether a name starts with ``prefix``."""
-    return lambda name: name.startswith(prefix)
