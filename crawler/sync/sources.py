@@ -235,9 +235,10 @@ class SourceReader:
                 outcome, promised, "unchanged", before, why
             ):
                 return None
-        last = before.sha256 if before is not None else None
         if dest is None:  # a dry run
-            return self._probed(outcome, before, etag, await fetcher.probe(source.location, etag))
+            probed = await fetcher.probe(source.location, etag)
+            return self._probed(outcome, before, etag, cached, probed)
+        last = before.sha256 if before is not None else None
         root = None
         if not source.is_local:  # local files are only hashed here
             if etag is None:  # a body will come: workers start while it downloads
@@ -277,10 +278,16 @@ class SourceReader:
         return fetched
 
     def _probed(
-        self, outcome: SourceOutcome, before: SourceState | None, etag: str | None, probed: Probed
+        self,
+        outcome: SourceOutcome,
+        before: SourceState | None,
+        etag: str | None,
+        cached: bool,
+        probed: Probed,
     ) -> Probed | None:
         """A dry run's decisions on the answer to the request a download would start with, as
-        :meth:`_fetch_index` makes them on the download's."""
+        :meth:`_fetch_index` makes them on the download's (``cached``: the last publish's
+        summary is in the cache)."""
         last = before.sha256 if before is not None else None
         if probed.not_modified and self._reuse(outcome, last, "unchanged", before, _NOT_MODIFIED):
             return None
@@ -291,7 +298,6 @@ class SourceReader:
             why = "same ETag; a sync downloads it again all the same"
             if self._reuse(outcome, last, "unchanged", before, why):
                 return None
-        cached = before is not None and self.store.has(outcome.kind, before.sha256)
         outcome.status, outcome.size = "fetched", probed.size
         outcome.reason = _changed(outcome.source, before, cached, probed.sha256 is not None)
         return probed
