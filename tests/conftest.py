@@ -357,11 +357,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = [item for item in items if not item.get_closest_marker("release")]
 
 
-#: Entries of each top-level map and of each list of a published document that the autouse
-#: schema check validates (all of them in a test that calls ``assert_valid`` itself).
-SCHEMA_SAMPLE = 10
-
-
 @pytest.fixture(autouse=True)
 def _no_config_named(monkeypatch: pytest.MonkeyPatch) -> None:
     """No test reads the config that the environment of the one running the suite names
@@ -375,10 +370,7 @@ def _published_indexes_match_the_schema(
 ) -> Iterator[None]:
     """Every ``index.json`` a test leaves published (next to its ``report.json``), and its
     companions, must match the JSON Schemas shipped in crawler/schema, whatever the test
-    itself checks: a sample of each (:func:`.schema.sampled`: the first :data:`SCHEMA_SAMPLE`
-    packages, of their specs, ...), since the schemas hold no rule across entries and checking
-    a few thousand specs takes tens of seconds. Tests that call ``assert_valid`` themselves
-    check whole documents."""
+    itself checks."""
     yield
     if request.node.get_closest_marker("damages_output"):
         return
@@ -388,7 +380,7 @@ def _published_indexes_match_the_schema(
         if (index.parent / "report.json").is_file() and ".crawler" not in index.parts:
             for name in SCHEMAS:
                 if (index.parent / name).is_file():
-                    assert_valid(index.parent / name, sample=SCHEMA_SAMPLE)
+                    assert_valid(index.parent / name)
 
 
 _HOLDER_SCRIPT = """

@@ -340,7 +340,7 @@ def test_find_starts_without_the_sync(sample: Path) -> None:
 #: What a consumer's command imports only when it needs it: none of it for a query by name
 #: into a pipe.
 HEAVY = ["aiohttp", "asyncio", "crawler.sync", "crawler.decode.pool", "crawler.config", "yaml"]
-HEAVY += ["jsonschema", "rich", "archspec"]
+HEAVY += ["jsonschema_rs", "rich", "archspec"]
 
 
 def imported_by(*args: str) -> set[str]:

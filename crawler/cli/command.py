@@ -103,9 +103,9 @@ def _interruptible(hard: bool) -> None:
 
 
 def _verify(args: argparse.Namespace, hard: bool) -> int:
-    from ..ops.verify import expected_branch  # jsonschema: slow to import, only needed here
+    from ..ops.verify import expected_branch  # only needed here
 
-    _interruptible(hard)  # once jsonschema is loaded (see .sigint)
+    _interruptible(hard)  # once verify is loaded (see .sigint)
     path: Path = args.path
     try:
         found = _not_a_branch_folder(path)

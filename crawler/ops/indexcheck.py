@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
+import jsonschema_rs
 import msgspec
 from msgspec import UnsetType
 
@@ -21,7 +22,7 @@ from ..documents import Index, PackageSummary
 from ..files import release
 from ..output.published import branch_problem
 from ..text import counted
-from .schemas import part_validator, validator
+from .schemas import json_path, part_validator, validator
 
 MAX_SCHEMA_ERRORS = 20
 _MAX_MESSAGE = 200
@@ -55,13 +56,13 @@ class SchemaErrors:
         self.count = 0
         self._kept: list[tuple[list[str], int, str]] = []
 
-    def add(self, errors: Iterable[Any], at: Iterable[str] = ()) -> None:
+    def add(self, errors: Iterable[jsonschema_rs.ValidationError], at: Iterable[str] = ()) -> None:
         """Errors of ``validator.iter_errors``, of the part at the path ``at``."""
-        prefix = list(at)
+        prefix: list[str | int] = list(at)
         for error in errors:
-            path = "$" + "".join(f".{p}" for p in prefix) + error.json_path[1:]
-            key = [*prefix, *(str(p) for p in error.absolute_path)]
-            self._kept.append((key, self.count, f"{path}: {short(error.message)}"))
+            steps = [*prefix, *error.instance_path]
+            message = f"{json_path(steps)}: {short(error.message)}"
+            self._kept.append(([str(s) for s in steps], self.count, message))
             self.count += 1
         if len(self._kept) > 4 * MAX_SCHEMA_ERRORS:
             self._kept = sorted(self._kept)[:MAX_SCHEMA_ERRORS]
