@@ -195,4 +195,5 @@ def test_paths_and_texts_that_are_not_utf8_or_not_in_the_locale(tmp_path: Path) 
     )
     assert "ubunt\u00fc24.04" in {line["os"] for line in lines(found.stdout.decode("utf-8"))}
     drawn = on_a_terminal("find", "zlib", "--in", str(accented), PYTHONIOENCODING="ascii")
-    assert " ubunt\\xfc24.04 " in drawn and "/d\\xe9j\\xe0/develop" in drawn
+    # The caption (the folder) is folded to the table's width: as long as tmp_path makes it.
+    assert " ubunt\\xfc24.04 " in drawn and "/d\\xe9j\\xe0/develop" in "".join(drawn.split())
