@@ -8,6 +8,7 @@ use, so that they answer in a fraction of a second; every other command goes thr
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import signal
 import sys
@@ -36,14 +37,9 @@ def run() -> None:
 
 def _light(command: str, argv: list[str]) -> int:
     try:
-        if command == "find":
-            from .find import main
-        elif command == "diff":
-            from .diff import main
-        else:
-            from .log import main
+        main = importlib.import_module(f".{command}", __package__).main  # named as the command
         sigint.release()
-        return main(argv)
+        return int(main(argv))
     except KeyboardInterrupt:
         return _interrupted()
 
