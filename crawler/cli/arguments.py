@@ -34,7 +34,6 @@ def _formats(text: str) -> tuple[str, ...]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of every command."""
     parser = Parser(
         prog="crawler",
         description="Crawl Spack build-cache mirrors into consolidated JSON indexes.",

@@ -45,7 +45,6 @@ def add_arguments(audit: argparse.ArgumentParser) -> None:
 
 
 async def run(args: argparse.Namespace, config: Config, sleep: Sleep) -> int:
-    """Audit ``args.path``; the exit code."""
     if args.mirror is None:  # the mirror the branch was published from
         config = with_overrides(config, mirror=load_index(args.path).mirror or None)
     progress = Counting() if sys.stderr.isatty() and not args.quiet else None

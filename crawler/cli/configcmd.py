@@ -23,7 +23,6 @@ TEXTS = {
 
 
 def default_config() -> str:
-    """The text of the default config file, as shipped in the package."""
     return resources.files("crawler.config").joinpath("defaults.yaml").read_text("utf-8")
 
 
@@ -34,7 +33,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """``crawler config``: the exit code."""
     if not args.defaults:  # room for `crawler config --show` (the settings in effect) later
         raise UsageError("crawler config: give --defaults to print the default config")
     return printed(default_config(), "the default config")

@@ -303,14 +303,12 @@ class Counting:
         self._shown = 0.0
 
     def count(self, what: str, done: int, total: int) -> None:
-        """``what`` (``checked``), ``done`` of ``total``."""
         now = time.monotonic()
         if now - self._shown >= 0.1 or done == total:
             self._shown = now
             self._draw(f"\r{what} {done:,} of {total:,}\033[K")
 
     def end(self) -> None:
-        """The line cleared, for what follows."""
         self._draw("\r\033[K")
 
     def _draw(self, text: str) -> None:

@@ -39,7 +39,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run ``crawler log`` with parsed arguments; returns the exit code."""
     folder, origin = branch_folder(args)
     with pointing(origin, BRANCH_WAYS, folder):
         history = load_history(folder)
@@ -82,7 +81,6 @@ def json_lines(publishes: Sequence[HistoryEntry]) -> bytes:
 
 
 def table(publishes: Sequence[HistoryEntry]) -> str:
-    """The publishes as aligned columns under a header."""
     rows = [("PUBLISHED", "SPECS", "ADDED", "REMOVED", "PACKAGES")]
     for p in publishes:
         totals = p.changes.totals

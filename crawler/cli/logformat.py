@@ -76,7 +76,6 @@ def setup_logging(quiet: bool, verbose: bool, log_format: str) -> None:
 
 
 def json_logs() -> bool:
-    """Whether the logs are JSON (``--log-format json``)."""
     return _json
 
 
