@@ -6,6 +6,22 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+from ..errors import UsageError
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that raises instead of exiting, so the caller owns the exit code, and takes
+    no abbreviated option (``--bran``): a crontab line using one would break, or change its
+    meaning, the day an option sharing its start is added."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{self.prog}: {message}")
 
 
 def int_between(low: int, high: int | None = None) -> Callable[[str], int]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from types import ModuleType
 from typing import Any
 
 import msgspec
@@ -10,25 +11,11 @@ import msgspec
 from .. import __version__
 from ..config import Config, load_config, with_overrides
 from ..configfile import CONFIG_ENV, DEFAULT_CONFIG
-from ..errors import UsageError
 from . import audit, completion, configcmd, find
 from . import diff as branch_diff
 from . import log as history_log
-from .argtypes import FileArgument, FolderArgument, int_between, path
+from .argtypes import FileArgument, FolderArgument, Parser, int_between, path
 from .logformat import FORMATS
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse that raises instead of exiting, so :func:`main` owns the exit code, and takes
-    no abbreviated option (``--bran``): a crontab line using one would break, or change its
-    meaning, the day an option sharing its start is added."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs.setdefault("allow_abbrev", False)
-        super().__init__(*args, **kwargs)
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise UsageError(f"{self.prog}: {message}")
 
 
 def _seconds(text: str) -> float:
@@ -47,24 +34,33 @@ def _formats(text: str) -> tuple[str, ...]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of every command."""
-    parser = _Parser(
+    parser = Parser(
         prog="crawler",
         description="Crawl Spack build-cache mirrors into consolidated JSON indexes.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     # Not required=True: argparse would only say "the following arguments are required".
-    commands = parser.add_subparsers(dest="command", parser_class=_Parser)
+    commands = parser.add_subparsers(dest="command", parser_class=Parser)
     _add_sync(commands)
     _add_branches(commands)
     _add_verify(commands)
     _add_audit(commands)
-    find.add_parser(commands)
-    history_log.add_parser(commands)
-    branch_diff.add_parser(commands)
-    configcmd.add_parser(commands)
-    completion.add_parser(commands)
+    for name, module in (
+        ("find", find),
+        ("log", history_log),
+        ("diff", branch_diff),
+        ("config", configcmd),
+        ("completion", completion),
+    ):
+        _add(commands, name, module)
     return parser
+
+
+def _add(commands: Any, name: str, module: ModuleType) -> argparse.ArgumentParser:
+    """The command ``name``, whose texts and arguments are its module's."""
+    sub: argparse.ArgumentParser = commands.add_parser(name, help=module.HELP, **module.TEXTS)
+    module.add_arguments(sub)
+    return sub
 
 
 def _common(sub: argparse.ArgumentParser) -> None:
@@ -255,7 +251,7 @@ def _add_verify(commands: Any) -> None:
 
 
 def _add_audit(commands: Any) -> None:
-    sub = audit.add_parser(commands)
+    sub = _add(commands, "audit", audit)
     _common(sub)
     sub.add_argument(
         "--concurrency",

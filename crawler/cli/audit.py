@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import sys
 from functools import partial
-from typing import Any
 
 from ..config import Config, with_overrides
 from ..consume.load import load_index
@@ -22,24 +21,20 @@ from .display import Counting
 from .records import json_lines
 from .streams import printed, tell
 
-EPILOG = (
-    "exit codes: 0 every binary is there, 1 internal error, 2 usage or config error, "
+HELP = "check that a published branch's binaries are still on the mirror"
+TEXTS = {
+    "description": "For each spec of a published branch, in every stack that lists it, read "
+    "its spec manifest and look for its tarball on the mirror (v3 caches); check the "
+    "signature where the cache publishes keys.",
+    "epilog": "exit codes: 0 every binary is there, 1 internal error, 2 usage or config error, "
     "9 deadline passed, 11 no published branch, 16 out of memory, 17 binaries missing or not "
     "sound (one per line on stdout; one that cannot be written is a warning), 129/130/143 "
-    "interrupted"
-)
+    "interrupted",
+}
 
 
-def add_parser(commands: Any) -> argparse.ArgumentParser:
-    """``crawler audit``'s parser (its common options are added by :mod:`.arguments`)."""
-    audit: argparse.ArgumentParser = commands.add_parser(
-        "audit",
-        help="check that a published branch's binaries are still on the mirror",
-        description="For each spec of a published branch, in every stack that lists it, read "
-        "its spec manifest and look for its tarball on the mirror (v3 caches); check the "
-        "signature where the cache publishes keys.",
-        epilog=EPILOG,
-    )
+def add_arguments(audit: argparse.ArgumentParser) -> None:
+    """Its own arguments (the common ones are added by :mod:`.arguments`)."""
     audit.add_argument("path", type=path, help="a published branch folder, e.g. output/develop")
     audit.add_argument(
         "--stack", action="append", metavar="GLOB", help="check only the stacks matching GLOB"
@@ -47,11 +42,9 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
     audit.add_argument(
         "--json", action="store_true", help="one JSON object on stdout: the verdict, its findings"
     )
-    return audit
 
 
 async def run(args: argparse.Namespace, config: Config, sleep: Sleep) -> int:
-    """Audit ``args.path``; the exit code."""
     if args.mirror is None:  # the mirror the branch was published from
         config = with_overrides(config, mirror=load_index(args.path).mirror or None)
     progress = Counting() if sys.stderr.isatty() and not args.quiet else None

@@ -41,7 +41,7 @@ from .consumer import out_of_memory
 from .display import Counting, LiveReporter, wants_live
 from .logformat import setup_logging
 from .records import Verified, json_lines, listed, synced
-from .stopping import GRACE, Stopper, timer
+from .stopping import Stopper, timer
 from .streams import printed, tell
 
 log = logging.getLogger("crawler")
@@ -49,12 +49,7 @@ log = logging.getLogger("crawler")
 EXIT_SIGINT = 128 + signal.SIGINT
 
 
-def exit_code(result: RunResult) -> int:
-    """The run's exit code: the most serious outcome of its branches."""
-    return code_of(b.status for b in result.branches)
-
-
-def code_of(outcomes: Iterable[str]) -> int:
+def exit_code(outcomes: Iterable[str]) -> int:
     """The exit code of branches ending with these statuses: the most serious one's."""
     statuses = set(outcomes)
     if statuses & {"failed", "refused"}:
@@ -64,15 +59,6 @@ def code_of(outcomes: Iterable[str]) -> int:
     if "published" in statuses:
         return ExitCode.OK
     return ExitCode.UNCHANGED
-
-
-async def _sync(syncer: Syncer, args: argparse.Namespace) -> RunResult:
-    wanted = None if args.all else args.branch
-    if wants_live(args.quiet):
-        with LiveReporter() as live:
-            syncer.reporter = live
-            return await syncer.run(wanted)
-    return await syncer.run(wanted)
 
 
 def _write_metrics(config: Config, result: RunResult | None, code: int, seconds: float) -> None:
@@ -103,7 +89,7 @@ def _interruptible(hard: bool) -> None:
 
 
 def _verify(args: argparse.Namespace, hard: bool) -> int:
-    from ..ops.verify import expected_branch  # only needed here
+    from ..ops.verify import expected_branch, verify_branch  # only needed here
 
     _interruptible(hard)  # once verify is loaded (see .sigint)
     path: Path = args.path
@@ -115,7 +101,20 @@ def _verify(args: argparse.Namespace, hard: bool) -> int:
     if found is not None:  # a typo, the index file itself, the output folder: no branch
         raise UsageError(f"crawler verify: {path}: {found}")
     note = expected_branch(path.resolve(), args.branch).note
-    problems = _verified(args)
+    # Its progress on a terminal, but not with --quiet or --json.
+    counting = Counting() if not args.json and wants_live(args.quiet) else None
+    try:
+        problems = verify_branch(
+            path,
+            schema=not args.no_schema,
+            branch=args.branch,
+            progress=(lambda what, done, total: counting.count(f"checking {what}", done, total))
+            if counting
+            else None,
+        )
+    finally:
+        if counting:
+            counting.end()
     verdict = [] if problems or args.quiet else [f"{path}: all checks hold"]
     # A problem may quote the folder's documents, anyone's to write: escaped for a terminal.
     results: str | bytes = _text([printable(p) for p in problems] or verdict)
@@ -134,27 +133,6 @@ def _verify(args: argparse.Namespace, hard: bool) -> int:
             tell(f"{path}: {counted(len(problems), 'problem')}")
         return ExitCode.VERIFY_FAILED
     return ExitCode.OK
-
-
-def _verified(args: argparse.Namespace) -> list[str]:
-    """The problems of the folder ``crawler verify`` checks; its progress on a terminal, but
-    not with ``--quiet`` or ``--json``."""
-    from ..ops.verify import verify_branch
-
-    path: Path = args.path
-    if args.json or not wants_live(args.quiet):
-        return verify_branch(path, schema=not args.no_schema, branch=args.branch)
-    shown = Counting()
-    try:
-        problems = verify_branch(
-            path,
-            schema=not args.no_schema,
-            branch=args.branch,
-            progress=lambda what, done, total: shown.count(f"checking {what}", done, total),
-        )
-    finally:
-        shown.end()
-    return problems
 
 
 def _not_a_branch_folder(path: Path) -> str | None:
@@ -219,8 +197,6 @@ async def main_async(
         dry = command == "sync" and args.dry_run  # writes nothing: no metrics either
         if command in _READERS:  # reads or prints only: no logging, signals or metrics
             return _READERS[command](args)
-        if command == "completion":
-            return completion.run(args, build_parser())
         setup_logging(args.quiet, args.verbose, getattr(args, "log_format", "text"))
         if command == "verify":
             return _verify(args, hard)
@@ -248,12 +224,14 @@ async def main_async(
     return code
 
 
-#: The commands that only read a published branch (find, log, diff) or print a text (config).
+#: The commands that only read a published branch (find, log, diff) or print a text (config,
+#: completion).
 _READERS: dict[str, Callable[[argparse.Namespace], int]] = {
     "find": find.run,
     "log": history_log.run,
     "diff": branch_diff.run,
     "config": configcmd.run,
+    "completion": lambda args: completion.run(args, build_parser()),
 }
 
 
@@ -303,8 +281,10 @@ async def _command(
         check_output(config)
         if args.dry_run:
             return await _dry_run(config, args, sleep), None
-        syncer = Syncer(config, LogReporter(), sleep=sleep, force=args.force)
-        result = await _sync(syncer, args)
+        live = LiveReporter() if wants_live(args.quiet) else None
+        syncer = Syncer(config, live or LogReporter(), sleep=sleep, force=args.force)
+        with live or contextlib.nullcontext():
+            result = await syncer.run(None if args.all else args.branch)
     except asyncio.CancelledError:
         if stopper.reason is None:
             raise
@@ -318,7 +298,7 @@ async def _command(
     if result.failed:
         names = ", ".join(b.branch for b in result.failed)
         tell(f"error: {len(result.failed)} branch(es) failed: {names}")
-    return exit_code(result), result
+    return exit_code(b.status for b in result.branches), result
 
 
 async def _dry_run(config: Config, args: argparse.Namespace, sleep: Sleep) -> int:
@@ -329,7 +309,7 @@ async def _dry_run(config: Config, args: argparse.Namespace, sleep: Sleep) -> in
         log.warning("%s; a dry run does not wait for it", busy)
     syncer = Syncer(config, LogReporter(), sleep=sleep, force=args.force)
     forecasts = await syncer.forecast(None if args.all else args.branch)
-    code = code_of(f.status for f in forecasts)
+    code = exit_code(f.status for f in forecasts)
     written = printed(_text([*preview.lines(forecasts), preview.verdict(code)]), "the forecast")
     return code if written == ExitCode.OK else written
 
@@ -366,7 +346,7 @@ def main(argv: Sequence[str] | None = None, *, hard: bool = False) -> int:
         try:
             code = runner.run(main_async(argv, hard=hard))
             if hard:
-                timer(GRACE, code, "warning: the process did not end by itself; ended at once")
+                timer(code)
             return code
         finally:
             try:
@@ -376,5 +356,5 @@ def main(argv: Sequence[str] | None = None, *, hard: bool = False) -> int:
     except KeyboardInterrupt:  # before the handlers were installed, or after
         tell("interrupted")
         if hard:
-            timer(GRACE, EXIT_SIGINT, "warning: the process did not end by itself; ended at once")
+            timer(EXIT_SIGINT)
         return EXIT_SIGINT

@@ -10,39 +10,27 @@ a script is asked for (importing it takes longer than printing the script).
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from .streams import printed
 
-SHELLS = ("bash", "zsh", "fish")
-EPILOG = (
-    "bash: source <(crawler completion bash) in ~/.bashrc, or save it as "
+HELP = "print a shell completion script (bash, zsh or fish)"
+TEXTS = {
+    "description": "Print crawler's completion script for bash, zsh or fish.",
+    "epilog": "bash: source <(crawler completion bash) in ~/.bashrc, or save it as "
     '~/.local/share/bash-completion/completions/crawler. zsh: eval "$(crawler completion '
     'zsh)" in ~/.zshrc after compinit, or save it as _crawler in a folder of $fpath. fish: save '
     "it as ~/.config/fish/completions/crawler.fish. exit codes: 0 printed, 2 usage error, 4 it "
-    "could not be written, 141 its reader closed the pipe"
-)
+    "could not be written, 141 its reader closed the pipe",
+}
 
 
-def add_parser(commands: Any) -> argparse.ArgumentParser:
-    """Add ``completion`` to the command line's subparsers (``add_subparsers()``'s action)."""
-    parser: argparse.ArgumentParser = commands.add_parser(
-        "completion",
-        help="print a shell completion script (bash, zsh or fish)",
-        description="Print crawler's completion script for bash, zsh or fish.",
-        epilog=EPILOG,
-    )
-    parser.add_argument("shell", choices=SHELLS, help="the shell to complete in")
-    return parser
-
-
-def script(parser: argparse.ArgumentParser, shell: str) -> str:
-    """The completion script of ``parser`` (the whole command line's) for ``shell``."""
-    import shtab
-
-    return shtab.complete(parser, shell=shell)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("shell", choices=("bash", "zsh", "fish"), help="the shell to complete in")
 
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    """``crawler completion SHELL``: the exit code."""
-    return printed(script(parser, args.shell), f"the {args.shell} completion script")
+    """``crawler completion SHELL``, ``parser`` being the whole command line's: the exit code."""
+    import shtab
+
+    script = shtab.complete(parser, shell=args.shell)
+    return printed(script, f"the {args.shell} completion script")

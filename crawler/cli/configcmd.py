@@ -9,39 +9,30 @@ from __future__ import annotations
 
 import argparse
 from importlib import resources
-from typing import Any
 
 from ..errors import UsageError
 from .streams import printed
 
-EPILOG = (
-    "Save it, edit it and give it to --config: its relative paths (output: ../output) are "
-    "resolved against the folder it is saved in. exit codes: 0 printed, 2 usage error, 4 it "
-    "could not be written, 141 its reader closed the pipe"
-)
+HELP = "print the default config file"
+TEXTS = {
+    "description": "Print the default config file, every key commented.",
+    "epilog": "Save it, edit it and give it to --config: its relative paths (output: ../output) "
+    "are resolved against the folder it is saved in. exit codes: 0 printed, 2 usage error, 4 it "
+    "could not be written, 141 its reader closed the pipe",
+}
 
 
 def default_config() -> str:
-    """The text of the default config file, as shipped in the package."""
     return resources.files("crawler.config").joinpath("defaults.yaml").read_text("utf-8")
 
 
-def add_parser(commands: Any) -> argparse.ArgumentParser:
-    """Add ``config`` to the command line's subparsers (``add_subparsers()``'s action)."""
-    parser: argparse.ArgumentParser = commands.add_parser(
-        "config",
-        help="print the default config file",
-        description="Print the default config file, every key commented.",
-        epilog=EPILOG,
-    )
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--defaults", action="store_true", help="print the documented default config"
     )
-    return parser
 
 
 def run(args: argparse.Namespace) -> int:
-    """``crawler config``: the exit code."""
     if not args.defaults:  # room for `crawler config --show` (the settings in effect) later
         raise UsageError("crawler config: give --defaults to print the default config")
     return printed(default_config(), "the default config")

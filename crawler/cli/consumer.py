@@ -6,34 +6,22 @@ sync's imports (so the error line and exit code are given here rather than by
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, NamedTuple, TextIO
+from typing import Any
 
 from ..configfile import CONFIG_ENV, DEFAULT_CONFIG, config_file
 from ..consume.load import branch_path
 from ..consumer_errors import NotABranchError
 from ..errors import CrawlerError, ExitCode, MemoryExhausted, UsageError
 from ..text import printable
-from .argtypes import FileArgument, FolderArgument, path
+from .argtypes import FileArgument, FolderArgument, Parser, path
 from .streams import tell, write_whole
 
 DEFAULT_OUTPUT = "output"
 DEFAULT_BRANCH = "develop"
-
-
-class Parser(argparse.ArgumentParser):
-    """The parser of a consumer's command alone (see :func:`run_alone`): raises a
-    :class:`UsageError` rather than exiting, and takes no abbreviated option, as the command
-    line's does."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs.setdefault("allow_abbrev", False)
-        super().__init__(*args, **kwargs)
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise UsageError(f"{self.prog}: {message}")
 
 
 def add_branch_arguments(parser: argparse.ArgumentParser) -> None:
@@ -67,22 +55,16 @@ def add_output_arguments(group: Any, output: str) -> None:
     )
 
 
-class Where(NamedTuple):
-    """A branch folder a consumer's command reads, and how it was found (for a message)."""
-
-    folder: Path
-    origin: str
-
-
-def branch_folder(args: argparse.Namespace) -> Where:
-    """The branch folder :func:`add_branch_arguments` named."""
+def branch_folder(args: argparse.Namespace) -> tuple[Path, str]:
+    """The branch folder :func:`add_branch_arguments` named, and how it was found (for a
+    message)."""
     if args.folder is not None:
         if args.output is not None or args.branch is not None or args.config is not None:
             raise UsageError("give --in FOLDER, or --output (or --config) and --branch, not both")
-        return Where(args.folder, "--in named it, no config was read")
+        return args.folder, "--in named it, no config was read"
     output, origin = output_folder(args)
     branch = DEFAULT_BRANCH if args.branch is None else args.branch
-    return Where(branch_path(output, branch), origin)
+    return branch_path(output, branch), origin
 
 
 def output_folder(args: argparse.Namespace) -> tuple[Path, str]:
@@ -129,14 +111,12 @@ def aligned(rows: Sequence[tuple[str, ...]]) -> str:
     return "".join(line.format(*row).rstrip() + "\n" for row in rows)
 
 
-def rich_table(
-    columns: Sequence[str], rows: Sequence[tuple[str, ...]], caption: str, out: TextIO
-) -> None:
-    """Rows as a table drawn by rich for the terminal ``out`` (its width), under a bold header,
-    written on stdout. Drawn to text first, then written as any results are
-    (:func:`.streams.write_whole`): rich's own writes would fail on what the terminal's
-    encoding lacks (``ü`` on an ASCII locale). Cells and caption are plain text, not rich's
-    markup (``[/x]`` in an index would fail it)."""
+def rich_table(columns: Sequence[str], rows: Sequence[tuple[str, ...]], caption: str) -> None:
+    """Rows as a table drawn by rich for the terminal on stdout (its width), under a bold
+    header. Drawn to text first, then written as any results are (:func:`.streams.write_whole`):
+    rich's own writes would fail on what the terminal's encoding lacks (``ü`` on an ASCII
+    locale). Cells and caption are plain text, not rich's markup (``[/x]`` in an index would
+    fail it)."""
     from rich.console import Console  # only here: about 50 ms to import
     from rich.table import Column, Table
     from rich.text import Text
@@ -148,7 +128,7 @@ def rich_table(
     table = Table(*folded, caption=caption_text, box=None, header_style="bold")
     for row in _printable_rows(rows):
         table.add_row(*map(Text, row))
-    console = Console(file=out)
+    console = Console(file=sys.stdout)
     with console.capture() as drawn:
         console.print(table)
     write_whole(drawn.get())

@@ -16,7 +16,6 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import msgspec
 
@@ -28,7 +27,8 @@ from ..files import is_safe_name
 from .consumer import add_output_arguments, aligned, output_folder, pointing, rich_table, run_alone
 from .streams import printed, tell, write_whole
 
-_TEXTS = {
+HELP = "what changed between two published branches"
+TEXTS = {
     "description": "Print what changed from the published branch A to B: packages, versions "
     "and specs added and removed, and specs whose record changed (moved between stacks...). "
     "Reads their index.json; writes nothing. With --output or --config, A and B are branches "
@@ -42,17 +42,7 @@ _TEXTS = {
 }
 
 
-def add_parser(commands: Any) -> argparse.ArgumentParser:
-    """Add ``diff`` to the command line's subparsers."""
-    parser: argparse.ArgumentParser = commands.add_parser(
-        "diff", help="what changed between two published branches", **_TEXTS
-    )
-    add_arguments(parser)
-    return parser
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The arguments of ``crawler diff``."""
     for name, which in (("before", "A"), ("after", "B")):
         parser.add_argument(
             name,
@@ -128,19 +118,14 @@ def _write(diff: IndexDiff, *, as_json: bool) -> None:
     out = sys.stdout
     if out is None or not diff:
         return
-    if as_json:
-        write_whole(json_lines(diff))
+    if as_json:  # one JSON object a change (see :class:`~crawler.consume.diff.Change`)
+        encode = msgspec.json.Encoder().encode
+        write_whole(b"".join(encode(change) + b"\n" for change in diff.records()))
     elif out.isatty():
         rows = [_row(change, short=True) for change in diff.records()]
-        rich_table(_HEADER, rows, f"{diff.before} -> {diff.after}", out)
+        rich_table(_HEADER, rows, f"{diff.before} -> {diff.after}")
     else:
         write_whole(aligned([_HEADER, *(_row(change, short=False) for change in diff.records())]))
-
-
-def json_lines(diff: IndexDiff) -> bytes:
-    """One JSON object a change (see :class:`~crawler.consume.diff.Change`)."""
-    encode = msgspec.json.Encoder().encode
-    return b"".join(encode(change) + b"\n" for change in diff.records())
 
 
 #: What the comparison read, kept until the process ends (as find's ``_KEPT``).
@@ -193,4 +178,4 @@ def _detail(change: Change) -> str:
 def main(argv: Sequence[str]) -> int:
     """``crawler diff ARGV`` on its own, as :mod:`.entry` runs it; returns the exit code."""
     gc.disable()  # as find's: the process ends after this command
-    return run_alone("crawler diff", _TEXTS, add_arguments, run, argv)
+    return run_alone("crawler diff", TEXTS, add_arguments, run, argv)

@@ -22,7 +22,6 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import TYPE_CHECKING, TextIO
 
 from ..sync.outcome import SourceOutcome
@@ -31,7 +30,6 @@ from .logformat import TextFormatter, json_logs
 
 if TYPE_CHECKING:  # rich is imported only when a terminal gets the live display
     from rich.progress import Task, TaskID
-    from rich.text import Text
 
 log = logging.getLogger("crawler")
 
@@ -118,8 +116,7 @@ class BranchProgress:
             return "downloading" if coming else "decoding"
 
     @property
-    def count(self) -> int:
-        """Sources finished."""
+    def count(self) -> int:  # sources finished
         return sum(self.statuses.values())
 
     def completed(self) -> float:
@@ -185,13 +182,12 @@ class LiveReporter:
         from rich.logging import RichHandler
         from rich.progress import BarColumn, Progress, ProgressColumn, TextColumn
         from rich.table import Column
+        from rich.text import Text
 
         branches: dict[str, BranchProgress] = {}
 
         class Numbers(ProgressColumn):
             def render(self, task: Task) -> Text:
-                from rich.text import Text
-
                 branch = branches.get(task.fields.get("branch", ""))
                 return Text(branch.line() if branch else "")
 
@@ -200,8 +196,6 @@ class LiveReporter:
             stops once ``completed`` reaches ``total``: as the last source is read)."""
 
             def render(self, task: Task) -> Text:
-                from rich.text import Text
-
                 return Text(_duration(task.elapsed or 0.0, up=False), style="progress.elapsed")
 
         self.terminal = _Terminal(sys.stderr)
@@ -230,12 +224,7 @@ class LiveReporter:
         self._shown(self.progress.start)
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self._shown(self.progress.stop)
         logging.getLogger("crawler").handlers = self._handlers
 
@@ -314,14 +303,12 @@ class Counting:
         self._shown = 0.0
 
     def count(self, what: str, done: int, total: int) -> None:
-        """``what`` (``checked``), ``done`` of ``total``."""
         now = time.monotonic()
         if now - self._shown >= 0.1 or done == total:
             self._shown = now
             self._draw(f"\r{what} {done:,} of {total:,}\033[K")
 
     def end(self) -> None:
-        """The line cleared, for what follows."""
         self._draw("\r\033[K")
 
     def _draw(self, text: str) -> None:

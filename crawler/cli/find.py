@@ -17,7 +17,6 @@ import sys
 from collections.abc import Callable, Collection, Sequence
 from itertools import islice
 from pathlib import Path
-from typing import Any, TextIO
 
 import msgspec
 
@@ -38,34 +37,20 @@ from .consumer import (
 )
 from .streams import printed, tell, write_whole
 
-EPILOG = (
-    "exit codes: 0 found, 1 internal error, 2 usage or config error (a bad flag, a malformed "
-    "spec, version, compiler or variant, a config that cannot be read), 4 the results could "
-    "not be written, 10 no spec matches, 11 no published branch there, 12 its index.json has "
-    "a schema_version this crawler does not read (newer), 13 an unknown --runs-on host, "
-    "--family or bound of a target range, 16 out of memory, 141 its reader closed the pipe"
-)
-
-
-def add_parser(commands: Any) -> argparse.ArgumentParser:
-    """Add ``find`` to the command line's subparsers (``add_subparsers()``'s action)."""
-    parser: argparse.ArgumentParser = commands.add_parser(
-        "find", help="find specs in a published branch", **_TEXTS
-    )
-    add_arguments(parser)
-    return parser
-
-
-_TEXTS = {
+HELP = "find specs in a published branch"
+TEXTS = {
     "description": "Print the specs of a published branch that meet every criterion given "
     "(none: every spec). Reads <output>/<branch>/index.json, <output> being --output, else "
     "the config's output folder; writes nothing.",
-    "epilog": EPILOG,
+    "epilog": "exit codes: 0 found, 1 internal error, 2 usage or config error (a bad flag, a "
+    "malformed spec, version, compiler or variant, a config that cannot be read), 4 the results "
+    "could not be written, 10 no spec matches, 11 no published branch there, 12 its index.json "
+    "has a schema_version this crawler does not read (newer), 13 an unknown --runs-on host, "
+    "--family or bound of a target range, 16 out of memory, 141 its reader closed the pipe",
 }
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The arguments of ``crawler find``."""
     parser.add_argument(
         "spec",
         nargs="*",
@@ -139,16 +124,10 @@ def run(args: argparse.Namespace) -> int:
             return _stream(query, packages, folder, links=args.links)
         found = query.select(packages)
         _KEPT[:] = [packages, found]
-        return _answer(query, packages, found, folder)
-
-
-def _answer(query: Query, packages: Packages, found: Found, folder: Path) -> int:
-    """Print what was found as a table (or say why nothing was); the exit code."""
-    _unknown_targets(found.unknown_targets, folder)
-    if not found:
-        tell(_nothing(query, packages, folder))
-        return ExitCode.NO_MATCH
-    return printed(lambda: _write(found, folder), "the results")
+        _unknown_targets(found.unknown_targets, folder)
+        if not found:
+            return _nothing(query, packages, folder)
+        return printed(lambda: _write(found, folder), "the results")
 
 
 #: How many JSON lines :func:`_stream` encodes at once.
@@ -164,16 +143,17 @@ def _stream(query: Query, packages: Packages, folder: Path, *, links: bool) -> i
     batch = list(islice(matches, _BATCH))
     if not batch:
         _unknown_targets(targets.unknown, folder)
-        tell(_nothing(query, packages, folder))
-        return ExitCode.NO_MATCH
-    if links:
-        _no_links_warning(packages, folder)
-    lookup = packages.links if links else _no_links
+        return _nothing(query, packages, folder)
+    if links and packages.links_file is None:
+        tell(
+            f"warning: {folder} has no links (no links.json beside its index, or an index "
+            "of schema 1, before them): the lines have no dependencies or locations"
+        )
 
     def write() -> None:
         rest = batch
         while rest:
-            write_whole(json_lines(rest, lookup))
+            write_whole(json_lines(rest, packages.links if links else None))
             rest = list(islice(matches, _BATCH))
 
     code = printed(write, "the results")
@@ -193,44 +173,37 @@ def _unknown_targets(unknown: Collection[str], folder: Path) -> None:
         )
 
 
-def _no_links_warning(packages: Packages, folder: Path) -> None:
-    if packages.links_file is None:
-        tell(
-            f"warning: {folder} has no links (no links.json beside its index, or an index "
-            "of schema 1, before them): the lines have no dependencies or locations"
-        )
-
-
-def _nothing(query: Query, packages: Packages, folder: Path) -> str:
-    """What to say when nothing matched: a package name that is none, or how much was asked."""
+def _nothing(query: Query, packages: Packages, folder: Path) -> int:
+    """Say that nothing matched: a package name that is none, or how much was asked; the exit
+    code."""
     if query.name is not None and not query.names(packages):
         close = difflib.get_close_matches(query.name, list(packages), n=3)
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
-        return f"no package {query.name!r} in {folder}{hint}"
-    narrowing = query.narrowing(packages)
-    steps = ", and ".join(f"{shown(asked, 100)}: {count:,}" for count, asked in narrowing)
-    why = f": {steps}" if steps else ""  # none when the index has no spec at all
-    return f"no spec of {folder} meets the criteria (it has {packages.index.stats.specs:,}){why}"
+        tell(f"no package {query.name!r} in {folder}{hint}")
+    else:
+        narrowing = query.narrowing(packages)
+        steps = ", and ".join(f"{shown(asked, 100)}: {count:,}" for count, asked in narrowing)
+        why = f": {steps}" if steps else ""  # none when the index has no spec at all
+        specs = packages.index.stats.specs
+        tell(f"no spec of {folder} meets the criteria (it has {specs:,}){why}")
+    return ExitCode.NO_MATCH
 
 
 def _write(found: Found, folder: Path) -> None:
-    """The results on stdout, as a table."""
+    """The results on stdout, as a table: rich's on a terminal, else aligned columns (for a pipe
+    or a file: full hashes, no colours, nothing cut)."""
     out = sys.stdout
     if out is None:  # closed when the process started (>&-): on purpose
         return
     if out.isatty():
-        _rich_table(found, folder, out)
+        packages = len({m.name for m in found.matches})
+        caption = f"{counted(len(found), 'spec')} of {counted(packages, 'package')} in {folder}"
+        rich_table(_HEADER, [_row(m, short=True) for m in found.matches], caption)
     else:
-        write_whole(plain_table(found.matches))
+        write_whole(aligned([_HEADER, *(_row(m, short=False) for m in found.matches)]))
 
 
-def _no_links(key: str) -> None:
-    return None
-
-
-def json_lines(
-    matches: Sequence[Match], links: Callable[[str], SpecLinks | None] = _no_links
-) -> bytes:
+def json_lines(matches: Sequence[Match], links: Callable[[str], SpecLinks | None] | None) -> bytes:
     """One JSON object a match: its package's ``name``, its entry of ``spec_details``, then
     its ``links`` (``dependencies``, ``locations``) when the index has them."""
     encode = msgspec.json.Encoder().encode
@@ -238,7 +211,7 @@ def json_lines(
     for m in matches:
         # Each part encodes as an object ('{...}'): their keys follow the name's, in one.
         line = b'{"name":' + encode(m.name) + b"," + encode(m.spec)[1:-1]
-        found = links(m.spec.hash)
+        found = links(m.spec.hash) if links else None
         if found is not None:
             line += b"," + encode(found)[1:-1]
         lines.append(line + b"}\n")
@@ -265,20 +238,8 @@ def _row(match: Match, short: bool) -> tuple[str, ...]:
     )
 
 
-def plain_table(matches: Sequence[Match]) -> str:
-    """The matches as aligned columns under a header (for a pipe or a file: full hashes, no
-    colours, nothing cut)."""
-    return aligned([_HEADER, *(_row(m, short=False) for m in matches)])
-
-
-def _rich_table(found: Found, folder: Path, out: TextIO) -> None:
-    packages = len({m.name for m in found.matches})
-    caption = f"{counted(len(found), 'spec')} of {counted(packages, 'package')} in {folder}"
-    rich_table(_HEADER, [_row(m, short=True) for m in found.matches], caption, out)
-
-
 def main(argv: Sequence[str]) -> int:
     """``crawler find ARGV`` on its own, as :mod:`.entry` runs it (see :func:`run_alone`)."""
     # The process ends after this command: its one document, acyclic, would only be walked.
     gc.disable()
-    return run_alone("crawler find", _TEXTS, add_arguments, run, argv)
+    return run_alone("crawler find", TEXTS, add_arguments, run, argv)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
-from typing import Any
 
 import msgspec
 
@@ -16,7 +15,8 @@ from .argtypes import int_between
 from .consumer import BRANCH_WAYS, add_branch_arguments, aligned, branch_folder, pointing, run_alone
 from .streams import printed
 
-_TEXTS = {
+HELP = "list a published branch's last publishes"
+TEXTS = {
     "description": "List the last publishes of a published branch, newest first, with what "
     "each changed. Reads <output>/<branch>/history.json, <output> being --output, else the "
     "config's output folder; writes nothing.",
@@ -26,17 +26,7 @@ _TEXTS = {
 }
 
 
-def add_parser(commands: Any) -> argparse.ArgumentParser:
-    """Add ``log`` to the command line's subparsers."""
-    parser: argparse.ArgumentParser = commands.add_parser(
-        "log", help="list a published branch's last publishes", **_TEXTS
-    )
-    add_arguments(parser)
-    return parser
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The arguments of ``crawler log``."""
     add_branch_arguments(parser)
     parser.add_argument(
         "-n",
@@ -49,7 +39,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run ``crawler log`` with parsed arguments; returns the exit code."""
     folder, origin = branch_folder(args)
     with pointing(origin, BRANCH_WAYS, folder):
         history = load_history(folder)
@@ -92,7 +81,6 @@ def json_lines(publishes: Sequence[HistoryEntry]) -> bytes:
 
 
 def table(publishes: Sequence[HistoryEntry]) -> str:
-    """The publishes as aligned columns under a header."""
     rows = [("PUBLISHED", "SPECS", "ADDED", "REMOVED", "PACKAGES")]
     for p in publishes:
         totals = p.changes.totals
@@ -108,4 +96,4 @@ def table(publishes: Sequence[HistoryEntry]) -> str:
 
 def main(argv: Sequence[str]) -> int:
     """``crawler log ARGV`` on its own, as :mod:`.entry` runs it; returns the exit code."""
-    return run_alone("crawler log", _TEXTS, add_arguments, run, argv)
+    return run_alone("crawler log", TEXTS, add_arguments, run, argv)

@@ -41,8 +41,9 @@ class JSONFormatter(logging.Formatter):
     """One JSON object a record, on one line; texts as :class:`TextFormatter` writes them."""
 
     def format(self, record: logging.LogRecord) -> str:
+        when = datetime.fromtimestamp(record.created).astimezone()
         entry = {
-            "time": _time(record.created),
+            "time": when.isoformat(timespec="milliseconds"),
             "level": record.levelname,
             "logger": record.name,
             "message": without_surrogates(record.getMessage()),
@@ -58,11 +59,7 @@ class JSONFormatter(logging.Formatter):
         return json.dumps(entry, default=str)
 
 
-def _time(created: float) -> str:
-    return datetime.fromtimestamp(created).astimezone().isoformat(timespec="milliseconds")
-
-
-def setup_logging(quiet: bool, verbose: bool, log_format: str = "text") -> None:
+def setup_logging(quiet: bool, verbose: bool, log_format: str) -> None:
     """Log to stderr: warnings with ``--quiet``, debug with ``--verbose``, info otherwise."""
     global _json
     _json = log_format == "json"
@@ -79,7 +76,6 @@ def setup_logging(quiet: bool, verbose: bool, log_format: str = "text") -> None:
 
 
 def json_logs() -> bool:
-    """Whether the logs are JSON (``--log-format json``)."""
     return _json
 
 

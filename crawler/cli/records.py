@@ -77,7 +77,6 @@ def listed(discovery: Discovery) -> list[RefListed]:
 
 
 def synced(branch: str, status: str, message: str, report: Report, output: Path) -> Synced:
-    """The record of a branch a sync took up, from its outcome and report."""
     folder = output / branch
     return Synced(
         branch=branch,

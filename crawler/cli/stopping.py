@@ -50,16 +50,14 @@ def exit_now(code: int, line: str) -> None:
     os._exit(code)
 
 
-def timer(seconds: float, code: int, line: str) -> threading.Timer | None:
-    """A started daemon thread that ends the process after ``seconds`` (see :func:`exit_now`);
-    None where no thread can be started (``ulimit -v``): the clean stop is then all there is."""
-    watchdog = threading.Timer(seconds, exit_now, (code, line))
+def timer(code: int) -> None:
+    """End the process with ``code`` :data:`GRACE` seconds from now if it has not ended by
+    itself, from a daemon thread (none where no thread can be started, ``ulimit -v``)."""
+    line = "warning: the process did not end by itself; ended at once"
+    watchdog = threading.Timer(GRACE, exit_now, (code, line))
     watchdog.daemon = True
-    try:
+    with contextlib.suppress(RuntimeError):
         watchdog.start()
-    except RuntimeError:
-        return None
-    return watchdog
 
 
 class _Watchdog:
@@ -79,14 +77,9 @@ class _Watchdog:
         self._stopped = False
         self._thread = threading.Thread(target=self._watch, name="watchdog", daemon=True)
 
-    def start(self) -> bool:
-        """False where no thread can be started (``ulimit -v``): the clean stop is then all
-        there is."""
-        try:
+    def start(self) -> None:
+        with contextlib.suppress(RuntimeError):  # no thread to be had (ulimit -v)
             self._thread.start()
-        except RuntimeError:
-            return False
-        return True
 
     def arm(self, seconds: float, code: int, line: str) -> None:
         self._alarms.append((time.monotonic() + seconds, code, line))
@@ -154,7 +147,7 @@ class Stopper:
                 break
             previous[signum] = handler
         if self._hard:
-            self._watchdog.start()  # no thread to be had (ulimit -v): the clean stop is all
+            self._watchdog.start()  # none to be had (ulimit -v): the clean stop is all
         if self._deadline is not None:
             self._deadline_handle = self._loop.call_later(self._deadline, self._deadline_passed)
             if self._hard:  # the loop itself may be what is stuck
