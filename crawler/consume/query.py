@@ -225,11 +225,6 @@ def _equals(field: str, wanted: str) -> SpecTest:
     return lambda spec: getattr(spec, field) == wanted
 
 
-def _by_target(test: Callable[[str], bool]) -> SpecTest:
-    """A test of a spec's target, answered once per target name."""
-    return _cached("target", test)
-
-
 def _cached(field: str, test: Callable[[str], bool]) -> SpecTest:
     """A test of one string field, answered once per distinct value (an index has a dozen
     targets and a few compilers for tens of thousands of specs)."""
@@ -250,7 +245,6 @@ def _given(*values: T | None) -> list[T]:
 
 
 def _static(test: SpecTest) -> _Criterion:
-    """A criterion whose test needs nothing of a run."""
     return lambda targets: test
 
 
@@ -263,16 +257,16 @@ def _in_stack(stack: str) -> SpecTest:
 
 
 def _family_criterion(family: str) -> _Criterion:
-    return lambda targets: _by_target(lambda t: targets.family(t) == family)
+    return lambda targets: _cached("target", lambda t: targets.family(t) == family)
 
 
 def _host_criterion(host: Microarchitecture) -> _Criterion:
-    return lambda targets: _by_target(lambda t: targets.compatible(t, host))
+    return lambda targets: _cached("target", lambda t: targets.compatible(t, host))
 
 
 def _target_criterion(query: str) -> _Criterion:
     test = target_test(query)
-    return lambda targets: _by_target(lambda t: test(t, targets))
+    return lambda targets: _cached("target", lambda t: test(t, targets))
 
 
 def target_test(query: str) -> Callable[[str, Targets], bool]:

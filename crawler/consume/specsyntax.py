@@ -37,6 +37,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from ..consumer_errors import QueryError, SpecSyntaxError
+from .versions import parse_versions
 
 _NAME = r"[A-Za-z0-9_][A-Za-z0-9_.\-]*"
 _VALUE = r"(?:[A-Za-z0-9_\-+*.,:=%^~/\\]+|'[^']*'|\"[^\"]*\")"
@@ -229,9 +230,12 @@ def _node_option(parts: _Parts, token: _Token) -> None:
             raise _fail(parts, token, "the index has no namespaces: give the package's name")
     elif kind == "version":
         versions = token.match["versions"].strip()
-        _checked_versions(parts, token, versions)
         if versions == ":":  # any version, as in Spack
             return
+        try:
+            parse_versions(versions)
+        except QueryError as err:
+            raise _fail(parts, token, err.reason) from None
         _once(parts, token, "version", versions, "a spec has one version (write a list: @1.2,1.4)")
     elif kind == "bool":
         name = token.match["bool_name"]
@@ -261,16 +265,6 @@ def _once(parts: _Parts, token: _Token, key: str, value: str, reason: str) -> No
     if key in parts.fields:
         raise _fail(parts, token, reason)
     parts.fields[key] = value
-
-
-def _checked_versions(parts: _Parts, token: _Token, versions: str) -> None:
-    from .versions import parse_versions
-
-    try:
-        if versions != ":":
-            parse_versions(versions)
-    except QueryError as err:
-        raise _fail(parts, token, err.reason) from None
 
 
 def _bool(value: bool) -> frozenset[str]:
