@@ -156,24 +156,19 @@ class IndexDiff(msgspec.Struct, frozen=True, gc=False):
                 yield Change(change="version_removed", name=name, version=version)
             for version in package.versions_added:
                 yield Change(change="version_added", name=name, version=version)
-            for spec in package.specs:
-                yield _spec_record(name, spec)
-
-
-def _spec_record(name: str, diff: SpecDiff) -> Change:
-    spec = diff.spec
-    fields = diff.fields
-    return Change(
-        change=f"spec_{diff.change}",  # type: ignore[arg-type]
-        name=name,
-        version=spec.versions[0],
-        hash=spec.hash,
-        fields=list(fields),
-        before={f: getattr(diff.before, f) for f in fields},
-        stacks_added=list(diff.stacks_added),
-        stacks_removed=list(diff.stacks_removed),
-        spec=spec,
-    )
+            for diff in package.specs:
+                spec, fields = diff.spec, diff.fields
+                yield Change(
+                    change=f"spec_{diff.change}",  # type: ignore[arg-type]
+                    name=name,
+                    version=spec.versions[0],
+                    hash=spec.hash,
+                    fields=list(fields),
+                    before={f: getattr(diff.before, f) for f in fields},
+                    stacks_added=list(diff.stacks_added),
+                    stacks_removed=list(diff.stacks_removed),
+                    spec=spec,
+                )
 
 
 def diff_indexes(before: Side, after: Side, *, any_mirror: bool = False) -> IndexDiff:

@@ -302,20 +302,14 @@ def target_test(query: str) -> Callable[[str, Targets], bool]:
     return test
 
 
-def _compiler_names(name: str) -> frozenset[str]:
-    """A compiler's name and its other name in Spack (``clang`` and ``llvm``)."""
-    others = {new for old, new in COMPILER_ALIASES.items() if old == name}
-    others |= {old for old, new in COMPILER_ALIASES.items() if new == name}
-    return frozenset({name, *others})
-
-
 def compiler_test(query: str) -> Callable[[str], bool]:
     """The test of a compiler query (``gcc``, ``gcc@13``) on a spec's ``compiler`` (``gcc@13.2.0``,
     or ``none`` for a spec built without one)."""
     name, at, version = query.partition("@")
     if not _NAME.fullmatch(name):
         raise QueryError("compiler", query, "write a compiler's name, e.g. gcc or gcc@13")
-    names = _compiler_names(name)
+    # Its old and new names in Spack alike (clang and llvm).
+    names = {name}.union(*(pair for pair in COMPILER_ALIASES.items() if name in pair))
     if not at:
         return lambda compiler: compiler.partition("@")[0] in names
     test = parse_versions(version)
