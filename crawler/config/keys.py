@@ -51,16 +51,10 @@ def _container(kind: mi.Type | None) -> mi.Type | None:
 
 
 def _inside(kind: mi.Type | None, step: str) -> mi.Type | None:
-    """The type one step inside ``kind``: a struct's field, a dict's value, a list's item."""
-    if step.startswith("["):
-        if isinstance(kind, mi.DictType):
-            return kind.value_type
-        if isinstance(kind, mi.VarTupleType | mi.ListType):
-            return kind.item_type
-        return None
+    """The type one step inside ``kind``: a struct's field, a dict's value, a list's item (an
+    entry named by its key, ``refs.develop``, too: an item the file keys by name)."""
     if isinstance(kind, mi.StructType):
-        return next((f.type for f in kind.fields if f.encode_name == step), None)
-    # An entry named by its key (refs.develop): a dict's value, or an item the file keys by name.
+        return next((f.type for f in kind.fields if f.encode_name == step), None)  # no "[0]"
     if isinstance(kind, mi.DictType):
         return kind.value_type
     if isinstance(kind, mi.VarTupleType | mi.ListType):

@@ -3,88 +3,8 @@
 One piece because every other module of the crawler reads these types, and nothing else: no
 YAML, no URL parsing, so that decoding processes may import the defaults cheaply.
 
-Every key, its default and its meaning (``config/crawler.yaml`` repeats them with comments):
-
-=====================  =========================  ==============================================
-key                    default                    meaning
-=====================  =========================  ==============================================
-mirror                 https://binaries.spack.io  base of the mirror: http(s)://, file:// or a path
-output                 output                     folder that receives ``<branch>/`` folders
-formats                [json]                     ``json`` (always written), ``pages``, ``html``
-prune_formats          false                      publish a branch in exactly ``formats``,
-                                                  removing others it was published in (by
-                                                  default they are kept and written again)
-concurrency            8                          sources of a branch downloaded at once (1-256)
-binaries               true                       read the spec manifest of each new spec of a v3
-                                                  cache: its size, tarball, signature
-decode_workers         0                          processes decoding indexes (0: one per CPU)
-timeouts.connect       10                         seconds to open a connection
-timeouts.read          60                         seconds without a byte before a read fails
-timeouts.source        1800                       seconds one request may take, retries included
-retry.attempts         5                          tries per request before giving up (1-20)
-retry.backoff          1.0                        first backoff in seconds, doubled each try
-retry.max_wait         60                         cap on one wait, ``Retry-After`` included
-rewrites               []                         list of ``{prefix, replacement}`` URL rewrites
-publish.max_drop       0.5                        refuse a publish losing more than this fraction
-                                                  of the last published spec count (0-1)
-publish.max_failed_stacks  0                      failed (not missing) stacks a branch may have and
-                                                  still be published, as "partial"
-history                30                         publishes each branch's history.json keeps
-                                                  (0: none, and no history.json)
-filters.packages       []                         globs of the packages published (empty: all)
-filters.exclude_packages  []                      globs of packages left out
-filters.stacks         []                         globs of the stacks read (the root always is)
-filters.exclude_stacks []                         globs of stacks not read
-filters.refs           []                         globs of the refs ``--all`` syncs (empty: all)
-filters.exclude_refs   []                         globs of refs ``--all`` leaves out
-immutable_refs         ["*"]                      fnmatch patterns of a discovery document's refs
-                                                  that never change once published: skipped
-                                                  unless ``--force`` (a plain cache's refs and
-                                                  declared ones are always read again)
-mutable_refs           ["develop"]                patterns always re-checked (win over immutable)
-lock_wait              0                          seconds to wait for another run's lock
-deadline               14400                      seconds a run may take in all (at most a week):
-                                                  then it stops as if interrupted (exit 9)
-metrics                null                       OpenMetrics file written after each run
-cache_dir              null                       folder of the cached summaries, outside the
-                                                  output (null: ``<output>/.crawler/cache``)
-max_index_mb           2048                       largest index a source may have, in MiB, as
-                                                  served and once gunzipped (a bigger one fails
-                                                  that source: a runaway or hostile body cannot
-                                                  fill the disk or the memory)
-refs                   {}                         refs declared outright, for a mirror without a
-                                                  discovery document: ``{<ref>: {root: <index>,
-                                                  stacks: {<label>: <index>}}}``; when set, the
-                                                  mirror's discovery document is not read
-views                  []                         views of the mirror's plain build cache to sync
-                                                  as refs, beside those a listing finds
-s3.endpoint_url        null                       an S3-compatible store's URL (MinIO, Ceph...);
-                                                  null: AWS
-s3.region              null                       the bucket's region (null: the profile's, the
-                                                  environment's, else us-east-1)
-s3.profile             null                       a profile of ~/.aws/config and credentials
-s3.access_key_id_variable  null                   the name of the environment variable holding
-                                                  the access key id (never the key itself)
-s3.secret_access_key_variable  null               ... the secret access key
-s3.session_token_variable  null                   ... a session token (temporary credentials)
-s3.anonymous           false                      unsigned requests, for a public bucket
-s3.addressing_style    auto                       ``path`` (most S3-compatible stores),
-                                                  ``virtual`` or ``auto`` (botocore decides)
-http.verify_ssl        true                       check HTTPS mirrors' certificates (false: don't)
-http.ssl_certs         null                       a PEM file (or folder) of CA certificates
-                                                  trusted for HTTPS instead of the system's
-http.access_token_variable  null                  the name of the environment variable holding
-                                                  a bearer token for an http(s) mirror's origin
-=====================  =========================  ==============================================
-
-Relative paths in a config file (``mirror``, ``output``, ``metrics``, ``cache_dir``,
-``http.ssl_certs``) are resolved against the folder that holds the file, so a config works from
-any working directory; relative paths given as flags are resolved against the working directory.
-``.inf`` is taken for ``timeouts.*``, ``retry.max_wait`` and ``lock_wait``, and means no limit
-but the run's ``deadline``, which must be finite: every wait of a run ends with it.
-``s3://<bucket>/<path>`` source URLs map onto ``<mirror>/<path>`` unless a rewrite's ``prefix``
-matches first. Numbers are read as YAML 1.2 reads them: ``1e3`` is 1000.0, not the string "1e3"
-(YAML 1.1, PyYAML's, wants ``1.0e+3``).
+Every key, with its default and its meaning, is in docs/configuration.md (and, commented, in
+the file ``crawler config --defaults`` prints); the bounds are the ``Meta`` of each field below.
 """
 
 from __future__ import annotations
@@ -187,11 +107,9 @@ class Filters(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=T
     exclude_refs: tuple[Glob, ...] = ()
 
     def keeps_package(self, name: str) -> bool:
-        """Whether the package ``name`` is published."""
         return _kept(name, self.packages, self.exclude_packages)
 
     def keeps_stack(self, label: str) -> bool:
-        """Whether the stack ``label`` is read."""
         return _kept(label, self.stacks, self.exclude_stacks)
 
     def keeps_ref(self, ref: str) -> bool:
@@ -301,7 +219,6 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=Tr
 
     @property
     def output_dir(self) -> Path:
-        """The output folder as a path."""
         return Path(self.output)
 
     @property
@@ -311,7 +228,6 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=Tr
 
     @property
     def max_index_bytes(self) -> int:
-        """``max_index_mb`` in bytes."""
         return self.max_index_mb << 20
 
     def is_immutable(self, ref: str) -> bool:

@@ -59,11 +59,8 @@ def check_s3_section(origin: str, s3: S3) -> None:
     with ``anonymous``. (``endpoint_url`` is checked as an http(s) URL by the caller.)"""
     pair = (s3.access_key_id_variable, s3.secret_access_key_variable)
     if (pair[0] is None) != (pair[1] is None):
-        given, missing = (
-            ("access_key_id_variable", "secret_access_key_variable")
-            if pair[1] is None
-            else ("secret_access_key_variable", "access_key_id_variable")
-        )
+        names = ("access_key_id_variable", "secret_access_key_variable")
+        given, missing = names if pair[1] is None else names[::-1]
         raise ConfigError(origin, f"given without s3.{missing}", f"s3.{given}")
     if s3.session_token_variable is not None and pair[0] is None:
         raise ConfigError(

@@ -69,16 +69,18 @@ class SpecDiff(msgspec.Struct, frozen=True, gc=False):
     @property
     def stacks_added(self) -> tuple[str, ...]:
         """The stacks that hold a changed spec now and did not."""
-        if self.before is None or self.after is None:
-            return ()
-        return tuple(s for s in self.after.stacks if s not in self.before.stacks)
+        return _stacks_only_in(self.after, self.before)
 
     @property
     def stacks_removed(self) -> tuple[str, ...]:
         """The stacks that held a changed spec and no longer do."""
-        if self.before is None or self.after is None:
-            return ()
-        return tuple(s for s in self.before.stacks if s not in self.after.stacks)
+        return _stacks_only_in(self.before, self.after)
+
+
+def _stacks_only_in(spec: SpecDetail | None, other: SpecDetail | None) -> tuple[str, ...]:
+    if spec is None or other is None:
+        return ()
+    return tuple(s for s in spec.stacks if s not in other.stacks)
 
 
 class PackageDiff(msgspec.Struct, frozen=True, gc=False):
@@ -137,15 +139,10 @@ class IndexDiff(msgspec.Struct, frozen=True, gc=False):
     @property
     def totals(self) -> DiffTotals:
         """The number of packages and specs added, removed and changed."""
-        packages = {c: sum(p.change == c for p in self.packages) for c in _RANK}
-        specs = {c: sum(s.change == c for p in self.packages for s in p.specs) for c in _RANK}
+        specs = [s for p in self.packages for s in p.specs]
         return DiffTotals(
-            packages_added=packages["added"],
-            packages_removed=packages["removed"],
-            packages_changed=packages["changed"],
-            specs_added=specs["added"],
-            specs_removed=specs["removed"],
-            specs_changed=specs["changed"],
+            **{f"packages_{c}": sum(p.change == c for p in self.packages) for c in _RANK},
+            **{f"specs_{c}": sum(s.change == c for s in specs) for c in _RANK},
         )
 
     def records(self) -> Iterator[Change]:
@@ -159,24 +156,19 @@ class IndexDiff(msgspec.Struct, frozen=True, gc=False):
                 yield Change(change="version_removed", name=name, version=version)
             for version in package.versions_added:
                 yield Change(change="version_added", name=name, version=version)
-            for spec in package.specs:
-                yield _spec_record(name, spec)
-
-
-def _spec_record(name: str, diff: SpecDiff) -> Change:
-    spec = diff.spec
-    fields = diff.fields
-    return Change(
-        change=f"spec_{diff.change}",  # type: ignore[arg-type]
-        name=name,
-        version=spec.versions[0],
-        hash=spec.hash,
-        fields=list(fields),
-        before={f: getattr(diff.before, f) for f in fields},
-        stacks_added=list(diff.stacks_added),
-        stacks_removed=list(diff.stacks_removed),
-        spec=spec,
-    )
+            for diff in package.specs:
+                spec, fields = diff.spec, diff.fields
+                yield Change(
+                    change=f"spec_{diff.change}",  # type: ignore[arg-type]
+                    name=name,
+                    version=spec.versions[0],
+                    hash=spec.hash,
+                    fields=list(fields),
+                    before={f: getattr(diff.before, f) for f in fields},
+                    stacks_added=list(diff.stacks_added),
+                    stacks_removed=list(diff.stacks_removed),
+                    spec=spec,
+                )
 
 
 def diff_indexes(before: Side, after: Side, *, any_mirror: bool = False) -> IndexDiff:
@@ -287,10 +279,7 @@ def _differing(
 
 def _whole(name: str, change: Changed, package: PackageSummary) -> PackageDiff:
     """A package only one index has: every version and spec of it added, or removed."""
+    versions, specs = list(package.meta.versions), package.spec_details
     if change == "added":
-        specs = [SpecDiff(change, None, spec) for spec in package.spec_details]
-    else:
-        specs = [SpecDiff(change, spec, None) for spec in package.spec_details]
-    versions = list(package.meta.versions)
-    added, removed = (versions, []) if change == "added" else ([], versions)
-    return PackageDiff(name, change, versions_added=added, versions_removed=removed, specs=specs)
+        return PackageDiff(name, change, versions, [], [SpecDiff(change, None, s) for s in specs])
+    return PackageDiff(name, change, [], versions, [SpecDiff(change, s, None) for s in specs])

@@ -37,16 +37,14 @@ def not_a_branch_folder(folder: Path) -> str | None:
     branch = enclosing_branch(folder)
     if branch is not None:
         return f"a folder inside the branch folder {branch}, not a branch folder"
-    work = next((p for p in folder.resolve().parents if _is_work_folder(p)), None)
+    # An output's .crawler/: its state/ tells it from a folder so named that the output is in.
+    work = next(
+        (p for p in folder.resolve().parents if p.name == STATE_DIR and (p / "state").is_dir()),
+        None,
+    )
     if work is not None:
         return f"a folder of {work}, the crawler's own, not a branch folder"
     return None
-
-
-def _is_work_folder(folder: Path) -> bool:
-    """Whether ``folder`` is an output's ``.crawler/`` (its ``state/`` tells it from a folder
-    of the same name that the output happens to be in)."""
-    return folder.name == STATE_DIR and (folder / "state").is_dir()
 
 
 def no_such_branch(path: Path) -> str:

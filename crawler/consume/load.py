@@ -126,11 +126,8 @@ class Packages(Mapping[str, PackageSummary]):
             with no_gc():
                 package: PackageSummary = self._decoder.decode(self.raw(name))
         except (msgspec.DecodeError, RecursionError) as err:  # ValidationError included
-            raise NotABranchError(
-                str(self.file),
-                f"not an index.json as a publish writes it: package {name!r}: "
-                f"{decode_reason(err)} (crawler verify says more)",
-            ) from None
+            why = f"package {name!r}: {decode_reason(err)}"
+            raise _unwritten(self.file, "an index.json", why) from None
         return package
 
     def __iter__(self) -> Iterator[str]:
@@ -177,16 +174,13 @@ class RawLinks(msgspec.Struct, dict=True):  # dict: its edges resolved once (a c
         return ResolvedEdges(self.edges, self.names)
 
     def entry(self, file: Path, key: str, raw: msgspec.Raw) -> SpecLinks:
-        """The entry ``raw`` of the spec ``key`` of ``file``, decoded and resolved."""
         try:
             with no_gc():
                 return self.decoded(raw)
         except (msgspec.DecodeError, RecursionError) as err:  # ValidationError included
-            why = f"not spec {key} of links as a publish writes it: {decode_reason(err)}"
-            raise NotABranchError(str(file), f"{why} (crawler verify says more)") from None
+            raise _unwritten(file, f"spec {key} of links", decode_reason(err)) from None
         except ValueError as err:
-            why = f"not a links.json as a publish writes it: spec {key}: {err}"
-            raise NotABranchError(str(file), f"{why} (crawler verify says more)") from None
+            raise _unwritten(file, "a links.json", f"spec {key}: {err}") from None
 
     def decoded(self, raw: msgspec.Raw) -> SpecLinks:
         """An entry, decoded (a ``msgspec.DecodeError`` if it cannot be) and resolved (a
@@ -205,14 +199,11 @@ def load_raw_links(file: Path) -> RawLinks:
     read (:func:`~crawler.files.release`), so that looking up an entry maps only its own."""
     data = read_document(file)
     links = _decode(file, data, RawLinks, "a links.json")
-    _check_links_version(file, links.schema_version)
-    release(data)
-    return links
-
-
-def _check_links_version(file: Path, version: object) -> None:
+    version = links.schema_version
     if type(version) is not int or version not in (1, LINKS_VERSION):
         raise SchemaVersionError(str(file), version, LINKS_VERSION)
+    release(data)
+    return links
 
 
 def load_packages(path: PathLike, *, variants: bool = True) -> Packages:
@@ -238,22 +229,24 @@ def load_links(path: PathLike) -> Links:
 def load_report(path: PathLike) -> Report:
     """The ``report.json`` of a published branch folder (or that file itself), typed: the
     last publish's statistics, sources and findings."""
-    file = _document(path, "report.json")
-    return _decode(file, read_document(file), Report, "a report.json")
+    return _load(path, "report.json", Report)
 
 
 def load_history(path: PathLike) -> History:
     """The ``history.json`` of a published branch folder (or that file itself), typed: its
     last publishes, newest first, each with what it changed."""
-    file = _document(path, "history.json")
-    return _decode(file, read_document(file), History, "a history.json")
+    return _load(path, "history.json", History)
 
 
 def load_changes(path: PathLike) -> Changes:
     """The ``changes.json`` of a published branch folder (or that file itself), typed: what
     the last publish added and removed."""
-    file = _document(path, "changes.json")
-    return _decode(file, read_document(file), Changes, "a changes.json")
+    return _load(path, "changes.json", Changes)
+
+
+def _load(path: PathLike, name: str, kind: type[D]) -> D:
+    file = _document(path, name)
+    return _decode(file, read_document(file), kind, f"a {name}")
 
 
 class _Versioned(msgspec.Struct):
@@ -311,7 +304,6 @@ class Pass:
         self._read = 0
 
     def read(self, piece: msgspec.Raw) -> msgspec.Raw:
-        """``piece``, counted as read."""
         self._read += len(piece)
         if self._read >= RELEASE_EVERY:
             release(self.data)
@@ -333,10 +325,12 @@ def _decode(file: Path, data: Buffer | msgspec.Raw, kind: type[D], what: str) ->
         with no_gc():
             return msgspec.json.decode(data, type=kind)
     except (msgspec.DecodeError, RecursionError) as err:  # ValidationError included
-        raise NotABranchError(
-            str(file),
-            f"not {what} as a publish writes it: {decode_reason(err)} (crawler verify says more)",
-        ) from None
+        raise _unwritten(file, what, decode_reason(err)) from None
+
+
+def _unwritten(file: Path, what: str, why: str) -> NotABranchError:
+    reason = f"not {what} as a publish writes it: {why} (crawler verify says more)"
+    return NotABranchError(str(file), reason)
 
 
 @contextmanager

@@ -225,11 +225,6 @@ def _equals(field: str, wanted: str) -> SpecTest:
     return lambda spec: getattr(spec, field) == wanted
 
 
-def _by_target(test: Callable[[str], bool]) -> SpecTest:
-    """A test of a spec's target, answered once per target name."""
-    return _cached("target", test)
-
-
 def _cached(field: str, test: Callable[[str], bool]) -> SpecTest:
     """A test of one string field, answered once per distinct value (an index has a dozen
     targets and a few compilers for tens of thousands of specs)."""
@@ -250,7 +245,6 @@ def _given(*values: T | None) -> list[T]:
 
 
 def _static(test: SpecTest) -> _Criterion:
-    """A criterion whose test needs nothing of a run."""
     return lambda targets: test
 
 
@@ -263,16 +257,16 @@ def _in_stack(stack: str) -> SpecTest:
 
 
 def _family_criterion(family: str) -> _Criterion:
-    return lambda targets: _by_target(lambda t: targets.family(t) == family)
+    return lambda targets: _cached("target", lambda t: targets.family(t) == family)
 
 
 def _host_criterion(host: Microarchitecture) -> _Criterion:
-    return lambda targets: _by_target(lambda t: targets.compatible(t, host))
+    return lambda targets: _cached("target", lambda t: targets.compatible(t, host))
 
 
 def _target_criterion(query: str) -> _Criterion:
     test = target_test(query)
-    return lambda targets: _by_target(lambda t: test(t, targets))
+    return lambda targets: _cached("target", lambda t: test(t, targets))
 
 
 def target_test(query: str) -> Callable[[str, Targets], bool]:
@@ -308,20 +302,14 @@ def target_test(query: str) -> Callable[[str, Targets], bool]:
     return test
 
 
-def _compiler_names(name: str) -> frozenset[str]:
-    """A compiler's name and its other name in Spack (``clang`` and ``llvm``)."""
-    others = {new for old, new in COMPILER_ALIASES.items() if old == name}
-    others |= {old for old, new in COMPILER_ALIASES.items() if new == name}
-    return frozenset({name, *others})
-
-
 def compiler_test(query: str) -> Callable[[str], bool]:
     """The test of a compiler query (``gcc``, ``gcc@13``) on a spec's ``compiler`` (``gcc@13.2.0``,
     or ``none`` for a spec built without one)."""
     name, at, version = query.partition("@")
     if not _NAME.fullmatch(name):
         raise QueryError("compiler", query, "write a compiler's name, e.g. gcc or gcc@13")
-    names = _compiler_names(name)
+    # Its old and new names in Spack alike (clang and llvm).
+    names = {name}.union(*(pair for pair in COMPILER_ALIASES.items() if name in pair))
     if not at:
         return lambda compiler: compiler.partition("@")[0] in names
     test = parse_versions(version)

@@ -2,32 +2,9 @@
 
 :func:`parse_spec` reads one spec as Spack's parser does (``spack/spec_parser.py``) and gives
 a :class:`SpecQuery`: what :class:`~crawler.consume.query.Query` then asks of each spec, with
-the meaning ``spack find`` gives it (``Spec.satisfies`` of a concrete spec):
-
-* a name, or a glob of one (``py-*``: the crawler's own; ``*``, Spack's "any name");
-* ``@1.2`` (1.2 and 1.2.x), ``@=1.2`` (exactly), ``@1.2:1.4``, ``@1.2:``, ``@:1.4``, lists of
-  them (``@1.2,1.4:``): :mod:`crawler.consume.versions`;
-* ``+v``, ``~v``, ``-v`` (after a space, as in Spack: ``a-b`` is a name), ``v=true``,
-  ``v=false`` (any case): a boolean variant; ``v=a`` or ``v=a,b``: the spec's values include
-  each of those; ``v:=a,b``: its values are exactly those; ``v=*``: it has the variant;
-* ``%gcc``, ``%gcc@12`` (its compiler, at 12 or 12.x), ``%c=gcc`` (the same): the one
-  compiler the index keeps of a spec, the provider of its ``c`` (else of ``cxx``, else of
-  ``fortran``); so ``%cxx=``, ``%fortran=`` and a second ``%compiler`` are errors, where Spack
-  would look at each language's compiler. Spack's old names of compilers are the new ones
-  (``%clang`` is ``%llvm``, and the other way round), as Spack 1.x reads old specs;
-* ``target=x86_64_v3`` (exactly that target), ``target=x86_64_v2:`` (it or a descendant),
-  ``target=:zen3``, ``target=haswell:zen3``, lists (``target=zen3,neoverse_v2``), through
-  archspec; ``os=ubuntu24.04``, ``platform=linux``; ``arch=linux-ubuntu24.04-zen3``
-  (platform, os and target; ``None`` leaves one unasked);
-* ``/abc123``: a hash, or the start of one.
-
-What the index cannot answer is an error naming the token, never a silent "nothing": ``^dep``
-(its dependencies' versions and variants are not in the index), compiler flags, a namespace,
-propagation (``++v``, ``v==x``), and anything written after ``%compiler`` before the next
-``%``: in Spack 1.x it describes the compiler (``%gcc@12 +shared`` asks for a gcc with
-``+shared``), of which the index knows the name and version only. A spec is ``[name]
-[options]``, as in Spack's grammar: a name after an option (``+mpi hdf5``, ``@1.2 zlib``)
-starts a second spec, an error.
+the meaning ``spack find`` gives it (``Spec.satisfies`` of a concrete spec). What each part
+matches, and what the index cannot answer (an error naming the token, never a silent
+"nothing"), is in docs/consumers.md, "Spack's spec syntax".
 """
 
 from __future__ import annotations
@@ -37,6 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from ..consumer_errors import QueryError, SpecSyntaxError
+from .versions import parse_versions
 
 _NAME = r"[A-Za-z0-9_][A-Za-z0-9_.\-]*"
 _VALUE = r"(?:[A-Za-z0-9_\-+*.,:=%^~/\\]+|'[^']*'|\"[^\"]*\")"
@@ -92,7 +70,7 @@ class VariantTerm:
 
 @dataclass(frozen=True)
 class SpecQuery:
-    """What one spec in Spack's syntax asks (see the module's docstring); None or empty for
+    """What one spec in Spack's syntax asks (see docs/consumers.md); None or empty for
     what it leaves unasked. ``version`` and each of ``compilers`` are in the syntax of
     :func:`~crawler.consume.versions.parse_versions` and of ``Query(compiler=...)``."""
 
@@ -229,9 +207,12 @@ def _node_option(parts: _Parts, token: _Token) -> None:
             raise _fail(parts, token, "the index has no namespaces: give the package's name")
     elif kind == "version":
         versions = token.match["versions"].strip()
-        _checked_versions(parts, token, versions)
         if versions == ":":  # any version, as in Spack
             return
+        try:
+            parse_versions(versions)
+        except QueryError as err:
+            raise _fail(parts, token, err.reason) from None
         _once(parts, token, "version", versions, "a spec has one version (write a list: @1.2,1.4)")
     elif kind == "bool":
         name = token.match["bool_name"]
@@ -261,16 +242,6 @@ def _once(parts: _Parts, token: _Token, key: str, value: str, reason: str) -> No
     if key in parts.fields:
         raise _fail(parts, token, reason)
     parts.fields[key] = value
-
-
-def _checked_versions(parts: _Parts, token: _Token, versions: str) -> None:
-    from .versions import parse_versions
-
-    try:
-        if versions != ":":
-            parse_versions(versions)
-    except QueryError as err:
-        raise _fail(parts, token, err.reason) from None
 
 
 def _bool(value: bool) -> frozenset[str]:

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import fnmatch
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import msgspec
 
 from ..consume.load import load_index, load_links
-from ..mirror.binaries import BinaryFacts, Keyrings, cache_of, look_up
+from ..mirror.binaries import Keyrings, cache_of, look_up
 from ..mirror.fetch import Fetcher
 
 #: Told how many locations are checked so far, of how many.
@@ -82,8 +82,9 @@ async def audit_branch(
             nonlocal done
             for job in pending:  # the workers share one iterator: no task per location
                 facts = await look_up(fetcher, job.manifest, keyrings)
-                if facts.finding:
-                    findings.append(_finding(job, facts))
+                if finding := facts.finding:  # job.manifest is the manifest read
+                    fields = msgspec.structs.asdict(job)
+                    findings.append(AuditFinding(**fields, finding=finding, tarball=facts.tarball))
                 done += 1
                 if progress:
                     progress(done, len(jobs))
@@ -99,38 +100,20 @@ async def audit_branch(
     )
 
 
-def _finding(job: _Job, facts: BinaryFacts) -> AuditFinding:
-    assert facts.finding is not None
-    return AuditFinding(
-        hash=job.hash,
-        name=job.name,
-        version=job.version,
-        stack=job.stack,
-        finding=facts.finding,
-        manifest=facts.manifest,
-        tarball=facts.tarball,
-    )
-
-
 def _jobs(folder: Path, stacks: Sequence[str]) -> tuple[list[_Job], int]:
     """Each v3 location to check, and how many of the others (v2) are not checked."""
     jobs: list[_Job] = []
     skipped = 0
-    for job in _locations(folder):
-        if stacks and not any(fnmatch.fnmatchcase(job.stack, glob) for glob in stacks):
-            continue
-        if cache_of(job.manifest) is None:
-            skipped += 1
-        else:
-            jobs.append(job)
-    return jobs, skipped
-
-
-def _locations(folder: Path) -> Iterator[_Job]:
-    index = load_index(folder)
+    index = load_index(folder)  # first: its errors come before links.json's
     links = load_links(folder).specs
     for name, package in index.packages.items():
         for spec in package.spec_details:
             found = links.get(spec.hash)
             for stack, url in sorted(found.locations.items() if found else ()):
-                yield _Job(spec.hash, name, spec.versions[0], stack, url)
+                if stacks and not any(fnmatch.fnmatchcase(stack, glob) for glob in stacks):
+                    continue
+                if cache_of(url) is None:
+                    skipped += 1
+                else:
+                    jobs.append(_Job(spec.hash, name, spec.versions[0], stack, url))
+    return jobs, skipped

@@ -43,7 +43,6 @@ class Expected(NamedTuple):
 
 
 def short(text: str) -> str:
-    """A message cut to :data:`_MAX_MESSAGE` characters."""
     return text if len(text) <= _MAX_MESSAGE else text[: _MAX_MESSAGE - 3] + "..."
 
 
@@ -149,7 +148,8 @@ class IndexCheck:
     def _packages(self, errors: SchemaErrors) -> list[str]:
         """Each package's problems, by name; its schema errors into ``errors``."""
         problems: list[str] = []
-        readable = set() if self.index is None else _readable(self.index)
+        sources = self.index.sources if self.index is not None else []
+        readable = {s.label for s in sources if s.status == "ok"}
         check = part_validator("index.json", "/properties/packages") if self.schema else None
         for done, name in enumerate(sorted(self.raw), 1):
             self.progress("index.json: package", done, len(self.raw))
@@ -229,12 +229,7 @@ class IndexCheck:
         ]
 
 
-def _readable(index: Index[Any]) -> set[str]:
-    return {s.label for s in index.sources if s.status == "ok"}
-
-
 def _count_status(index: Index[Any], status: str) -> int:
-    """How many sources of the index have this status."""
     return sum(s.status == status for s in index.sources)
 
 

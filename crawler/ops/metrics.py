@@ -5,28 +5,10 @@ one that found the output locked: the file is the lock holder's), a file
 such as ``/var/lib/node_exporter/textfile_collector/spack_cache_crawler.prom``. node_exporter
 serves it on its next scrape, so Prometheus can alert on a branch that stopped being published.
 
-Every metric is a gauge named ``spack_cache_crawler_<name>``; per-branch ones carry a
-``branch`` label:
-
-=============================================  ===============================================
-``last_success_timestamp_seconds{branch}``     when the branch's output was last made or found
-                                               current (Unix time); kept across failed runs
-``last_run_timestamp_seconds``                 when this run ended
-``run_duration_seconds``                       how long this run took
-``run_exit_code``                              the command's exit code
-``branch_duration_seconds{branch}``            how long the branch took in this run
-``branch_status{branch,status}``               1 for the branch's status in this run, 0 for
-                                               the others (``published``, ``partial``,
-                                               ``unchanged``, ``skipped``, ``refused``,
-                                               ``failed``: all six always listed)
-``specs{branch}``, ``packages{branch}``        in the index, when the report has its stats
-``specs_added{branch}``, ``specs_removed``     what this run's publish changed (when published)
-``sources{branch,outcome}``                    sources ``fetched``, ``unchanged``, ``missing``,
-                                               ``failed`` or ``not_read`` (the root
-                                               failed) in this run (all five listed)
-``downloaded_bytes{branch}``                   bytes of the sources fetched in this run
-``retries{branch}``                            retried requests in this run
-=============================================  ===============================================
+Every metric is a gauge named ``spack_cache_crawler_<name>``: the table in :func:`render_metrics`
+lists them in the file's order, each with its HELP text. Per-branch ones carry a ``branch``
+label; ``branch_status`` a ``status`` and ``sources`` an ``outcome`` too, every one of
+:data:`BRANCH_STATUSES` and :data:`SOURCE_OUTCOMES` listed (most of them 0).
 
 Useful alerts: ``time() - spack_cache_crawler_last_success_timestamp_seconds > 2 * 86400``
 (a branch not published for two days), ``spack_cache_crawler_branch_status{status=~"failed|
@@ -121,112 +103,97 @@ def render_metrics(
     for run in runs:
         if run.status in SUCCESS_STATUSES:
             success[run.branch] = now
-    lines = _run_families(success, now, run_seconds, exit_code)
-    lines += _branch_families(runs)
-    lines.append("# EOF")
-    return "\n".join(lines) + "\n"
 
+    def per_branch(value: Callable[[Report], float | None]) -> list[Sample]:
+        """A sample for each branch whose report has the fact (None: left out)."""
+        samples = ((r.branch, value(r)) for r in runs)
+        return [((("branch", b),), v) for b, v in samples if v is not None]
 
-#: The metrics of a branch's index and of its publish: name, help, the value in a report
-#: (None when the report lacks the fact: the sample is left out).
-_FACTS: tuple[tuple[str, str, Callable[[Report], float | None]], ...] = (
-    ("specs", "Specs in the branch's index.", lambda r: r.stats.specs if r.stats else None),
-    (
-        "packages",
-        "Packages in the branch's index.",
-        lambda r: r.stats.packages if r.stats else None,
-    ),
-    (
-        "specs_added",
-        "Specs the branch gained in the last run's publish.",
-        lambda r: r.changes.added if r.changes else None,
-    ),
-    (
-        "specs_removed",
-        "Specs the branch lost in the last run's publish.",
-        lambda r: r.changes.removed if r.changes else None,
-    ),
-    (
-        "missing_binaries",
-        "Specs whose binary is missing (last rebuild).",
-        lambda r: r.missing_binaries_total if isinstance(r.missing_binaries_total, int) else None,
-    ),
-    (
-        "binary_findings",
-        "Specs whose binary is not sound (last rebuild).",
-        lambda r: r.binary_findings_total if isinstance(r.binary_findings_total, int) else None,
-    ),
-)
+    def per_value(
+        label: str, values: Sequence[str], value: Callable[[Report, str], float]
+    ) -> list[Sample]:
+        """A sample for each branch and each of ``values`` (all listed, most of them 0)."""
+        return [((("branch", r.branch), (label, v)), value(r, v)) for r in runs for v in values]
 
-
-def _run_families(
-    success: dict[str, float], now: float, run_seconds: float, exit_code: int
-) -> list[str]:
-    """The run's own metrics, and each branch's last success."""
-    last = [((("branch", b),), v) for b, v in sorted(success.items())]
-    lines = _family(
-        "last_success_timestamp_seconds",
-        "Unix time the branch's output was last made or found current.",
-        last,
-    )
-    lines += _family("last_run_timestamp_seconds", "Unix time the last run ended.", [((), now)])
-    lines += _family(
-        "run_duration_seconds", "Duration of the last run in seconds.", [((), run_seconds)]
-    )
-    lines += _family(
-        "run_exit_code", "Exit code of the last run of crawler sync.", [((), exit_code)]
-    )
-    return lines
-
-
-def _branch_families(runs: list[Report]) -> list[str]:
-    """What each branch synced in this run did."""
-    lines = _family(
-        "branch_duration_seconds",
-        "Time the branch took in the last run, in seconds.",
-        _per_branch(runs, lambda r: r.duration_seconds),
-    )
-    lines += _family(
-        "branch_status",
-        "1 for the branch's status in the last run, 0 for the other statuses.",
-        _per_value(runs, "status", BRANCH_STATUSES, lambda r, status: int(r.status == status)),
-    )
-    for name, help, value in _FACTS:
-        lines += _family(name, help, _per_branch(runs, value))
-    lines += _family(
-        "sources",
-        "Sources of the branch by outcome in the last run.",
-        _per_value(runs, "outcome", SOURCE_OUTCOMES, _sources),
-    )
-    lines += _family(
-        "downloaded_bytes",
-        "Bytes of the branch's indexes downloaded in the last run.",
-        _per_branch(
-            runs, lambda r: sum(s.bytes or 0 for s in r.sources or () if s.status == "fetched")
+    families: list[tuple[str, str, list[Sample]]] = [
+        (
+            "last_success_timestamp_seconds",
+            "Unix time the branch's output was last made or found current.",
+            [((("branch", b),), v) for b, v in sorted(success.items())],
         ),
-    )
-    lines += _family(
-        "retries",
-        "Requests retried for the branch in the last run.",
-        _per_branch(runs, lambda r: sum(s.retries for s in r.sources or ())),
-    )
-    return lines
-
-
-def _per_branch(runs: list[Report], value: Callable[[Report], float | None]) -> list[Sample]:
-    samples = ((r.branch, value(r)) for r in runs)
-    return [((("branch", b),), v) for b, v in samples if v is not None]
-
-
-def _per_value(
-    runs: list[Report], label: str, values: Sequence[str], value: Callable[[Report, str], float]
-) -> list[Sample]:
-    """A sample for each branch and each of ``values`` (all listed, most of them 0)."""
-    return [((("branch", r.branch), (label, v)), value(r, v)) for r in runs for v in values]
-
-
-def _sources(report: Report, outcome: str) -> int:
-    return sum(s.status == outcome for s in report.sources or ())
+        ("last_run_timestamp_seconds", "Unix time the last run ended.", [((), now)]),
+        ("run_duration_seconds", "Duration of the last run in seconds.", [((), run_seconds)]),
+        ("run_exit_code", "Exit code of the last run of crawler sync.", [((), exit_code)]),
+        (
+            "branch_duration_seconds",
+            "Time the branch took in the last run, in seconds.",
+            per_branch(lambda r: r.duration_seconds),
+        ),
+        (
+            "branch_status",
+            "1 for the branch's status in the last run, 0 for the other statuses.",
+            per_value("status", BRANCH_STATUSES, lambda r, status: int(r.status == status)),
+        ),
+        (
+            "specs",
+            "Specs in the branch's index.",
+            per_branch(lambda r: r.stats.specs if r.stats else None),
+        ),
+        (
+            "packages",
+            "Packages in the branch's index.",
+            per_branch(lambda r: r.stats.packages if r.stats else None),
+        ),
+        (
+            "specs_added",
+            "Specs the branch gained in the last run's publish.",
+            per_branch(lambda r: r.changes.added if r.changes else None),
+        ),
+        (
+            "specs_removed",
+            "Specs the branch lost in the last run's publish.",
+            per_branch(lambda r: r.changes.removed if r.changes else None),
+        ),
+        (
+            "missing_binaries",
+            "Specs whose binary is missing (last rebuild).",
+            per_branch(
+                lambda r: (
+                    r.missing_binaries_total if isinstance(r.missing_binaries_total, int) else None
+                )
+            ),
+        ),
+        (
+            "binary_findings",
+            "Specs whose binary is not sound (last rebuild).",
+            per_branch(
+                lambda r: (
+                    r.binary_findings_total if isinstance(r.binary_findings_total, int) else None
+                )
+            ),
+        ),
+        (
+            "sources",
+            "Sources of the branch by outcome in the last run.",
+            per_value(
+                "outcome", SOURCE_OUTCOMES, lambda r, o: sum(s.status == o for s in r.sources or ())
+            ),
+        ),
+        (
+            "downloaded_bytes",
+            "Bytes of the branch's indexes downloaded in the last run.",
+            per_branch(
+                lambda r: sum(s.bytes or 0 for s in r.sources or () if s.status == "fetched")
+            ),
+        ),
+        (
+            "retries",
+            "Requests retried for the branch in the last run.",
+            per_branch(lambda r: sum(s.retries for s in r.sources or ())),
+        ),
+    ]
+    lines = [line for family in families for line in _family(*family)]
+    return "\n".join([*lines, "# EOF"]) + "\n"
 
 
 def write_metrics(path: Path, text: str) -> None:
