@@ -5,10 +5,10 @@ one that found the output locked: the file is the lock holder's), a file
 such as ``/var/lib/node_exporter/textfile_collector/spack_cache_crawler.prom``. node_exporter
 serves it on its next scrape, so Prometheus can alert on a branch that stopped being published.
 
-Every metric is a gauge named ``spack_cache_crawler_<name>``: the table in :func:`render_metrics`
-lists them in the file's order, each with its HELP text. Per-branch ones carry a ``branch``
-label; ``branch_status`` a ``status`` and ``sources`` an ``outcome`` too, every one of
-:data:`BRANCH_STATUSES` and :data:`SOURCE_OUTCOMES` listed (most of them 0).
+Every metric is a gauge named ``spack_cache_crawler_<name>``: :func:`render_metrics` and
+:data:`_BRANCH_FAMILIES` list them in the file's order, each with its HELP text. Per-branch
+ones carry a ``branch`` label; ``branch_status`` a ``status`` and ``sources`` an ``outcome``
+too, every one of :data:`BRANCH_STATUSES` and :data:`SOURCE_OUTCOMES` listed (most of them 0).
 
 Useful alerts: ``time() - spack_cache_crawler_last_success_timestamp_seconds > 2 * 86400``
 (a branch not published for two days), ``spack_cache_crawler_branch_status{status=~"failed|
@@ -89,6 +89,89 @@ def _family(name: str, help: str, samples: Iterable[Sample]) -> list[str]:
     return lines
 
 
+#: What a family's samples are made of: the reports of the branches synced, by name.
+Samples = Callable[[Sequence[Report]], list[Sample]]
+
+
+def _each(value: Callable[[Report], float | None]) -> Samples:
+    """A sample for each branch whose report has the fact (None: left out)."""
+
+    def samples(runs: Sequence[Report]) -> list[Sample]:
+        found = ((r.branch, value(r)) for r in runs)
+        return [((("branch", b),), v) for b, v in found if v is not None]
+
+    return samples
+
+
+def _by(label: str, values: Sequence[str], value: Callable[[Report, str], float]) -> Samples:
+    """A sample for each branch and each of ``values`` (all listed, most of them 0)."""
+
+    def samples(runs: Sequence[Report]) -> list[Sample]:
+        return [((("branch", r.branch), (label, v)), value(r, v)) for r in runs for v in values]
+
+    return samples
+
+
+def _total(total: object) -> int | None:
+    return total if isinstance(total, int) else None
+
+
+#: The branches' metrics, in the file's order: name, HELP, samples.
+_BRANCH_FAMILIES: tuple[tuple[str, str, Samples], ...] = (
+    (
+        "branch_duration_seconds",
+        "Time the branch took in the last run, in seconds.",
+        _each(lambda r: r.duration_seconds),
+    ),
+    (
+        "branch_status",
+        "1 for the branch's status in the last run, 0 for the other statuses.",
+        _by("status", BRANCH_STATUSES, lambda r, status: int(r.status == status)),
+    ),
+    ("specs", "Specs in the branch's index.", _each(lambda r: r.stats.specs if r.stats else None)),
+    (
+        "packages",
+        "Packages in the branch's index.",
+        _each(lambda r: r.stats.packages if r.stats else None),
+    ),
+    (
+        "specs_added",
+        "Specs the branch gained in the last run's publish.",
+        _each(lambda r: r.changes.added if r.changes else None),
+    ),
+    (
+        "specs_removed",
+        "Specs the branch lost in the last run's publish.",
+        _each(lambda r: r.changes.removed if r.changes else None),
+    ),
+    (
+        "missing_binaries",
+        "Specs whose binary is missing (last rebuild).",
+        _each(lambda r: _total(r.missing_binaries_total)),
+    ),
+    (
+        "binary_findings",
+        "Specs whose binary is not sound (last rebuild).",
+        _each(lambda r: _total(r.binary_findings_total)),
+    ),
+    (
+        "sources",
+        "Sources of the branch by outcome in the last run.",
+        _by("outcome", SOURCE_OUTCOMES, lambda r, o: sum(s.status == o for s in r.sources or ())),
+    ),
+    (
+        "downloaded_bytes",
+        "Bytes of the branch's indexes downloaded in the last run.",
+        _each(lambda r: sum(s.bytes or 0 for s in r.sources or () if s.status == "fetched")),
+    ),
+    (
+        "retries",
+        "Requests retried for the branch in the last run.",
+        _each(lambda r: sum(s.retries for s in r.sources or ())),
+    ),
+)
+
+
 def render_metrics(
     reports: Sequence[Report],
     *,
@@ -103,18 +186,6 @@ def render_metrics(
     for run in runs:
         if run.status in SUCCESS_STATUSES:
             success[run.branch] = now
-
-    def per_branch(value: Callable[[Report], float | None]) -> list[Sample]:
-        """A sample for each branch whose report has the fact (None: left out)."""
-        samples = ((r.branch, value(r)) for r in runs)
-        return [((("branch", b),), v) for b, v in samples if v is not None]
-
-    def per_value(
-        label: str, values: Sequence[str], value: Callable[[Report, str], float]
-    ) -> list[Sample]:
-        """A sample for each branch and each of ``values`` (all listed, most of them 0)."""
-        return [((("branch", r.branch), (label, v)), value(r, v)) for r in runs for v in values]
-
     families: list[tuple[str, str, list[Sample]]] = [
         (
             "last_success_timestamp_seconds",
@@ -124,73 +195,7 @@ def render_metrics(
         ("last_run_timestamp_seconds", "Unix time the last run ended.", [((), now)]),
         ("run_duration_seconds", "Duration of the last run in seconds.", [((), run_seconds)]),
         ("run_exit_code", "Exit code of the last run of crawler sync.", [((), exit_code)]),
-        (
-            "branch_duration_seconds",
-            "Time the branch took in the last run, in seconds.",
-            per_branch(lambda r: r.duration_seconds),
-        ),
-        (
-            "branch_status",
-            "1 for the branch's status in the last run, 0 for the other statuses.",
-            per_value("status", BRANCH_STATUSES, lambda r, status: int(r.status == status)),
-        ),
-        (
-            "specs",
-            "Specs in the branch's index.",
-            per_branch(lambda r: r.stats.specs if r.stats else None),
-        ),
-        (
-            "packages",
-            "Packages in the branch's index.",
-            per_branch(lambda r: r.stats.packages if r.stats else None),
-        ),
-        (
-            "specs_added",
-            "Specs the branch gained in the last run's publish.",
-            per_branch(lambda r: r.changes.added if r.changes else None),
-        ),
-        (
-            "specs_removed",
-            "Specs the branch lost in the last run's publish.",
-            per_branch(lambda r: r.changes.removed if r.changes else None),
-        ),
-        (
-            "missing_binaries",
-            "Specs whose binary is missing (last rebuild).",
-            per_branch(
-                lambda r: (
-                    r.missing_binaries_total if isinstance(r.missing_binaries_total, int) else None
-                )
-            ),
-        ),
-        (
-            "binary_findings",
-            "Specs whose binary is not sound (last rebuild).",
-            per_branch(
-                lambda r: (
-                    r.binary_findings_total if isinstance(r.binary_findings_total, int) else None
-                )
-            ),
-        ),
-        (
-            "sources",
-            "Sources of the branch by outcome in the last run.",
-            per_value(
-                "outcome", SOURCE_OUTCOMES, lambda r, o: sum(s.status == o for s in r.sources or ())
-            ),
-        ),
-        (
-            "downloaded_bytes",
-            "Bytes of the branch's indexes downloaded in the last run.",
-            per_branch(
-                lambda r: sum(s.bytes or 0 for s in r.sources or () if s.status == "fetched")
-            ),
-        ),
-        (
-            "retries",
-            "Requests retried for the branch in the last run.",
-            per_branch(lambda r: sum(s.retries for s in r.sources or ())),
-        ),
+        *((name, help, samples(runs)) for name, help, samples in _BRANCH_FAMILIES),
     ]
     lines = [line for family in families for line in _family(*family)]
     return "\n".join([*lines, "# EOF"]) + "\n"
