@@ -117,6 +117,7 @@ async def test_an_audit_over_http_names_a_missing_manifest(
     assert len(heads) == len(SPECS) - 1
 
 
+@pytest.mark.slow  # about 1.2 s: a cache uploaded to moto, synced and audited
 async def test_an_audit_in_s3_names_a_missing_tarball(
     tmp_path: Path,
     moto_endpoint: str,
