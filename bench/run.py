@@ -169,7 +169,7 @@ class _Sampler(threading.Thread):
             try:
                 memory = process.memory_full_info()  # smaps_rollup: about 0.2 ms a process
                 rss, anon = int(memory.rss), int(memory.rss - getattr(memory, "shared", 0))
-                pss = int(getattr(memory, "pss", rss))
+                pss = int(memory.pss)  # Linux, from smaps_rollup
                 times = process.cpu_times()
                 seen = self.seen.get(process.pid)
                 if seen is None:

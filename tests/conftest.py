@@ -330,7 +330,10 @@ def _temporary_folders_in_memory(config: pytest.Config) -> None:
     suite is run on, the fast loop took 70 s, in memory 49 s (one sitting), and
     test_behaviour, test_incremental, test_faults and test_verify 26-33 s, in memory 12-14 s.
     The writes and their fsyncs are the same; only the device differs."""
-    if config.option.basetemp or os.environ.get("TMPDIR"):
+    # A pytest-xdist worker is given a --basetemp under the controller's (workerinput is how
+    # xdist tells a worker): that is no choice of the runner's.
+    chosen = config.option.basetemp and not hasattr(config, "workerinput")
+    if chosen or os.environ.get("TMPDIR"):
         return
     if not (IN_MEMORY.is_dir() and os.access(IN_MEMORY, os.W_OK | os.X_OK)):
         return

@@ -9,7 +9,7 @@ from typing import Any
 
 import jsonschema_rs
 
-from crawler.ops.schemas import SCHEMAS, json_path, schema, validator
+from crawler.ops.schemas import SCHEMAS, json_path, problems, schema, validator
 
 __all__ = ["SCHEMAS", "assert_valid", "assert_valid_index", "schema_errors"]
 
@@ -24,10 +24,8 @@ def checked_validator(name: str) -> jsonschema_rs.Validator:
 
 def schema_errors(document: object, name: str = "index.json") -> list[str]:
     """Every schema violation of ``document``, as ``path: message`` lines (empty when valid)."""
-    errors = sorted(
-        checked_validator(name).iter_errors(document), key=lambda e: list(map(str, e.instance_path))
-    )
-    return [f"{json_path(e.instance_path)}: {e.message}" for e in errors]
+    found = sorted(problems(checked_validator(name), document), key=lambda p: list(map(str, p[0])))
+    return [f"{json_path(steps)}: {message}" for steps, message in found]
 
 
 def assert_valid(path: Path) -> dict[str, Any]:

@@ -123,7 +123,8 @@ def test_an_interrupt_at_any_moment_ends_the_run_cleanly(stage: Stage) -> None:
 @pytest.mark.timeout(120)
 def test_a_second_signal_ends_the_run_at_once(stage: Stage) -> None:
     """A second signal right after the first, while the indexes are decoding, ends the run
-    within a second of it, with the first signal's code (128 + the first). (Sent 5 ms after
+    within a second of it, with the first signal's code (128 + the first): the first's
+    handler has begun the clean stop when the second's runs. (Sent 5 ms after
     it, the second came after a clean stop that was already done in every trial on a machine
     running the suite on both cores, CI of 2026-12-02: the stop takes about 10 ms.) When
     the clean stop was done before the second came, the run may have been exiting with the

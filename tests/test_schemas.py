@@ -17,7 +17,7 @@ import pytest
 import crawler.documents as documents
 import crawler.linkfile as linkfile
 from crawler.cli.command import main
-from crawler.ops.schemas import SCHEMAS, schema
+from crawler.ops.schemas import SCHEMAS, compiled, part_validator, schema
 from crawler.ops.verify import verify_branch
 
 from .conftest import REPO, SAMPLE_MIRROR
@@ -125,17 +125,27 @@ def test_verify_checks_the_companions_schemas(published: Path, tmp_path: Path) -
     shutil.copytree(published / "develop", branch)
     report = json.loads((branch / "report.json").read_bytes())
     report["status"] = "ok"
+    report["started_at"] = "now"  # verify checks formats too
     (branch / "report.json").write_text(json.dumps(report))
     history = json.loads((branch / "history.json").read_bytes())
     history["publishes"][0]["changes"]["totals"]["added"] = -1
     (branch / "history.json").write_text(json.dumps(history))
     assert verify_branch(branch) == [
-        'report.json: schema: $.status: "ok" is not one of "published", "partial" or 4 other '
-        "candidates",
+        'report.json: schema: $.started_at: "now" is not a "date-time"',
+        'report.json: schema: $.status: "ok" is not one of ["published","partial","unchanged",'
+        '"skipped","refused","failed"]',
         "history.json: schema: $.publishes[0].changes.totals.added: -1 is less than the "
         "minimum of 0",
     ]
     assert verify_branch(branch, schema=False) == []
+
+
+def test_the_schemas_are_read_offline() -> None:
+    """A reference the shipped schemas do not resolve is an error, never a download."""
+    with pytest.raises(jsonschema_rs.ValidationError, match="Retrieval is disabled"):
+        compiled({"$ref": "https://example.invalid/elsewhere.schema.json"})
+    with pytest.raises(jsonschema_rs.ValidationError, match="does not exist"):
+        part_validator("index.json", "/$defs/no-such-part")
 
 
 def test_the_documented_validation_runs(published: Path, monkeypatch: pytest.MonkeyPatch) -> None:

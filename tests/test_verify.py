@@ -236,6 +236,27 @@ def test_schema_bad_value_deep(branch: Path) -> None:
     ]
 
 
+def test_a_schema_problem_names_keys_made_of_digits_as_they_are(branch: Path) -> None:
+    """jsonschema-rs gives a key of digits as a number ("0123" as 123): verify names the key
+    as the document has it."""
+
+    def change(index: Index) -> None:
+        package = index["packages"].pop("adios2")
+        package["spec_details"][0]["size"] = "12 MB"
+        index["packages"]["0123"] = package
+        index["packages"]["2048"] = {**package, "meta": "none"}
+
+    edit(branch, change)
+    problems = verify_branch(branch)
+    assert (
+        "index.json: schema: $.packages['0123'].spec_details[0].size: \"12 MB\" does not "
+        'match "^(-|0|[1-9][0-9]{0,15})$"' in problems
+    ), problems
+    assert 'index.json: schema: $.packages[\'2048\'].meta: "none" is not of type "object"' in (
+        problems
+    ), problems
+
+
 def test_shape_too_broken_for_consistency_checks(branch: Path) -> None:
     def change(index: Index) -> None:
         index["packages"] = ["adios2"]

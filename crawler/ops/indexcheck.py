@@ -10,7 +10,7 @@ file, and those two per spec, never the document's tree (``docs/consumers.md``, 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import jsonschema_rs
@@ -22,7 +22,7 @@ from ..documents import Index, PackageSummary
 from ..files import release
 from ..output.published import branch_problem
 from ..text import counted
-from .schemas import json_path, part_validator, validator
+from .schemas import Steps, json_path, part_validator, problems, validator
 
 MAX_SCHEMA_ERRORS = 20
 _MAX_MESSAGE = 200
@@ -55,13 +55,13 @@ class SchemaErrors:
         self.count = 0
         self._kept: list[tuple[list[str], int, str]] = []
 
-    def add(self, errors: Iterable[jsonschema_rs.ValidationError], at: Iterable[str] = ()) -> None:
-        """Errors of ``validator.iter_errors``, of the part at the path ``at``."""
-        prefix: list[str | int] = list(at)
-        for error in errors:
-            steps = [*prefix, *error.instance_path]
-            message = f"{json_path(steps)}: {short(error.message)}"
-            self._kept.append(([str(s) for s in steps], self.count, message))
+    def add(self, check: jsonschema_rs.Validator, instance: object, at: Sequence[str] = ()) -> None:
+        """The errors ``check`` finds in ``instance``, the part at the path ``at``."""
+        for steps, message in problems(check, instance):
+            where: Steps = [*at, *steps]
+            self._kept.append(
+                ([str(s) for s in where], self.count, f"{json_path(where)}: {short(message)}")
+            )
             self.count += 1
         if len(self._kept) > 4 * MAX_SCHEMA_ERRORS:
             self._kept = sorted(self._kept)[:MAX_SCHEMA_ERRORS]
@@ -120,7 +120,7 @@ class IndexCheck:
             top = _TOP.decode(self.data)
         except msgspec.ValidationError as err:  # JSON, but no object: the schema says what
             if self.schema:
-                errors.add(validator("index.json").iter_errors(msgspec.json.decode(self.data)))
+                errors.add(validator("index.json"), msgspec.json.decode(self.data))
             return [*errors.problems(), f"index.json: consistency checks skipped: {err}"]
         skeleton: dict[str, Any] = {
             k: msgspec.json.decode(v) for k, v in top.items() if k != "packages"
@@ -134,7 +134,7 @@ class IndexCheck:
         self.names = list(self.raw)
         release(self.data)
         if self.schema:
-            errors.add(validator("index.json").iter_errors(skeleton))
+            errors.add(validator("index.json"), skeleton)
         skipped = []
         try:
             self.index = msgspec.json.decode(self.data, type=Index[msgspec.Raw])
@@ -155,7 +155,7 @@ class IndexCheck:
             self.progress("index.json: package", done, len(self.raw))
             raw = self._reading.read(self.raw[name])
             if check is not None:
-                errors.add(check.iter_errors({name: msgspec.json.decode(raw)}), ["packages"])
+                errors.add(check, {name: msgspec.json.decode(raw)}, ["packages"])
             if self.index is None:
                 continue
             try:

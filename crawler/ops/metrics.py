@@ -5,10 +5,11 @@ one that found the output locked: the file is the lock holder's), a file
 such as ``/var/lib/node_exporter/textfile_collector/spack_cache_crawler.prom``. node_exporter
 serves it on its next scrape, so Prometheus can alert on a branch that stopped being published.
 
-Every metric is a gauge named ``spack_cache_crawler_<name>``: :func:`render_metrics` and
-:data:`_BRANCH_FAMILIES` list them in the file's order, each with its HELP text. Per-branch
-ones carry a ``branch`` label; ``branch_status`` a ``status`` and ``sources`` an ``outcome``
-too, every one of :data:`BRANCH_STATUSES` and :data:`SOURCE_OUTCOMES` listed (most of them 0).
+Every metric is a gauge named ``spack_cache_crawler_<name>``: :func:`render_metrics` and the
+table of the branches' families below list them in the file's order, each with its HELP
+text. Per-branch ones carry a ``branch`` label; ``branch_status`` a ``status`` and
+``sources`` an ``outcome`` too, every one of :data:`BRANCH_STATUSES` and
+:data:`SOURCE_OUTCOMES` listed (most of them 0).
 
 Useful alerts: ``time() - spack_cache_crawler_last_success_timestamp_seconds > 2 * 86400``
 (a branch not published for two days), ``spack_cache_crawler_branch_status{status=~"failed|

@@ -138,7 +138,7 @@ def _companion_problems(folder: Path, name: str, schema: bool, expected: Expecte
         problems = [] if other is None else [short(other)]
         if schema:
             errors = SchemaErrors(name)
-            errors.add(validator(name).iter_errors(document))
+            errors.add(validator(name), document)
             problems += errors.problems()
         msgspec.json.decode(data, type=_TYPED[name])  # what the readers decode it as
     except msgspec.ValidationError as err:  # a schema may allow it (58.0 for an integer)
