@@ -9,7 +9,7 @@ from typing import Any
 
 import jsonschema_rs
 
-from crawler.ops.schemas import SCHEMAS, json_path, problems, schema, validator
+from crawler.ops.schemas import SCHEMAS, json_path, schema, schema_problems, validator
 
 __all__ = ["SCHEMAS", "assert_valid", "assert_valid_index", "schema_errors"]
 
@@ -24,7 +24,9 @@ def checked_validator(name: str) -> jsonschema_rs.Validator:
 
 def schema_errors(document: object, name: str = "index.json") -> list[str]:
     """Every schema violation of ``document``, as ``path: message`` lines (empty when valid)."""
-    found = sorted(problems(checked_validator(name), document), key=lambda p: list(map(str, p[0])))
+    found = sorted(
+        schema_problems(checked_validator(name), document), key=lambda p: list(map(str, p[0]))
+    )
     return [f"{json_path(steps)}: {message}" for steps, message in found]
 
 

@@ -22,7 +22,7 @@ from ..documents import Index, PackageSummary
 from ..files import release
 from ..output.published import branch_problem
 from ..text import counted
-from .schemas import Steps, json_path, part_validator, problems, validator
+from .schemas import Steps, json_path, part_validator, schema_problems, validator
 
 MAX_SCHEMA_ERRORS = 20
 _MAX_MESSAGE = 200
@@ -57,7 +57,7 @@ class SchemaErrors:
 
     def add(self, check: jsonschema_rs.Validator, instance: object, at: Sequence[str] = ()) -> None:
         """The errors ``check`` finds in ``instance``, the part at the path ``at``."""
-        for steps, message in problems(check, instance):
+        for steps, message in schema_problems(check, instance):
             where: Steps = [*at, *steps]
             self._kept.append(
                 ([str(s) for s in where], self.count, f"{json_path(where)}: {short(message)}")

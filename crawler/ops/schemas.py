@@ -68,7 +68,9 @@ def part_validator(document: str, pointer: str) -> jsonschema_rs.Validator:
     return compiled({"$ref": f"{schema(document)['$id']}#{pointer}"})
 
 
-def problems(check: jsonschema_rs.Validator, instance: object) -> Iterator[tuple[Steps, str]]:
+def schema_problems(
+    check: jsonschema_rs.Validator, instance: object
+) -> Iterator[tuple[Steps, str]]:
     """Each schema error of ``instance``: where it is (its keys as ``instance`` has them) and
     what is wrong, an ``enum``'s every allowed value named (jsonschema-rs names two)."""
     for error in check.iter_errors(instance):
