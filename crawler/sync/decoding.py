@@ -100,8 +100,8 @@ class Decoding:
 
     def root_parts(self, dest: Path, url: str) -> RootParts:
         """Decode the root downloading to ``dest`` in parts as it comes."""
-        parts = self.parts[dest] = RootParts(self.pool, dest, url, self.specs)
-        return parts
+        self.parts[dest] = RootParts(self.pool, dest, url, self.specs)
+        return self.parts[dest]
 
     def abandon(self, dest: Path) -> None:
         """Stop decoding what was downloading to ``dest`` (done, failed or cancelled)."""
@@ -157,7 +157,9 @@ class Decoding:
                 raise OutputError(str(path), err.strerror or str(err), "read") from None
             raise
         fetched.check_unchanged()
-        cached = self._cache(outcome, parts)
+        sha256, size, cached = outcome.sha256, outcome.size, False
+        if sha256 is not None and size is not None:  # cached under the index's SHA-256
+            cached = self.store.save(kind, sha256, size, parts)
         if shards is not None:
             # Cached, the shards' bytes are read back for the store's update rather than held
             # through the merge and the output (20-odd MB of a develop root).
@@ -169,13 +171,6 @@ class Decoding:
         outcome.use(summary)
         outcome.decoded = True
         outcome.decode_seconds = time.monotonic() - started
-
-    def _cache(self, outcome: SourceOutcome, parts: list[bytes]) -> bool:
-        """Cache what the workers returned for an index under its SHA-256; True if cached."""
-        sha256, size = outcome.sha256, outcome.size
-        if sha256 is None or size is None:
-            return False
-        return self.store.save(outcome.kind, sha256, size, parts)
 
     async def root_shards(
         self, path: Path, url: str, size: int

@@ -86,14 +86,6 @@ def is_current(
     return PublishedBranch(output, branch).intact(previous, formats)
 
 
-def published_count(previous: BranchState | None) -> int | None:
-    """The spec count of the last publish as its state recorded it: the gate's reference when
-    the published ``index.json`` cannot be read (damaged, say), rather than none at all."""
-    if previous is None:
-        return None
-    return previous.stats.specs if previous.stats is not None else None
-
-
 def recorded_spec_stacks(store: Store, branch: str, previous: BranchState) -> SpecStacks | None:
     """The specs (and their stacks) of the last publish, rebuilt from the cached summaries
     of its sources, when its ``index.json`` cannot be read (deleted, damaged): the changes
