@@ -78,7 +78,7 @@ from ..files import is_safe_name
 from .records import Dependency, Node, ParamValue, PlainValue
 
 HASH = re.compile(r"[a-z2-7]{32}")
-_FIELDS = ("name", "version", "platform", "os", "target")
+IDENTITY_FIELDS = ("name", "version", "platform", "os", "target")
 #: The longest each identity field may be, in characters (name, version, platform, os, target).
 IDENTITY_LIMITS = (200, 256, 64, 64, 128)
 _SHORTEST_LIMIT = min(IDENTITY_LIMITS)
@@ -98,7 +98,10 @@ INVALID_SHOWN = 100
 MAX_INVALID = 100_000
 #: Every limit of this module by name: docs/security.md states each (tests/test_limits.py).
 LIMITS = {
-    **{f"{field}_chars": limit for field, limit in zip(_FIELDS, IDENTITY_LIMITS, strict=True)},
+    **{
+        f"{field}_chars": limit
+        for field, limit in zip(IDENTITY_FIELDS, IDENTITY_LIMITS, strict=True)
+    },
     "compiler_chars": MAX_COMPILER,
     "variant_chars": MAX_VARIANT,
     "variants": MAX_VARIANTS,
@@ -138,8 +141,10 @@ class SpecRow(msgspec.Struct, array_like=True, frozen=True, gc=False):
     dependencies: tuple[int, ...] = ()
 
     def identity(self) -> str:
-        """What a stack must agree on for this hash (see :func:`identity`)."""
-        return identity(self.name, self.version, self.platform, self.os, self.target)
+        """What a stack must agree on for this hash, as one compact string (records whose
+        fields hold control characters are rejected, so the separator is unambiguous)."""
+        fields = (self.name, self.version, self.platform, self.os, self.target)
+        return IDENTITY_SEPARATOR.join(fields)
 
 
 class InvalidRecord(msgspec.Struct, frozen=True, gc=False):
@@ -169,18 +174,9 @@ class SourceSummary(msgspec.Struct, frozen=True, gc=False):
         return len(self.invalid) + self.invalid_unlisted
 
 
-IDENTITY_FIELDS = _FIELDS
 IDENTITY_SEPARATOR = "\x1f"
 #: name, version, platform, os, target
 Identity = tuple[str, str, str, str, str]
-
-
-def identity(name: str, version: str, platform: str, os: str, target: str) -> str:
-    """The fields two indexes must agree on for one hash, as one compact string.
-
-    Records whose fields hold control characters are rejected, so the separator is unambiguous.
-    """
-    return IDENTITY_SEPARATOR.join((name, version, platform, os, target))
 
 
 def shorten(text: str, limit: int) -> str:
@@ -224,7 +220,7 @@ def too_long(fields: Identity) -> str | None:
     """Why identity fields are too long to accept (see :data:`IDENTITY_LIMITS`), or None."""
     if max(map(len, fields)) <= _SHORTEST_LIMIT:  # the common case, in C
         return None
-    for field, value, limit in zip(_FIELDS, fields, IDENTITY_LIMITS, strict=True):
+    for field, value, limit in zip(IDENTITY_FIELDS, fields, IDENTITY_LIMITS, strict=True):
         if len(value) > limit:
             return f"{field} is {len(value):,} characters, more than the limit of {limit}"
     return None
@@ -258,14 +254,6 @@ def _scalar(value: bool | int | float | str) -> str:
     return str(value)
 
 
-def compiler_edge(dependencies: list[Dependency]) -> Dependency | None:
-    for virtual in COMPILER_VIRTUALS:
-        for dep in dependencies:
-            if dep.parameters is not None and virtual in dep.parameters.virtuals:
-                return dep
-    return None
-
-
 def own_compiler(node: Node) -> str | Dependency:
     """The node's compiler when the node itself says it, else the dependency edge that does.
 
@@ -274,9 +262,10 @@ def own_compiler(node: Node) -> str | Dependency:
     """
     if node.compiler is not None:
         return f"{node.compiler.name}@{node.compiler.version}"
-    edge = compiler_edge(node.dependencies)
-    if edge is not None:
-        return edge
+    for virtual in COMPILER_VIRTUALS:
+        for dep in node.dependencies:
+            if dep.parameters is not None and virtual in dep.parameters.virtuals:
+                return dep
     if node.annotations is not None and node.annotations.compiler:
         name, _, version = node.annotations.compiler.partition("@")
         return f"{name}@{version.lstrip('=')}" if version else name
@@ -309,7 +298,7 @@ class Checker:
         if reason:
             return reason
         if not "".join(fields).isprintable():  # the common case in C, then which one
-            return next(filter(None, map(unprintable, _FIELDS, fields)))
+            return next(filter(None, map(unprintable, IDENTITY_FIELDS, fields)))
         if not self._safe(fields[0]):
             return f"package name {fields[0]!r} is not a safe folder name"
         return None
@@ -321,7 +310,7 @@ class Checker:
 
         The same checks in bulk, a few C-level calls for a whole piece of an index: when this
         says False, check the records one by one to learn which fail and why. ``identities``
-        are :func:`identity` of each record's fields, ``names`` the distinct package names.
+        are :meth:`SpecRow.identity` of each record's fields, ``names`` the distinct package names.
         """
         if set(map(len, keys)) - {32} or not _BASE32.fullmatch("".join(keys)):
             return False
