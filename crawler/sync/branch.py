@@ -66,7 +66,6 @@ from .binaries import read_binaries
 from .collect import EarlyConsolidation, check_sources, read_all
 from .inputs import (
     BranchStatus,
-    branch_sources,
     current_status,
     failure_line,
     inputs_of,
@@ -147,18 +146,12 @@ class BranchSync:
 
     async def _sync(self, discovery: Discovery) -> BranchResult:
         branch = self.branch
-        if branch in discovery.problems:  # asked for by name (--all skips it, see Syncer.run)
-            raise BranchError(branch, discovery.problems[branch])
-        sources = branch_sources(self.run.config, discovery, branch)
-        immutable = discovery.is_immutable(branch, self.run.config)
-        plan = await self.run.planner.plan(
-            branch, self.reader.fetcher, sources, immutable=immutable
-        )
+        plan = await self.run.planner.plan(branch, self.reader.fetcher, discovery)
         if plan.previous is not None and plan.previous.stats is not None:
             self.report.stats = plan.previous.stats  # replaced below if the branch is rebuilt
         if plan.skip:
             return self._done("skipped", "immutable and published")
-        self.outcomes = await self._read(sources, plan.previous)
+        self.outcomes = await self._read(plan.sources, plan.previous)
         self.report.sources = [o.report_entry() for o in self.outcomes]
         budget = self.run.config.publish.max_failed_stacks
         failed = check_sources(branch, self.outcomes, plan.excused, budget)

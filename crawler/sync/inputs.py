@@ -15,7 +15,7 @@ from ..config import Config
 from ..decode.validate import SourceSummary
 from ..documents import IndexFilters
 from ..errors import BranchError, CrawlerError
-from ..mirror.discovery import Discovery, Mirror, Source
+from ..mirror.discovery import Mirror
 from ..output.published import PublishedBranch
 from ..output.state import BranchState, Store, fingerprint
 from .outcome import SourceOutcome
@@ -42,12 +42,6 @@ def current_status(failed: Sequence[SourceOutcome]) -> tuple[BranchStatus, str]:
         return "unchanged", "output is current"
     labels = ", ".join(o.source.label for o in failed)
     return "partial", f"output is current, but stacks still fail: {labels}"
-
-
-def branch_sources(config: Config, discovery: Discovery, branch: str) -> list[Source]:
-    """The sources of ``branch`` a sync reads: the root, and the stacks the filters keep."""
-    filters = config.filters
-    return [s for s in discovery.refs[branch] if s.is_root or filters.keeps_stack(s.label)]
 
 
 def published_filters(config: Config) -> IndexFilters | None:
