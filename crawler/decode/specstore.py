@@ -82,7 +82,6 @@ class SpecStore(msgspec.Struct, array_like=True, frozen=True, gc=False):
 
 
 def store_path(folder: str, db_version: str) -> Path:
-    """The store of one Database version in ``folder``."""
     return Path(folder) / f"{made_by()}-db{db_version}.msgpack"
 
 

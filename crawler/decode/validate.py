@@ -22,21 +22,8 @@ out, and listed in ``invalid`` with its hash and reason, when
 * (root only) its compiler cannot be resolved or has no name (an annotation ``@13``).
 
 Limits (generous: Spack's own records are far below them; a develop root's longest version is
-a ``git.<40 hex>=<version>`` of about 60 characters, its longest variant a few hundred):
-
-==========================  =====  ==========================================================
-field                       limit  counted as
-==========================  =====  ==========================================================
-``name``                    200    characters (also the limit of a safe folder name)
-``version``                 256    characters
-``arch.platform``           64     characters
-``arch.platform_os``        64     characters
-``arch.target``             128    characters (its ``name`` when given as an object)
-compiler                    512    characters of ``name@version``, however it is found
-a variant                   4096   characters of its rendered text (``name=a,b,...``)
-variants                    1024   entries of ``parameters``, compiler flags included
-dependencies                4096   edges; each edge's hash must be 32 base32 characters
-==========================  =====  ==========================================================
+a ``git.<40 hex>=<version>`` of about 60 characters, its longest variant a few hundred) are the
+constants below, :data:`LIMITS` by name; docs/security.md tabulates them.
 
 What a report quotes is bounded too: a key at most :data:`SHOWN_KEY` characters, a reason
 :data:`SHOWN_REASON` (longer ones end in ``...``), and a source lists at most
@@ -79,7 +66,8 @@ from .records import Dependency, Node, ParamValue, PlainValue
 
 HASH = re.compile(r"[a-z2-7]{32}")
 IDENTITY_FIELDS = ("name", "version", "platform", "os", "target")
-#: The longest each identity field may be, in characters (name, version, platform, os, target).
+#: The longest each identity field may be, in characters (name, version, platform, os, target;
+#: a name's is a safe folder name's too, a target's counts its ``name`` when an object).
 IDENTITY_LIMITS = (200, 256, 64, 64, 128)
 _SHORTEST_LIMIT = min(IDENTITY_LIMITS)
 MAX_COMPILER = 512  # characters of ``name@version``

@@ -133,7 +133,6 @@ class BranchSync:
         self.published_filters = published_filters(run.config)
 
     async def sync(self, discovery: Discovery) -> BranchResult:
-        """Sync the branch as ``discovery`` lists it."""
         branch = self.branch
         try:
             return await self._sync(discovery)

@@ -210,20 +210,11 @@ class Decoding:
                 if parts is not None and not whole:
                     results = await parts.results(missing)
                 else:
-                    results = await _all_or_none(
-                        self.pool.run(
-                            summarize_root_shard,
-                            str(path),
-                            url,
-                            i,
-                            shards,
-                            missing,
-                            whole,
-                            self.limit,
-                            self.specs,
-                        )
-                        for i in range(shards)
+                    run, args = self.pool.run, (shards, missing, whole, self.limit, self.specs)
+                    jobs = (
+                        run(summarize_root_shard, str(path), url, i, *args) for i in range(shards)
                     )
+                    results = await _all_or_none(jobs)
             except BadCut as err:
                 # Read whole, a root is cut only inside its installs, checked as JSON first
                 # (read.read_whole), so brackets balance; a key that does not decode fails it

@@ -82,7 +82,6 @@ class SourceOutcome:
         self._summary, self._loader = None, None
 
     def use_later(self, loader: Callable[[], SourceSummary | None], facts: SourceFacts) -> None:
-        """Defer loading the summary until something needs more than its facts."""
         self._summary, self._loader, self.facts = None, loader, facts
 
     @property

@@ -78,7 +78,11 @@ class Planner:
         previous = self.store.branch(branch)
         record = previous or self.store.branch(branch, any_version=True)
         asked: list[str] = list(self.config.formats)  # normalised by the config
-        was = self._published_formats(branch, record)
+        if record is not None:  # published in: as its state says, else (.crawler/ deleted) as seen
+            was = list(record.formats)
+        else:
+            published = PublishedBranch(self.output, branch)
+            was = ["pages"] * published.has_pages() + ["html"] * published.has_site()
         # A branch keeps the formats it was published in (a manual run without the pages
         # must not remove a site's pages): only prune_formats drops them, and never for an
         # immutable ref, which stays put.
@@ -97,14 +101,6 @@ class Planner:
         if not immutable or not (self.output / branch / "index.json").is_file():
             return plan
         return await self._published_immutable(branch, fetcher, plan)
-
-    def _published_formats(self, branch: str, record: BranchState | None) -> list[str]:
-        """The formats the branch was published in: as its state says, else (``.crawler/``
-        deleted, which is allowed) as its folder shows."""
-        if record is not None:
-            return list(record.formats)
-        published = PublishedBranch(self.output, branch)
-        return ["pages"] * published.has_pages() + ["html"] * published.has_site()
 
     async def _published_immutable(
         self, branch: str, fetcher: Fetcher, plan: BranchPlan
