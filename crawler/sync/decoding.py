@@ -72,15 +72,8 @@ class _PendingRoot(NamedTuple):
     workers encoded them, held only when they could not be cached."""
 
     db_version: str
-    store: Store
     sha256: str | None
     held: list[bytes] | None
-
-    def shards(self) -> list[bytes] | None:
-        """The shards, or None when their cached copy is gone (or unreadable) meanwhile."""
-        if self.held is not None:
-            return self.held
-        return self.store.parts("root", self.sha256) if self.sha256 is not None else None
 
 
 class Decoding:
@@ -119,8 +112,10 @@ class Decoding:
             await asyncio.to_thread(self._saved, self.specs, pending)
 
     def _saved(self, folder: str, pending: _PendingRoot) -> None:
-        results = pending.shards()
-        if results is None:
+        results = pending.held
+        if results is None and pending.sha256 is not None:
+            results = self.store.parts("root", pending.sha256)
+        if results is None:  # its cached copy is gone (or unreadable) meanwhile
             log.info("the spec store is not updated: the root's cached summary is gone")
             return
         try:
@@ -167,7 +162,7 @@ class Decoding:
             del parts
             summary = await asyncio.to_thread(_merged, shards)
             if outcome.known is not None:  # read through the spec store
-                self._pending = _PendingRoot(summary.db_version, self.store, outcome.sha256, held)
+                self._pending = _PendingRoot(summary.db_version, outcome.sha256, held)
         outcome.use(summary)
         outcome.decoded = True
         outcome.decode_seconds = time.monotonic() - started
