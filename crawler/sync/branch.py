@@ -128,7 +128,6 @@ class BranchSync:
         )
         self.outcomes: list[SourceOutcome] = []
         self.early = EarlyConsolidation(branch)
-        self.filters = run.config.filters
         #: The filters the branch is published with (None: whole), as index.json states them.
         self.published_filters = published_filters(run.config)
 
@@ -280,7 +279,7 @@ class BranchSync:
             consolidated = self.early.finish(root, stacks, caches)
             if self.published_filters is None:
                 return consolidated
-            return filtered(consolidated, self.filters.keeps_package)
+            return filtered(consolidated, self.run.config.filters.keeps_package)
 
     def _previous(self, plan: BranchPlan) -> Previous:
         """The last publish, as the build compares with it (read from the output folder)."""

@@ -101,7 +101,6 @@ class SourceReader:
         self, branch: str, source: Source, dest: Path, previous: BranchState | None
     ) -> SourceOutcome:
         """Fetch (or prove unchanged) and summarise one source; never raises but to cancel."""
-        fetcher = self.fetcher
         outcome = SourceOutcome(source)
         started = time.monotonic()
         try:
@@ -123,7 +122,7 @@ class SourceReader:
         finally:
             self.decoding.abandon(dest)
             dest.unlink(missing_ok=True)  # noqa: ASYNC240 - one unlink, not worth a thread hop
-            outcome.retries = fetcher.retries.get(source.location, 0)
+            outcome.retries = self.fetcher.retries.get(source.location, 0)
             if outcome.sha256 is not None:
                 self.read_sha256.add(outcome.sha256)
         if outcome.status in ("missing", "failed"):
