@@ -197,9 +197,7 @@ def subdivide(fd: int, ranges: list[tuple[int, int]]) -> Iterator[tuple[int, int
                 yield piece if isinstance(piece, Oversized) else (piece[0] + base, piece[1] + base)
 
 
-def split_range(
-    data: bytes | bytearray | memoryview | mmap.mmap, start: int, stop: int
-) -> Iterator[tuple[int, int] | Oversized]:
+def split_range(data: _Data, start: int, stop: int) -> Iterator[tuple[int, int] | Oversized]:
     """The records ``data[start:stop]`` (the inside of an object, between its braces) cut at
     the commas between them as :func:`subdivide` does; the ranges are offsets in ``data``."""
     depth, piece = 0, start  # piece: where the piece being read starts

@@ -73,21 +73,18 @@ class DecodePool:
         module's docstring for a worker's death, memory and a pool that cannot start)."""
         self._jobs += 1
         try:
-            return await self._run(fn, (path, url, *args), url)
+            launch, job = await self._submit(fn, (path, url, *args), url)
+            try:
+                return await asyncio.wrap_future(job)
+            except BrokenProcessPool:
+                self._forget(launch)
+                raise WorkerError(url) from None
+            except Exception as err:
+                if out_of_memory(err):
+                    raise OutOfMemory(url) from None
+                raise
         finally:
             self._jobs -= 1
-
-    async def _run(self, fn: Callable[..., bytes], args: tuple[object, ...], url: str) -> bytes:
-        launch, job = await self._submit(fn, args, url)
-        try:
-            return await asyncio.wrap_future(job)
-        except BrokenProcessPool:
-            self._forget(launch)
-            raise WorkerError(url) from None
-        except Exception as err:
-            if out_of_memory(err):
-                raise OutOfMemory(url) from None
-            raise
 
     async def _submit(
         self, fn: Callable[..., bytes], args: tuple[object, ...], url: str, again: bool = True

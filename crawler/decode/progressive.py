@@ -133,18 +133,9 @@ class RootParts:
 
     def _job(self, start: int, stop: int, missing: tuple[str, ...]) -> asyncio.Future[bytes]:
         assert self._version is not None
+        args = (self._version, start, stop, missing, self._file_id, self._store)
         job = asyncio.ensure_future(
-            self._decoder.run(
-                summarize_root_part,
-                str(self._path),
-                self._url,
-                self._version,
-                start,
-                stop,
-                missing,
-                self._file_id,
-                self._store,
-            )
+            self._decoder.run(summarize_root_part, str(self._path), self._url, *args)
         )
         job.add_done_callback(_retrieve)
         return job

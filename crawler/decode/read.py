@@ -122,7 +122,6 @@ def read_whole(
 def _whole_pieces(
     body: Buffer, raw: msgspec.Raw, url: str, decoders: Decoders[R], last_first: bool
 ) -> Iterator[Records[R]]:
-    """:func:`read_whole`'s pieces of ``raw``."""
     view = memoryview(raw)
     seen: set[str] = set()
     ranges = chunks.split_range(view, 1, len(view) - 1)  # cut as it goes, unless backwards

@@ -71,7 +71,6 @@ class Arch(msgspec.Struct, gc=False):
 
     @property
     def target_name(self) -> str:
-        """The target's name whether given as a string or an object."""
         return self.target if isinstance(self.target, str) else self.target.name
 
 
@@ -180,7 +179,6 @@ class LegacyEdge(msgspec.Struct, gc=False):
     type: list[DepType] | None = None
 
     def dag_hash(self) -> str:
-        """The edge's hash (see the class docstring)."""
         return _first_hash(
             self.hash, self.package_hash, self.full_hash, self.build_hash, self.process_hash
         )

@@ -304,7 +304,6 @@ class RootPart:
         return None
 
     def shard(self, version: str) -> RootShard:
-        """The finished shard."""
         check = self.check
         foreign = sorted(self.foreign - self.keys)
         if foreign and check.keys:  # an edge to an invalid record of this shard is no gap

@@ -81,7 +81,8 @@ class _Builder:
         if not shard.digests:
             return
         texts, edges = self.numbering(shard.strings, shard.edge_table)
-        digests = _digests(shard.digests)
+        data, step = shard.digests, DIGEST_BYTES
+        digests = [data[i : i + step] for i in range(0, len(data), step)]
         if NO_DIGEST in digests:
             chosen = [j for j, found in enumerate(digests) if found != NO_DIGEST]
             self._add_entries(shard, texts, edges, chosen, lambda _: day)
@@ -155,10 +156,6 @@ class _Builder:
             self.compilers,
             self.seen.tobytes(),
         )
-
-
-def _digests(data: bytes) -> list[bytes]:
-    return [data[i : i + DIGEST_BYTES] for i in range(0, len(data), DIGEST_BYTES)]
 
 
 def updated_store(folder: str, db_version: str, shards: list[bytes], day: int) -> bytearray:

@@ -82,7 +82,6 @@ class SpecStore(msgspec.Struct, array_like=True, frozen=True, gc=False):
 
 
 def store_path(folder: str, db_version: str) -> Path:
-    """The store of one Database version in ``folder``."""
     return Path(folder) / f"{made_by()}-db{db_version}.msgpack"
 
 
@@ -146,10 +145,8 @@ def load_known(folder: str | None, db_version: str) -> Known | None:
     cached = _LOADED.get(path)
     if cached is not None and cached[0] == identity:
         return cached[1]
-    known = None
     store = read_store(path, db_version)
-    if store is not None:
-        known = Known(store)
+    known = Known(store) if store is not None else None
     _LOADED.clear()  # one store at a time: a worker reads one root at a time
     _LOADED[path] = (identity, known)
     return known
@@ -165,9 +162,14 @@ def encode_store(store: SpecStore) -> bytearray:
     return data
 
 
-def store_payload(path: Path) -> bytes | None:
-    """The msgpack of the store in ``path`` if its checksum holds, else None (logged): a
-    regular file, not a link (see :mod:`crawler.output.kept`)."""
+def forget_known() -> None:
+    """Drop the store a worker holds (a few tens of MB): its root is read once stacks come."""
+    _LOADED.clear()
+
+
+def read_store(path: Path, db_version: str) -> SpecStore | None:
+    """The store in ``path`` if this version wrote it for ``db_version`` and its checksum
+    holds, else None (logged): a regular file, not a link (see :mod:`crawler.output.kept`)."""
     try:
         data = read_regular(path, follow=False)
     except FileNotFoundError:
@@ -179,21 +181,8 @@ def store_payload(path: Path) -> bytes | None:
     if digest(payload) != data[:DIGEST_BYTES]:
         log.info("ignoring the spec store %s: its checksum does not hold", path)
         return None
-    return bytes(payload)
-
-
-def forget_known() -> None:
-    """Drop the store a worker holds (a few tens of MB): its root is read once stacks come."""
-    _LOADED.clear()
-
-
-def read_store(path: Path, db_version: str) -> SpecStore | None:
-    """The store in ``path`` if this version wrote it for ``db_version``, else None."""
-    payload = store_payload(path)
-    if payload is None:
-        return None
     try:
-        store = _DECODER.decode(payload)
+        store = _DECODER.decode(bytes(payload))
     except msgspec.DecodeError as err:
         log.info("ignoring the unreadable spec store %s: %s", path, err)
         return None

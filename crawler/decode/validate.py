@@ -22,21 +22,8 @@ out, and listed in ``invalid`` with its hash and reason, when
 * (root only) its compiler cannot be resolved or has no name (an annotation ``@13``).
 
 Limits (generous: Spack's own records are far below them; a develop root's longest version is
-a ``git.<40 hex>=<version>`` of about 60 characters, its longest variant a few hundred):
-
-==========================  =====  ==========================================================
-field                       limit  counted as
-==========================  =====  ==========================================================
-``name``                    200    characters (also the limit of a safe folder name)
-``version``                 256    characters
-``arch.platform``           64     characters
-``arch.platform_os``        64     characters
-``arch.target``             128    characters (its ``name`` when given as an object)
-compiler                    512    characters of ``name@version``, however it is found
-a variant                   4096   characters of its rendered text (``name=a,b,...``)
-variants                    1024   entries of ``parameters``, compiler flags included
-dependencies                4096   edges; each edge's hash must be 32 base32 characters
-==========================  =====  ==========================================================
+a ``git.<40 hex>=<version>`` of about 60 characters, its longest variant a few hundred) are the
+constants below, :data:`LIMITS` by name; docs/security.md tabulates them.
 
 What a report quotes is bounded too: a key at most :data:`SHOWN_KEY` characters, a reason
 :data:`SHOWN_REASON` (longer ones end in ``...``), and a source lists at most
@@ -78,8 +65,9 @@ from ..files import is_safe_name
 from .records import Dependency, Node, ParamValue, PlainValue
 
 HASH = re.compile(r"[a-z2-7]{32}")
-_FIELDS = ("name", "version", "platform", "os", "target")
-#: The longest each identity field may be, in characters (name, version, platform, os, target).
+IDENTITY_FIELDS = ("name", "version", "platform", "os", "target")
+#: The longest each identity field may be, in characters (name, version, platform, os, target;
+#: a name's is a safe folder name's too, a target's counts its ``name`` when an object).
 IDENTITY_LIMITS = (200, 256, 64, 64, 128)
 _SHORTEST_LIMIT = min(IDENTITY_LIMITS)
 MAX_COMPILER = 512  # characters of ``name@version``
@@ -98,7 +86,10 @@ INVALID_SHOWN = 100
 MAX_INVALID = 100_000
 #: Every limit of this module by name: docs/security.md states each (tests/test_limits.py).
 LIMITS = {
-    **{f"{field}_chars": limit for field, limit in zip(_FIELDS, IDENTITY_LIMITS, strict=True)},
+    **{
+        f"{field}_chars": limit
+        for field, limit in zip(IDENTITY_FIELDS, IDENTITY_LIMITS, strict=True)
+    },
     "compiler_chars": MAX_COMPILER,
     "variant_chars": MAX_VARIANT,
     "variants": MAX_VARIANTS,
@@ -138,8 +129,10 @@ class SpecRow(msgspec.Struct, array_like=True, frozen=True, gc=False):
     dependencies: tuple[int, ...] = ()
 
     def identity(self) -> str:
-        """What a stack must agree on for this hash (see :func:`identity`)."""
-        return identity(self.name, self.version, self.platform, self.os, self.target)
+        """What a stack must agree on for this hash, as one compact string (records whose
+        fields hold control characters are rejected, so the separator is unambiguous)."""
+        fields = (self.name, self.version, self.platform, self.os, self.target)
+        return IDENTITY_SEPARATOR.join(fields)
 
 
 class InvalidRecord(msgspec.Struct, frozen=True, gc=False):
@@ -169,18 +162,9 @@ class SourceSummary(msgspec.Struct, frozen=True, gc=False):
         return len(self.invalid) + self.invalid_unlisted
 
 
-IDENTITY_FIELDS = _FIELDS
 IDENTITY_SEPARATOR = "\x1f"
 #: name, version, platform, os, target
 Identity = tuple[str, str, str, str, str]
-
-
-def identity(name: str, version: str, platform: str, os: str, target: str) -> str:
-    """The fields two indexes must agree on for one hash, as one compact string.
-
-    Records whose fields hold control characters are rejected, so the separator is unambiguous.
-    """
-    return IDENTITY_SEPARATOR.join((name, version, platform, os, target))
 
 
 def shorten(text: str, limit: int) -> str:
@@ -224,7 +208,7 @@ def too_long(fields: Identity) -> str | None:
     """Why identity fields are too long to accept (see :data:`IDENTITY_LIMITS`), or None."""
     if max(map(len, fields)) <= _SHORTEST_LIMIT:  # the common case, in C
         return None
-    for field, value, limit in zip(_FIELDS, fields, IDENTITY_LIMITS, strict=True):
+    for field, value, limit in zip(IDENTITY_FIELDS, fields, IDENTITY_LIMITS, strict=True):
         if len(value) > limit:
             return f"{field} is {len(value):,} characters, more than the limit of {limit}"
     return None
@@ -258,14 +242,6 @@ def _scalar(value: bool | int | float | str) -> str:
     return str(value)
 
 
-def compiler_edge(dependencies: list[Dependency]) -> Dependency | None:
-    for virtual in COMPILER_VIRTUALS:
-        for dep in dependencies:
-            if dep.parameters is not None and virtual in dep.parameters.virtuals:
-                return dep
-    return None
-
-
 def own_compiler(node: Node) -> str | Dependency:
     """The node's compiler when the node itself says it, else the dependency edge that does.
 
@@ -274,9 +250,10 @@ def own_compiler(node: Node) -> str | Dependency:
     """
     if node.compiler is not None:
         return f"{node.compiler.name}@{node.compiler.version}"
-    edge = compiler_edge(node.dependencies)
-    if edge is not None:
-        return edge
+    for virtual in COMPILER_VIRTUALS:
+        for dep in node.dependencies:
+            if dep.parameters is not None and virtual in dep.parameters.virtuals:
+                return dep
     if node.annotations is not None and node.annotations.compiler:
         name, _, version = node.annotations.compiler.partition("@")
         return f"{name}@{version.lstrip('=')}" if version else name
@@ -309,7 +286,7 @@ class Checker:
         if reason:
             return reason
         if not "".join(fields).isprintable():  # the common case in C, then which one
-            return next(filter(None, map(unprintable, _FIELDS, fields)))
+            return next(filter(None, map(unprintable, IDENTITY_FIELDS, fields)))
         if not self._safe(fields[0]):
             return f"package name {fields[0]!r} is not a safe folder name"
         return None
@@ -321,7 +298,7 @@ class Checker:
 
         The same checks in bulk, a few C-level calls for a whole piece of an index: when this
         says False, check the records one by one to learn which fail and why. ``identities``
-        are :func:`identity` of each record's fields, ``names`` the distinct package names.
+        are :meth:`SpecRow.identity` of each record's fields, ``names`` the distinct package names.
         """
         if set(map(len, keys)) - {32} or not _BASE32.fullmatch("".join(keys)):
             return False

@@ -38,17 +38,13 @@ class VariantNumbers:
         if None in found:
             for i, item in enumerate(parameters.items()):
                 if found[i] is None:
-                    found[i] = self._miss(item)
+                    found[i] = number = self.number(*item)
+                    # Values unique to each record would not repeat; one refused is not kept.
+                    if len(self.plain_memo) < _MEMO_LIMIT and number != _REFUSED:
+                        self.plain_memo[item] = number
             if _REFUSED in found:
-                return _refused_variant(parameters, found)  # type: ignore[arg-type]
+                return variant_problem(*list(parameters.items())[found.index(_REFUSED)])
         return list(filter(_FLAG.__ne__, found))  # type: ignore[arg-type]
-
-    def _miss(self, item: tuple[str, PlainValue]) -> int:
-        found = self.number(*item)
-        # Values unique to each record would not repeat; one refused is not kept.
-        if len(self.plain_memo) < _MEMO_LIMIT and found != _REFUSED:
-            self.plain_memo[item] = found
-        return found
 
     def number(self, name: str, value: ParamValue | PlainValue) -> int:
         """The number of a variant's text in ``strings``, :data:`_FLAG` for a flag, or
@@ -91,10 +87,3 @@ class VariantNumbers:
             if found != _FLAG:
                 out.append(found)
         return out
-
-
-def _refused_variant(parameters: dict[str, PlainValue], found: list[int]) -> str:
-    name, value = next(
-        item for item, n in zip(parameters.items(), found, strict=True) if n == _REFUSED
-    )
-    return variant_problem(name, value)

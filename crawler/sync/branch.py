@@ -56,7 +56,6 @@ from ..decode.validate import SourceSummary
 from ..documents import Report
 from ..errors import BranchError, CrawlerError
 from ..files import is_safe_name
-from ..linkfile import PackedLinks
 from ..mirror.discovery import Discovery, Mirror, Source
 from ..output.folder import replaced_error
 from ..output.published import check_replaceable
@@ -67,12 +66,10 @@ from .binaries import read_binaries
 from .collect import EarlyConsolidation, check_sources, read_all
 from .inputs import (
     BranchStatus,
-    branch_sources,
     current_status,
     failure_line,
     inputs_of,
     is_current,
-    published_count,
     published_filters,
     recorded_spec_stacks,
 )
@@ -131,12 +128,10 @@ class BranchSync:
         )
         self.outcomes: list[SourceOutcome] = []
         self.early = EarlyConsolidation(branch)
-        self.filters = run.config.filters
         #: The filters the branch is published with (None: whole), as index.json states them.
         self.published_filters = published_filters(run.config)
 
     async def sync(self, discovery: Discovery) -> BranchResult:
-        """Sync the branch as ``discovery`` lists it."""
         branch = self.branch
         try:
             return await self._sync(discovery)
@@ -149,18 +144,12 @@ class BranchSync:
 
     async def _sync(self, discovery: Discovery) -> BranchResult:
         branch = self.branch
-        if branch in discovery.problems:  # asked for by name (--all skips it, see Syncer.run)
-            raise BranchError(branch, discovery.problems[branch])
-        sources = branch_sources(self.run.config, discovery, branch)
-        immutable = discovery.is_immutable(branch, self.run.config)
-        plan = await self.run.planner.plan(
-            branch, self.reader.fetcher, sources, immutable=immutable
-        )
+        plan = await self.run.planner.plan(branch, self.reader.fetcher, discovery)
         if plan.previous is not None and plan.previous.stats is not None:
             self.report.stats = plan.previous.stats  # replaced below if the branch is rebuilt
         if plan.skip:
             return self._done("skipped", "immutable and published")
-        self.outcomes = await self._read(sources, plan.previous)
+        self.outcomes = await self._read(plan.sources, plan.previous)
         self.report.sources = [o.report_entry() for o in self.outcomes]
         budget = self.run.config.publish.max_failed_stacks
         failed = check_sources(branch, self.outcomes, plan.excused, budget)
@@ -169,7 +158,16 @@ class BranchSync:
         else:
             inputs = self._fingerprint(plan.formats)
             if is_current(self.run.output, branch, plan.previous, inputs, plan.formats):
-                return self._unchanged(plan.previous, failed)
+                # Keep what this run learnt of the sources (a new ETag for the same bytes, a
+                # server that stopped sending ETags) although nothing is published.
+                known = [o.state() for o in self.outcomes]
+                if known != plan.previous.sources:
+                    state = msgspec.structs.replace(plan.previous, sources=known)
+                    save = self.run.store.save_branch
+                    after_publish(lambda: save(branch, state), "output is current")
+                if failed:  # still partial: the published output lacks the failing stacks
+                    self.report.failed_stacks = [o.source.label for o in failed]
+                return self._done(*current_status(failed))
         # Once the branch is known to change (an unchanged one replaces nothing), before the
         # work of building it; checked again at the swap.
         check_replaceable(self.run.output / branch)
@@ -193,12 +191,6 @@ class BranchSync:
         """The branch's inputs as read: what an unchanged branch has the same of."""
         return inputs_of(self.outcomes, formats, self.run.mirror, self.published_filters)
 
-    def _unchanged(self, previous: BranchState, failed: list[SourceOutcome]) -> BranchResult:
-        self._remember(previous)
-        if failed:  # still partial: the published output lacks the failing stacks
-            self.report.failed_stacks = [o.source.label for o in failed]
-        return self._done(*current_status(failed))
-
     async def _rebuild(self, plan: BranchPlan, failed: list[SourceOutcome]) -> BranchResult:
         branch = self.branch
         self.run.reporter.branch_phase(branch, "building")
@@ -208,7 +200,12 @@ class BranchSync:
         caches = Caches.of(o.source for o in self.outcomes)
         consolidated = await asyncio.to_thread(self._consolidated, root, stacks, caches)
         del root, stacks
-        facts = await self._binaries(consolidated.links)
+        facts: Facts = {}  # what the spec manifests say of the specs' binaries
+        if self.run.config.binaries:
+            label = self.outcomes[0].source.label
+            facts = await read_binaries(
+                self.reader.fetcher, self.run.output, branch, consolidated.links, label
+            )
         previous = await asyncio.to_thread(self._previous, plan)
         given = BuildInput(
             branch=branch,
@@ -274,14 +271,6 @@ class BranchSync:
         self.run.reporter.branch_done(branch, message, ok=True)
         return BranchResult(branch, status, message, report)
 
-    async def _binaries(self, links: PackedLinks) -> Facts:
-        """What the spec manifests say of the published specs' binaries (none with
-        ``binaries: false``; see :mod:`crawler.sync.binaries`)."""
-        if not self.run.config.binaries:
-            return {}
-        root = self.outcomes[0].source.label
-        return await read_binaries(self.reader.fetcher, self.run.output, self.branch, links, root)
-
     def _consolidated(
         self, root: SourceSummary, stacks: dict[str, SourceSummary], caches: Caches
     ) -> Consolidated:
@@ -290,7 +279,7 @@ class BranchSync:
             consolidated = self.early.finish(root, stacks, caches)
             if self.published_filters is None:
                 return consolidated
-            return filtered(consolidated, self.filters.keeps_package)
+            return filtered(consolidated, self.run.config.filters.keeps_package)
 
     def _previous(self, plan: BranchPlan) -> Previous:
         """The last publish, as the build compares with it (read from the output folder)."""
@@ -298,7 +287,10 @@ class BranchSync:
         specs = None
         if last is None and plan.previous is not None:  # a repair: compare with what it was
             specs = recorded_spec_stacks(self.run.store, self.branch, plan.previous)
-        return Previous(last, specs, published_count(plan.record))
+        # The spec count the state recorded: the gate's reference when the published
+        # index.json cannot be read (damaged, say), rather than none at all.
+        stats = plan.record.stats if plan.record is not None else None
+        return Previous(last, specs, stats.specs if stats is not None else None)
 
     def _done(self, status: BranchStatus, message: str) -> BranchResult:
         """Finish a branch that publishes nothing: record why, tell the user."""
@@ -318,16 +310,6 @@ class BranchSync:
             message = f"{status}: {message} ({report.duration_seconds:.2f}s)"
         self.run.reporter.branch_done(branch, message, ok=not failing)
         return BranchResult(branch, status, message, report)
-
-    def _remember(self, previous: BranchState) -> None:
-        """Keep what this run learnt about the sources (a new ETag for the same bytes, a server
-        that stopped sending ETags) although nothing is published."""
-        sources = [o.state() for o in self.outcomes]
-        if sources != previous.sources:
-            state = msgspec.structs.replace(previous, sources=sources)
-            after_publish(
-                lambda: self.run.store.save_branch(self.branch, state), "output is current"
-            )
 
     async def _summaries(self) -> tuple[SourceSummary, dict[str, SourceSummary]]:
         """The root's and the readable stacks' summaries (loaded from the cache if need be).
@@ -353,7 +335,11 @@ class BranchSync:
         return root, summaries
 
     def _save_report(self) -> None:
-        save_run_report(self.run.output, self.report)
+        """Save the branch's run report in ``.crawler/reports/`` (none for a branch name no
+        file may have)."""
+        if is_safe_name(self.branch):
+            report = encode_json(self.report)
+            work_folder(self.run.output, "reports").write(f"{self.branch}.json", report)
 
     def _keep_report(self) -> None:
         """Save the run report of a branch that publishes nothing. It only tells what happened
@@ -363,10 +349,3 @@ class BranchSync:
             self._save_report()
         except CrawlerError as err:
             log.warning("%s: %s (the run report of this branch is not saved)", self.branch, err)
-
-
-def save_run_report(output: Path, report: Report) -> None:
-    """Save the run report of a branch in ``output``'s ``.crawler/reports/`` (none for a
-    branch name no file may have)."""
-    if is_safe_name(report.branch):
-        work_folder(output, "reports").write(f"{report.branch}.json", encode_json(report))

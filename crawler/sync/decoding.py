@@ -72,15 +72,8 @@ class _PendingRoot(NamedTuple):
     workers encoded them, held only when they could not be cached."""
 
     db_version: str
-    store: Store
     sha256: str | None
     held: list[bytes] | None
-
-    def shards(self) -> list[bytes] | None:
-        """The shards, or None when their cached copy is gone (or unreadable) meanwhile."""
-        if self.held is not None:
-            return self.held
-        return self.store.parts("root", self.sha256) if self.sha256 is not None else None
 
 
 class Decoding:
@@ -100,8 +93,8 @@ class Decoding:
 
     def root_parts(self, dest: Path, url: str) -> RootParts:
         """Decode the root downloading to ``dest`` in parts as it comes."""
-        parts = self.parts[dest] = RootParts(self.pool, dest, url, self.specs)
-        return parts
+        self.parts[dest] = RootParts(self.pool, dest, url, self.specs)
+        return self.parts[dest]
 
     def abandon(self, dest: Path) -> None:
         """Stop decoding what was downloading to ``dest`` (done, failed or cancelled)."""
@@ -119,8 +112,10 @@ class Decoding:
             await asyncio.to_thread(self._saved, self.specs, pending)
 
     def _saved(self, folder: str, pending: _PendingRoot) -> None:
-        results = pending.shards()
-        if results is None:
+        results = pending.held
+        if results is None and pending.sha256 is not None:
+            results = self.store.parts("root", pending.sha256)
+        if results is None:  # its cached copy is gone (or unreadable) meanwhile
             log.info("the spec store is not updated: the root's cached summary is gone")
             return
         try:
@@ -157,7 +152,9 @@ class Decoding:
                 raise OutputError(str(path), err.strerror or str(err), "read") from None
             raise
         fetched.check_unchanged()
-        cached = self._cache(outcome, parts)
+        sha256, size, cached = outcome.sha256, outcome.size, False
+        if sha256 is not None and size is not None:  # cached under the index's SHA-256
+            cached = self.store.save(kind, sha256, size, parts)
         if shards is not None:
             # Cached, the shards' bytes are read back for the store's update rather than held
             # through the merge and the output (20-odd MB of a develop root).
@@ -165,17 +162,10 @@ class Decoding:
             del parts
             summary = await asyncio.to_thread(_merged, shards)
             if outcome.known is not None:  # read through the spec store
-                self._pending = _PendingRoot(summary.db_version, self.store, outcome.sha256, held)
+                self._pending = _PendingRoot(summary.db_version, outcome.sha256, held)
         outcome.use(summary)
         outcome.decoded = True
         outcome.decode_seconds = time.monotonic() - started
-
-    def _cache(self, outcome: SourceOutcome, parts: list[bytes]) -> bool:
-        """Cache what the workers returned for an index under its SHA-256; True if cached."""
-        sha256, size = outcome.sha256, outcome.size
-        if sha256 is None or size is None:
-            return False
-        return self.store.save(outcome.kind, sha256, size, parts)
 
     async def root_shards(
         self, path: Path, url: str, size: int
@@ -215,20 +205,11 @@ class Decoding:
                 if parts is not None and not whole:
                     results = await parts.results(missing)
                 else:
-                    results = await _all_or_none(
-                        self.pool.run(
-                            summarize_root_shard,
-                            str(path),
-                            url,
-                            i,
-                            shards,
-                            missing,
-                            whole,
-                            self.limit,
-                            self.specs,
-                        )
-                        for i in range(shards)
+                    run, args = self.pool.run, (shards, missing, whole, self.limit, self.specs)
+                    jobs = (
+                        run(summarize_root_shard, str(path), url, i, *args) for i in range(shards)
                     )
+                    results = await _all_or_none(jobs)
             except BadCut as err:
                 # Read whole, a root is cut only inside its installs, checked as JSON first
                 # (read.read_whole), so brackets balance; a key that does not decode fails it

@@ -22,7 +22,7 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ..errors import BranchError, CrawlerError
+from ..errors import CrawlerError
 from ..mirror.discovery import Discovery
 from ..mirror.fetch import Fetcher
 from ..output.published import check_replaceable
@@ -31,7 +31,6 @@ from .branch import RunContext
 from .collect import check_sources
 from .inputs import (
     BranchStatus,
-    branch_sources,
     current_status,
     failure_line,
     inputs_of,
@@ -74,15 +73,11 @@ class Forecaster:
 
     async def _branch(self, found: BranchForecast, discovery: Discovery) -> None:
         branch, run = found.branch, self.run
-        if branch in discovery.problems:  # asked for by name
-            raise BranchError(branch, discovery.problems[branch])
-        sources = branch_sources(run.config, discovery, branch)
-        immutable = discovery.is_immutable(branch, run.config)
-        plan = await run.planner.plan(branch, self.fetcher, sources, immutable=immutable)
+        plan = await run.planner.plan(branch, self.fetcher, discovery)
         if plan.skip:
             found.status, found.message = "skipped", "immutable and published"
             return
-        read = (self.reader.forecast(s, plan.previous) for s in sources)
+        read = (self.reader.forecast(s, plan.previous) for s in plan.sources)
         found.sources = list(await asyncio.gather(*read))
         outcomes = [s.outcome for s in found.sources]
         budget = run.config.publish.max_failed_stacks

@@ -15,7 +15,7 @@ from ..config import Config
 from ..decode.validate import SourceSummary
 from ..documents import IndexFilters
 from ..errors import BranchError, CrawlerError
-from ..mirror.discovery import Discovery, Mirror, Source
+from ..mirror.discovery import Mirror
 from ..output.published import PublishedBranch
 from ..output.state import BranchState, Store, fingerprint
 from .outcome import SourceOutcome
@@ -42,12 +42,6 @@ def current_status(failed: Sequence[SourceOutcome]) -> tuple[BranchStatus, str]:
         return "unchanged", "output is current"
     labels = ", ".join(o.source.label for o in failed)
     return "partial", f"output is current, but stacks still fail: {labels}"
-
-
-def branch_sources(config: Config, discovery: Discovery, branch: str) -> list[Source]:
-    """The sources of ``branch`` a sync reads: the root, and the stacks the filters keep."""
-    filters = config.filters
-    return [s for s in discovery.refs[branch] if s.is_root or filters.keeps_stack(s.label)]
 
 
 def published_filters(config: Config) -> IndexFilters | None:
@@ -84,14 +78,6 @@ def is_current(
         log.debug("%s: inputs differ from the last publish's", branch)
         return False
     return PublishedBranch(output, branch).intact(previous, formats)
-
-
-def published_count(previous: BranchState | None) -> int | None:
-    """The spec count of the last publish as its state recorded it: the gate's reference when
-    the published ``index.json`` cannot be read (damaged, say), rather than none at all."""
-    if previous is None:
-        return None
-    return previous.stats.specs if previous.stats is not None else None
 
 
 def recorded_spec_stacks(store: Store, branch: str, previous: BranchState) -> SpecStacks | None:

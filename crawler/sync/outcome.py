@@ -82,7 +82,6 @@ class SourceOutcome:
         self._summary, self._loader = None, None
 
     def use_later(self, loader: Callable[[], SourceSummary | None], facts: SourceFacts) -> None:
-        """Defer loading the summary until something needs more than its facts."""
         self._summary, self._loader, self.facts = None, loader, facts
 
     @property
@@ -148,18 +147,9 @@ class SourceOutcome:
     def report_entry(self) -> ReportSource:
         """The source as ``report.json`` lists it: its ``index.json`` entry with the outcome
         as its status, and how it was fetched."""
-        entry = self.index_entry()
+        entry = msgspec.structs.asdict(self.index_entry())
         return ReportSource(
-            label=entry.label,
-            url=entry.url,
-            layout=entry.layout,
-            status=self.status,
-            sha256=entry.sha256,
-            bytes=entry.bytes,
-            db_version=entry.db_version,
-            records=entry.records,
-            in_buildcache=entry.in_buildcache,
-            invalid_records=entry.invalid_records,
+            **{**entry, "status": self.status},
             location=self.source.location,
             sidecar_sha256=self.sidecar,
             sidecar_matches=self.sidecar_matches,

@@ -19,8 +19,9 @@ from pathlib import Path
 import msgspec
 
 from ..config import Config, normal_formats
+from ..errors import BranchError
 from ..files import map_regular
-from ..mirror.discovery import Mirror, Source
+from ..mirror.discovery import Discovery, Mirror, Source
 from ..mirror.fetch import Fetcher
 from ..output.published import PublishedBranch
 from ..output.state import BranchState, Store
@@ -37,6 +38,8 @@ PROBE_SECONDS = 10.0
 class BranchPlan:
     """What to do with one branch, decided from its published folder and state."""
 
+    #: The sources the mirror lists now: the root, and the stacks the filters keep.
+    sources: list[Source]
     #: The state this version saved at the branch's last publish (None: none, or another
     #: version's, which the inputs cannot be compared with).
     previous: BranchState | None
@@ -62,19 +65,24 @@ class Planner:
         self.mirror = Mirror.parse(config.mirror).base  # as index.json names it
         self._probing = True  # see missing_back
 
-    async def plan(
-        self, branch: str, fetcher: Fetcher, sources: Sequence[Source], *, immutable: bool
-    ) -> BranchPlan:
-        """The plan for ``branch``, whose sources the mirror lists now are ``sources``;
-        ``immutable``: held still once published
-        (:meth:`~crawler.mirror.discovery.Discovery.is_immutable`)."""
+    async def plan(self, branch: str, fetcher: Fetcher, discovery: Discovery) -> BranchPlan:
+        """The plan for ``branch`` as ``discovery`` lists it."""
+        if branch in discovery.problems:  # asked for by name (--all skips it, see Syncer.run)
+            raise BranchError(branch, discovery.problems[branch])
+        filters = self.config.filters
+        sources = [s for s in discovery.refs[branch] if s.is_root or filters.keeps_stack(s.label)]
+        immutable = discovery.is_immutable(branch, self.config)  # held still once published
         switched = other_mirror(self.output / branch, self.mirror)
         if switched is not None:
             log.warning("%s: %s", branch, switched)
         previous = self.store.branch(branch)
         record = previous or self.store.branch(branch, any_version=True)
         asked: list[str] = list(self.config.formats)  # normalised by the config
-        was = self._published_formats(branch, record)
+        if record is not None:  # published in: as its state says, else (.crawler/ deleted) as seen
+            was = list(record.formats)
+        else:
+            published = PublishedBranch(self.output, branch)
+            was = ["pages"] * published.has_pages() + ["html"] * published.has_site()
         # A branch keeps the formats it was published in (a manual run without the pages
         # must not remove a site's pages): only prune_formats drops them, and never for an
         # immutable ref, which stays put.
@@ -89,21 +97,13 @@ class Planner:
                 branch,
                 _others(kept, asked),
             )
-        plan = BranchPlan(previous, record, kept)
+        plan = BranchPlan(sources, previous, record, kept)
         if not immutable or not (self.output / branch / "index.json").is_file():
             return plan
-        return await self._published_immutable(branch, fetcher, sources, plan)
-
-    def _published_formats(self, branch: str, record: BranchState | None) -> list[str]:
-        """The formats the branch was published in: as its state says, else (``.crawler/``
-        deleted, which is allowed) as its folder shows."""
-        if record is not None:
-            return list(record.formats)
-        published = PublishedBranch(self.output, branch)
-        return ["pages"] * published.has_pages() + ["html"] * published.has_site()
+        return await self._published_immutable(branch, fetcher, plan)
 
     async def _published_immutable(
-        self, branch: str, fetcher: Fetcher, sources: Sequence[Source], plan: BranchPlan
+        self, branch: str, fetcher: Fetcher, plan: BranchPlan
     ) -> BranchPlan:
         """The plan for an immutable ref with a published ``index.json``."""
         published = PublishedBranch(self.output, branch)
@@ -122,7 +122,7 @@ class Planner:
             return replace(plan, excused=without)
         if damaged or self.force:
             return plan
-        back = await self.missing_back(fetcher, sources, record)
+        back = await self.missing_back(fetcher, plan.sources, record)
         if not back:
             return replace(plan, skip=True)
         log.info(

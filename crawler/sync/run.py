@@ -68,32 +68,24 @@ class Syncer:
         self.reporter = reporter
         self.mirror = Mirror.parse(config.mirror)
         self.output = config.output_dir.resolve()
-        self.force = force
         self._sleep = sleep
         #: Branches finished so far (also readable after the run was cancelled).
         self.results: list[BranchResult] = []
         self.store = Store(self.output, config.cache_folder)
-        self.planner = Planner(config, self.output, self.store, force=force)
-
-    async def discover(self, fetcher: Fetcher, asked: Sequence[str] = ()) -> Discovery:
-        """The mirror's refs: declared in the config, in its discovery document, or those of a
-        plain build cache (:func:`crawler.mirror.refs.find_refs`), whose top-level index a
-        branch ``asked`` for may name."""
-        return await find_refs(fetcher, self.mirror, self.config, asked)
+        planner = Planner(config, self.output, self.store, force=force)
+        self.context = RunContext(
+            config, reporter, self.mirror, self.output, self.store, planner, force
+        )
 
     async def branches(self) -> Discovery:
         """The mirror's refs alone (for ``crawler branches``)."""
         async with Fetcher(self.config, sleep=self._sleep) as fetcher:
-            return await self.discover(fetcher)
+            return await find_refs(fetcher, self.mirror, self.config, ())
 
     async def run(self, branches: Sequence[str] | None) -> RunResult:
         """Sync the named branches (None: every ref of the mirror) under the output's lock."""
         started = time.monotonic()
         _check_names(branches)
-        await self._locked(branches)
-        return RunResult(self.results, time.monotonic() - started)
-
-    async def _locked(self, branches: Sequence[str] | None) -> None:
         async with RunLock(self.output, wait=self.config.lock_wait) as lock:
             if lock.broken:
                 log.warning("%s", lock.broken)
@@ -101,41 +93,31 @@ class Syncer:
             for line in [*recover(self.output, kept), *check_work_folders(self.output, kept)]:
                 log.warning("%s", line)
             async with Fetcher(self.config, sleep=self._sleep) as fetcher:
-                discovery = await self.discover(fetcher, branches or ())
+                discovery = await find_refs(fetcher, self.mirror, self.config, branches or ())
                 wanted = self._wanted(discovery, branches)
                 reader = SourceReader(self.config, fetcher, self.store, self.reporter)
                 with self._workspace(reader) as work:
                     for branch in wanted:
                         with thawed_gc():  # what the branch froze is collectable once it is done
-                            one = BranchSync(self._context(), reader, branch, work)
+                            one = BranchSync(self.context, reader, branch, work)
                             self.results.append(await one.sync(discovery))
                             # Once the branch is freed (a develop branch's links alone are
                             # 70-odd MB), for the spec store's update to reuse its memory.
                             del one
                             await reader.settle()
                 after_publish(lambda: write_listing(self.output), "synced")
+        return RunResult(self.results, time.monotonic() - started)
 
     async def forecast(self, branches: Sequence[str] | None) -> list[BranchForecast]:
         """What :meth:`run` would do with the named branches, found out without writing
         anything and without the lock (``crawler sync --dry-run``, see :mod:`.forecast`)."""
         _check_names(branches)
         async with Fetcher(self.config, sleep=self._sleep) as fetcher:
-            discovery = await self.discover(fetcher, branches or ())
+            discovery = await find_refs(fetcher, self.mirror, self.config, branches or ())
             wanted = self._wanted(discovery, branches)
-            forecaster = Forecaster(self._context(), fetcher)
+            forecaster = Forecaster(self.context, fetcher)
             found = [await forecaster.branch(branch, discovery) for branch in wanted]
         return found
-
-    def _context(self) -> RunContext:
-        return RunContext(
-            self.config,
-            self.reporter,
-            self.mirror,
-            self.output,
-            self.store,
-            self.planner,
-            self.force,
-        )
 
     def _wanted(self, discovery: Discovery, branches: Sequence[str] | None) -> list[str]:
         """The branches named, or with ``--all`` every ref the filters keep that is usable

@@ -101,7 +101,6 @@ class SourceReader:
         self, branch: str, source: Source, dest: Path, previous: BranchState | None
     ) -> SourceOutcome:
         """Fetch (or prove unchanged) and summarise one source; never raises but to cancel."""
-        fetcher = self.fetcher
         outcome = SourceOutcome(source)
         started = time.monotonic()
         try:
@@ -123,7 +122,7 @@ class SourceReader:
         finally:
             self.decoding.abandon(dest)
             dest.unlink(missing_ok=True)  # noqa: ASYNC240 - one unlink, not worth a thread hop
-            outcome.retries = fetcher.retries.get(source.location, 0)
+            outcome.retries = self.fetcher.retries.get(source.location, 0)
             if outcome.sha256 is not None:
                 self.read_sha256.add(outcome.sha256)
         if outcome.status in ("missing", "failed"):
@@ -200,24 +199,22 @@ class SourceReader:
         before = previous.source(source.label, source.url, source.location) if previous else None
         if before is not None:  # what the server is known for carries over to this run
             outcome.etag, outcome.downloaded = usable_etag(before.etag), before.downloaded
-        if source.sidecar is None:
-            return await self._fetch_index(outcome, dest, before, branch)
-        if before is None or before.etag is None:  # the sidecar may serve as the validator
-            if before is not None or not self._dry:  # (else it would only be reported)
+        if source.sidecar is not None and (before is None or before.etag is None):
+            # The sidecar may serve as the validator (else it would only be reported).
+            if before is not None or not self._dry:
                 outcome.sidecar = await read_sidecar(self.fetcher, source.sidecar)
-            return await self._fetch_index(outcome, dest, before, branch)
-        if self._dry:
-            return await self._fetch_index(outcome, dest, before, branch)
-        # With an ETag the sidecar is only reported: fetch it alongside, not before.
-        sidecar = asyncio.create_task(read_sidecar(self.fetcher, source.sidecar))
-        try:
-            path = await self._fetch_index(outcome, dest, before, branch)
-        except BaseException:
-            sidecar.cancel()
-            await asyncio.gather(sidecar, return_exceptions=True)
-            raise
-        outcome.sidecar = await sidecar
-        return path
+        elif source.sidecar is not None and not self._dry:
+            # With an ETag the sidecar is only reported: fetch it alongside, not before.
+            sidecar = asyncio.create_task(read_sidecar(self.fetcher, source.sidecar))
+            try:
+                path = await self._fetch_index(outcome, dest, before, branch)
+            except BaseException:
+                sidecar.cancel()
+                await asyncio.gather(sidecar, return_exceptions=True)
+                raise
+            outcome.sidecar = await sidecar
+            return path
+        return await self._fetch_index(outcome, dest, before, branch)
 
     async def _fetch_index(
         self, outcome: SourceOutcome, dest: Path | None, before: SourceState | None, branch: str
