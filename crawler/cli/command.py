@@ -24,7 +24,7 @@ from ..config import Config
 from ..consume.folders import no_such_branch, not_a_branch_folder
 from ..errors import CrawlerError, ExitCode, UsageError
 from ..files import is_safe_name
-from ..heap import return_large_blocks
+from ..heap import tune_heap
 from ..mirror.proxies import environment_proxies
 from ..mirror.retry import Sleep
 from ..ops import metrics
@@ -340,7 +340,7 @@ def main(argv: Sequence[str] | None = None, *, hard: bool = False) -> int:
     """Run the command line; returns the exit code. ``hard``: see :func:`main_async`; the
     process also ends for sure within a few seconds once the code is known (Python's exit
     waits for threads, the decoding pool's among them)."""
-    return_large_blocks()
+    tune_heap()
     runner = asyncio.Runner()  # asyncio.run(), but a failure to close loses no exit code
     try:
         try:

@@ -15,7 +15,7 @@ import signal
 import threading
 import time
 
-from ..heap import return_large_blocks
+from ..heap import tune_heap
 
 #: What Ctrl-C, a closed terminal or ``systemctl stop`` send to the whole process group.
 GROUP_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
@@ -23,7 +23,7 @@ GROUP_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
 
 def start_worker(crawler_pid: int) -> None:
     """Worker initializer: no cyclic garbage collector, large freed blocks given back to the
-    system (:func:`~crawler.heap.return_large_blocks`), SIGINT, SIGTERM and SIGHUP ignored,
+    system (:func:`~crawler.heap.tune_heap`), SIGINT, SIGTERM and SIGHUP ignored,
     and exit when the crawler is gone.
 
     Ctrl-C, a closed terminal and ``systemctl stop`` signal the whole process group: the
@@ -44,7 +44,7 @@ def start_worker(crawler_pid: int) -> None:
     close, and the workers hold them.
     """
     gc.disable()
-    return_large_blocks()
+    tune_heap()
     for signum in GROUP_SIGNALS:
         signal.signal(signum, signal.SIG_IGN)
     if hasattr(signal, "pthread_sigmask"):  # blocked by the forkserver (see .pool)
