@@ -61,6 +61,7 @@ async def test_a_sync_publishes_sizes_tarballs_and_missing_binaries(tmp_path: Pa
     link = resolved_entry(links, SPECS[0].dag_hash)
     assert link["tarball"].startswith(f"{folder.as_uri()}/blobs/sha256/")
     assert link["locations"]["root"].endswith(".spec.manifest.json")
+    assert "tarball" not in resolved_entry(links, gone)  # no link to what is not there
     report = published(output, "report.json")
     spec = SPECS[2]
     assert report["missing_binaries"] == [

@@ -43,8 +43,9 @@ def with_sizes(packages: dict[str, PackageSummary], facts: Facts) -> dict[str, P
 
 
 def with_tarballs(links: PackedLinks, facts: Facts) -> PackedLinks:
-    """``links`` with each spec's tarball beside its manifests' where it is known (under the
-    cache of one of its stacks: a ``ValueError`` if none holds it), and the fingerprint of
+    """``links`` with each spec's tarball beside its manifests' where it is known and there
+    (under the cache of one of its stacks: a ``ValueError`` if none holds it; one the sync found
+    missing is in the report's ``missing_binaries``, not linked), and the fingerprint of
     the key that signed its manifest where that was verified."""
     if not facts:
         return links
@@ -59,9 +60,11 @@ def with_tarballs(links: PackedLinks, facts: Facts) -> PackedLinks:
 def _linked(entry: PackedSpecLinks, fact: BinaryFacts, under: dict[str, str]) -> PackedSpecLinks:
     if fact.tarball is None:
         return entry
+    signer = fact.signer if fact.signature == SIGNED and fact.signer else msgspec.UNSET
+    if fact.missing:  # named by its manifest but not there: nothing to link to
+        return msgspec.structs.replace(entry, signer=signer)
     stacks = [stack for labels in entry.paths.values() for stack in labels]
     tarball = packed_tarball(fact.tarball, sorted(stacks), under)
-    signer = fact.signer if fact.signature == SIGNED and fact.signer else msgspec.UNSET
     return msgspec.structs.replace(entry, tarball=tarball, signer=signer)
 
 
