@@ -16,6 +16,7 @@ all, nor, in a package that differs, a spec whose entry's bytes are the same.
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from typing import Any, Literal
 
@@ -139,10 +140,15 @@ class IndexDiff(msgspec.Struct, frozen=True, gc=False):
     @property
     def totals(self) -> DiffTotals:
         """The number of packages and specs added, removed and changed."""
-        specs = [s for p in self.packages for s in p.specs]
+        packages = Counter(p.change for p in self.packages)
+        specs = Counter(s.change for p in self.packages for s in p.specs)
         return DiffTotals(
-            **{f"packages_{c}": sum(p.change == c for p in self.packages) for c in _RANK},
-            **{f"specs_{c}": sum(s.change == c for s in specs) for c in _RANK},
+            packages_added=packages["added"],
+            packages_removed=packages["removed"],
+            packages_changed=packages["changed"],
+            specs_added=specs["added"],
+            specs_removed=specs["removed"],
+            specs_changed=specs["changed"],
         )
 
     def records(self) -> Iterator[Change]:
@@ -281,5 +287,7 @@ def _whole(name: str, change: Changed, package: PackageSummary) -> PackageDiff:
     """A package only one index has: every version and spec of it added, or removed."""
     versions, specs = list(package.meta.versions), package.spec_details
     if change == "added":
-        return PackageDiff(name, change, versions, [], [SpecDiff(change, None, s) for s in specs])
-    return PackageDiff(name, change, [], versions, [SpecDiff(change, s, None) for s in specs])
+        diffs = [SpecDiff(change, None, spec) for spec in specs]
+        return PackageDiff(name, change, versions_added=versions, versions_removed=[], specs=diffs)
+    diffs = [SpecDiff(change, spec, None) for spec in specs]
+    return PackageDiff(name, change, versions_added=[], versions_removed=versions, specs=diffs)

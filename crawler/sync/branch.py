@@ -158,16 +158,7 @@ class BranchSync:
         else:
             inputs = self._fingerprint(plan.formats)
             if is_current(self.run.output, branch, plan.previous, inputs, plan.formats):
-                # Keep what this run learnt of the sources (a new ETag for the same bytes, a
-                # server that stopped sending ETags) although nothing is published.
-                known = [o.state() for o in self.outcomes]
-                if known != plan.previous.sources:
-                    state = msgspec.structs.replace(plan.previous, sources=known)
-                    save = self.run.store.save_branch
-                    after_publish(lambda: save(branch, state), "output is current")
-                if failed:  # still partial: the published output lacks the failing stacks
-                    self.report.failed_stacks = [o.source.label for o in failed]
-                return self._done(*current_status(failed))
+                return self._unchanged(plan.previous, failed)
         # Once the branch is known to change (an unchanged one replaces nothing), before the
         # work of building it; checked again at the swap.
         check_replaceable(self.run.output / branch)
@@ -190,6 +181,18 @@ class BranchSync:
     def _fingerprint(self, formats: list[str]) -> str:
         """The branch's inputs as read: what an unchanged branch has the same of."""
         return inputs_of(self.outcomes, formats, self.run.mirror, self.published_filters)
+
+    def _unchanged(self, previous: BranchState, failed: list[SourceOutcome]) -> BranchResult:
+        """A branch whose output is current: keep what this run learnt of its sources (a new
+        ETag for the same bytes, a server that stopped sending ETags), publish nothing."""
+        known = [o.state() for o in self.outcomes]
+        if known != previous.sources:
+            state = msgspec.structs.replace(previous, sources=known)
+            save = self.run.store.save_branch
+            after_publish(lambda: save(self.branch, state), "output is current")
+        if failed:  # still partial: the published output lacks the failing stacks
+            self.report.failed_stacks = [o.source.label for o in failed]
+        return self._done(*current_status(failed))
 
     async def _rebuild(self, plan: BranchPlan, failed: list[SourceOutcome]) -> BranchResult:
         branch = self.branch

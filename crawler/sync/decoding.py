@@ -93,8 +93,8 @@ class Decoding:
 
     def root_parts(self, dest: Path, url: str) -> RootParts:
         """Decode the root downloading to ``dest`` in parts as it comes."""
-        self.parts[dest] = RootParts(self.pool, dest, url, self.specs)
-        return self.parts[dest]
+        parts = self.parts[dest] = RootParts(self.pool, dest, url, self.specs)
+        return parts
 
     def abandon(self, dest: Path) -> None:
         """Stop decoding what was downloading to ``dest`` (done, failed or cancelled)."""
