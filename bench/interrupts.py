@@ -328,11 +328,11 @@ def judge(setup: Setup, outcome: Outcome, exit_within: float, second_within: flo
         if outcome.forced and not outcome.second_sent:
             problems.append(f"the clean stop did not end by itself: {outcome.forced!r}")
         if (
-            outcome.code not in interrupted_codes(plan)
+            outcome.code not in (codes := interrupted_codes(plan, outcome.forced))
             and not (outcome.code == setup.normal_code and outcome.output == "new")
             and not outcome.python_startup  # no crawler code ran: nothing it could do
         ):
-            problems.append(f"exit code {outcome.code}, not {interrupted_codes(plan)}")
+            problems.append(f"exit code {outcome.code}, not {codes}")
     elif outcome.code != setup.normal_code:
         problems.append(f"ended by itself with {outcome.code}, not {setup.normal_code}")
     if not outcome.lock_free:
@@ -349,7 +349,7 @@ def judge(setup: Setup, outcome: Outcome, exit_within: float, second_within: flo
     return problems
 
 
-def interrupted_codes(plan: Plan) -> tuple[int, ...]:
+def interrupted_codes(plan: Plan, forced: str = "") -> tuple[int, ...]:
     """The exit codes an interrupted run may give: ``128 + signal`` (the crawler stopped
     cleanly) or ``-signal`` (Popen's way of saying the signal's default action ended it, before
     the crawler handles signals; a shell reports it as ``128 + signal`` too). A second signal
@@ -359,10 +359,15 @@ def interrupted_codes(plan: Plan) -> tuple[int, ...]:
     Two signals pending at once (sent 20 ms apart to a process busy in C for longer) reach its
     handlers in the order of their numbers, not the order they were sent: SIGTERM then SIGHUP
     is then handled as SIGHUP first, and the run ends with the second's code, saying "received
-    SIGTERM again". That code is one the run may give too."""
+    SIGTERM again". That code is one the run may give too. Sent right after each other, the
+    two may also reach the process's threads in either order (CI of 2026-12-02: SIGHUP then
+    SIGTERM ended with 143, "received SIGHUP again"): the second's code is then the run's too
+    when its ``forced`` line says the first came again."""
     codes = [128 + plan.signum, -plan.signum]
     if plan.second is not None:
-        codes += [-plan.second, 128 + plan.second] if plan.second < plan.signum else [-plan.second]
+        codes.append(-plan.second)
+        if plan.second < plan.signum or f"received {plan.signum.name} again" in forced:
+            codes.append(128 + plan.second)
     return tuple(dict.fromkeys(int(code) for code in codes))
 
 

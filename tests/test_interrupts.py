@@ -34,7 +34,9 @@ from bench.interrupts import (
     SECOND_WITHIN,
     TARGETS,
     Outcome,
+    Plan,
     Setup,
+    interrupted_codes,
     plans,
     prepare,
     run_trial,
@@ -142,7 +144,7 @@ def test_a_second_signal_ends_the_run_at_once(stage: Stage) -> None:
     for outcome in outcomes:
         assert outcome.plan.second is not None
         if outcome.forced:
-            # Pending at once, the two reach the handlers by number (see interrupted_codes):
+            # Pending at once, the two reach the handlers in either order (interrupted_codes):
             # the one handled first gives the code, the other is "received ... again".
             first, second = outcome.plan.signum, outcome.plan.second
             handled = second if f"received {first.name} again" in outcome.forced else first
@@ -160,3 +162,13 @@ def test_the_trials_are_the_seeds() -> None:
     assert {p.signum for p in first} == {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
     assert all(1.0 <= p.delay <= 2.6 for p in first)
     assert {p.target for p in first} == set(TARGETS)
+
+
+def test_a_second_signal_handled_first_gives_its_code_only_when_the_run_says_so() -> None:
+    """Sent right after each other, two signals may reach the handlers in either order: the
+    run then ends with the code of the one handled first, saying the other came again."""
+    plan = Plan(1, signal.SIGHUP, 0.5, second=signal.SIGTERM)
+    assert 128 + signal.SIGTERM not in interrupted_codes(plan)
+    said = interrupted_codes(plan, "received SIGHUP again: exiting at once")
+    assert 128 + signal.SIGTERM in said and 128 + signal.SIGHUP in said
+    assert 128 + signal.SIGTERM not in interrupted_codes(plan, "received SIGTERM again")
